@@ -1,0 +1,1 @@
+"""fedpriv attacks."""

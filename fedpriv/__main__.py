@@ -1,0 +1,7 @@
+"""``python -m fedpriv`` is the ``fedpriv`` command."""
+
+import sys
+
+from fedpriv.cli.main import main
+
+sys.exit(main())

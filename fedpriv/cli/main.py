@@ -1,0 +1,104 @@
+"""Dispatch ``fedpriv SUBCOMMAND``; map errors to the exit codes of the contract.
+
+Exit 0 on success, 2 on bad input (:class:`fedpriv.errors.InputError`, or an argparse usage
+error), 1 on any other failure. With ``--json`` exactly one JSON object goes to stdout; logs
+and progress go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import math
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from fedpriv.errors import InputError
+
+# subcommand name -> module under fedpriv.cli
+SUBCOMMANDS: dict[str, str] = {
+    "simulate": "simulate",
+    "audit": "audit",
+    "report": "report",
+    "account": "account",
+    "capacity": "capacity",
+    "compare": "compare",
+    "sweep": "sweep",
+    "deploy-local": "deploy_local",
+}
+
+log = logging.getLogger("fedpriv")
+
+
+def _load(module: str) -> Any | None:
+    try:
+        return importlib.import_module(f"fedpriv.cli.{module}")
+    except ModuleNotFoundError as exc:  # a subcommand not built yet
+        if exc.name == f"fedpriv.cli.{module}":
+            return None
+        raise
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with every available subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="fedpriv",
+        description="Federated learning with private updates, audited by an "
+        "honest-but-curious server.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in SUBCOMMANDS.values():
+        mod = _load(module)
+        if mod is not None:
+            mod.register(sub)
+    return parser
+
+
+def _jsonable(obj: Any) -> Any:
+    """Non-finite floats become the strings "inf", "-inf", "nan" (JSON has no such numbers)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def dumps(result: dict[str, Any]) -> str:
+    """Serialise a result object as strict JSON."""
+    return json.dumps(_jsonable(result), allow_nan=False)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fedpriv`` console script; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    module = _load(SUBCOMMANDS[args.command])
+    try:
+        result = module.run(args)
+    except InputError as exc:
+        print(f"fedpriv {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"fedpriv {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract maps every other failure to 1
+        log.debug("failure", exc_info=True)
+        print(f"fedpriv {args.command}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if getattr(args, "json", False):
+        print(dumps(result))
+    else:
+        render = getattr(module, "render", None)
+        print(render(result) if render else json.dumps(_jsonable(result), indent=2))
+    return 0

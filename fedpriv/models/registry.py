@@ -1,0 +1,54 @@
+"""Build a model by its config name (`[model] name`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from fedpriv.errors import InputError
+from fedpriv.models.cnn import SmallCNN
+from fedpriv.models.mlp import PaperMLP
+
+__all__ = ["MODELS", "build_model", "count_parameters"]
+
+
+def _paper_mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    features = 1
+    for d in input_shape:
+        features *= d
+    return PaperMLP(in_features=features, num_classes=num_classes)
+
+
+def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    return SmallCNN(in_channels=input_shape[0], num_classes=num_classes)
+
+
+MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
+    "paper-mlp": _paper_mlp,
+    "small-cnn": _small_cnn,
+}
+
+
+def build_model(name: str, input_shape: tuple[int, ...], num_classes: int = 10) -> nn.Module:
+    """Return a freshly initialised model.
+
+    Parameters
+    ----------
+    name
+        ``"paper-mlp"`` or ``"small-cnn"``.
+    input_shape
+        ``(channels, height, width)`` of one example.
+    num_classes
+        Number of output classes.
+    """
+    try:
+        factory = MODELS[name]
+    except KeyError:
+        raise InputError("model.name", name, f"one of {sorted(MODELS)}") from None
+    return factory(tuple(input_shape), num_classes)
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
