@@ -1,1 +1,1 @@
-"""fedpriv clients."""
+"""fedpriv's Flower ClientApp: local DP training with the chosen noise mechanism."""

@@ -1,1 +1,1 @@
-"""fedpriv strategies."""
+"""fedpriv's Flower ServerApp and the honest-but-curious auditing strategy."""

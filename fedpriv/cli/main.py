@@ -11,12 +11,12 @@ import argparse
 import importlib
 import json
 import logging
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.jsonio import dumps, jsonable
 
 # subcommand name -> module under fedpriv.cli
 SUBCOMMANDS: dict[str, str] = {
@@ -58,22 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _jsonable(obj: Any) -> Any:
-    """Non-finite floats become the strings "inf", "-inf", "nan" (JSON has no such numbers)."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
-    return obj
-
-
-def dumps(result: dict[str, Any]) -> str:
-    """Serialise a result object as strict JSON."""
-    return json.dumps(_jsonable(result), allow_nan=False)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedpriv`` console script; returns the exit code."""
     parser = build_parser()
@@ -100,5 +84,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(dumps(result))
     else:
         render = getattr(module, "render", None)
-        print(render(result) if render else json.dumps(_jsonable(result), indent=2))
+        print(render(result) if render else json.dumps(jsonable(result), indent=2))
     return 0

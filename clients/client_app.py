@@ -1,0 +1,97 @@
+"""The Flower ClientApp: one private local update per round.
+
+The server ships the validated fedpriv config (JSON) in every train message, so simulation and
+deployment behave the same. The reply carries
+
+* ``arrays`` — the new local parameters;
+* ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
+* ``meta`` (ConfigRecord, never averaged) — the partition id, steps, learning rate, batch
+  size, sampling rate, mechanism name and public parameters, and in audit mode the ids of the
+  records in each batch (ground truth for scoring only).
+"""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+
+from clients.local_data import client_data
+from clients.node_mechanism import mechanism_for
+from fedpriv.config import Config
+from fedpriv.mechanisms import build_mechanism
+from fedpriv.mechanisms.seeding import make_generator
+from fedpriv.models import build_model
+from fedpriv.training import local_train
+
+__all__ = ["app"]
+
+torch.set_num_threads(1)  # one core per client actor; Ray schedules actors across cores
+app = ClientApp()
+
+
+def _partition(context: Context) -> tuple[int, int]:
+    return int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
+
+
+def _model(cfg: Config, msg: Message, input_shape: tuple[int, ...]) -> torch.nn.Module:
+    model = build_model(cfg.model.name, input_shape)
+    model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
+    return model
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    """One round of local DP-SGD with this client's mechanism."""
+    cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
+    server_round = int(msg.content["config"]["server-round"])
+    pid, num_parts = _partition(context)
+    x, y, ids = client_data(cfg.data, cfg.seed, pid, num_parts)
+    name, params = mechanism_for(cfg, pid, context.node_config)
+    mechanism = build_mechanism(name, params)
+    model = _model(cfg, msg, tuple(x.shape[1:]))
+    result = local_train(
+        model, x, y, mechanism,
+        lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
+        sampling=cfg.train.sampling, generator=make_generator(cfg.seed, pid, server_round),
+        record_ids=ids.tolist(),
+    )
+    meta = {
+        "partition-id": pid,
+        "server-round": server_round,
+        "local-examples": int(x.shape[0]),
+        "steps": result.steps,
+        "lr": cfg.train.lr,
+        "batch-size": cfg.train.batch_size,
+        "sampling": cfg.train.sampling,
+        "sample-rate": result.sample_rate,
+        "batch-sizes": json.dumps(result.batch_sizes),
+        "mechanism": mechanism.name,
+        "mechanism-params": json.dumps(mechanism.params(), sort_keys=True),
+        "formal-guarantee": mechanism.formal_guarantee,
+    }
+    if cfg.audit.enabled and cfg.audit.ground_truth:
+        meta["record-ids"] = json.dumps(result.batch_indices)
+    content = RecordDict({
+        "arrays": ArrayRecord(model.state_dict()),
+        "metrics": MetricRecord({"num-examples": int(x.shape[0]), "train-loss": result.loss}),
+        "meta": ConfigRecord(meta),
+    })
+    return Message(content=content, reply_to=msg)
+
+
+@app.evaluate()
+def evaluate(msg: Message, context: Context) -> Message:
+    """Loss and accuracy of the received model on this client's local data."""
+    cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
+    pid, num_parts = _partition(context)
+    x, y, _ = client_data(cfg.data, cfg.seed, pid, num_parts)
+    model = _model(cfg, msg, tuple(x.shape[1:]))
+    with torch.no_grad():
+        logits = model(x)
+        loss = float(torch.nn.functional.cross_entropy(logits, y))
+        acc = float((logits.argmax(1) == y).float().mean())
+    metrics = MetricRecord({"num-examples": int(x.shape[0]), "eval-loss": loss, "eval-acc": acc})
+    return Message(content=RecordDict({"metrics": metrics}), reply_to=msg)

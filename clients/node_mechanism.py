@@ -1,0 +1,40 @@
+"""Which mechanism a client uses: the config's (with per-client overrides), then the node's own.
+
+In a deployment a SuperNode can set its mechanism in ``--node-config``, e.g.
+``partition-id=0 num-partitions=2 mechanism='vmf' kappa=100``; those keys win over the run
+config. Node-config keys use dashes (``noise-multiplier``); they map to the mechanism keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fedpriv.config import Config
+
+__all__ = ["NODE_KEYS", "mechanism_for"]
+
+# node_config key -> mechanism parameter
+NODE_KEYS: dict[str, str] = {
+    "mechanism": "name",
+    "clip": "clip",
+    "noise-multiplier": "noise_multiplier",
+    "laplace-scale": "laplace_scale",
+    "kappa": "kappa",
+    "vmf-scale": "vmf_scale",
+}
+
+
+def mechanism_for(
+    cfg: Config, partition_id: int, node_config: Mapping[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """``(name, params)`` for this client: config, then overrides, then the node's config."""
+    name, params = cfg.mechanism.for_client(partition_id)
+    for node_key, key in NODE_KEYS.items():
+        if node_key in node_config:
+            value = node_config[node_key]
+            if key == "name":
+                name = str(value)
+            else:
+                params[key] = float(value)
+    return name, params

@@ -1,0 +1,138 @@
+"""Load a data set by name into memory as float tensors in [0, 1].
+
+* ``digits`` — scikit-learn's bundled 1,797 8×8 digits (offline), scaled from [0, 16] to
+  [0, 1] and bilinearly upsampled to 16×16; a seeded stratified split holds out the server's
+  test set (``data.test_fraction``).
+* ``mnist`` (centre-cropped to 16×16), ``fashion-mnist`` (resized to 16×16), ``cifar10``
+  (32×32 RGB) — through torchvision from ``data.root``, with its official train/test split.
+  Nothing is downloaded unless ``data.download = true``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedpriv.errors import InputError
+
+__all__ = ["DATASETS", "Dataset", "load_dataset"]
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Train and held-out test tensors: images ``(N, C, H, W)`` float32 in [0, 1], labels int64."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """``(channels, height, width)`` of one example."""
+        c, h, w = self.train_x.shape[1:]
+        return (int(c), int(h), int(w))
+
+
+def upsample_digits(images: np.ndarray) -> torch.Tensor:
+    """scikit-learn digits ``(N, 8, 8)`` in [0, 16] → ``(N, 1, 16, 16)`` float32 in [0, 1]."""
+    x = torch.as_tensor(images, dtype=torch.float32).unsqueeze(1) / 16.0
+    x = F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False)
+    return x.clamp_(0.0, 1.0)
+
+
+def _digits(root: str, download: bool, seed: int, test_fraction: float) -> Dataset:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    idx = np.arange(len(bunch.target))
+    train_idx, test_idx = train_test_split(
+        idx, test_size=test_fraction, random_state=seed, stratify=bunch.target
+    )
+    x = upsample_digits(bunch.images)
+    y = torch.as_tensor(bunch.target, dtype=torch.int64)
+    return Dataset("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx], 10)
+
+
+def _missing(name: str, root: str, exc: Exception) -> InputError:
+    return InputError(
+        "data.root",
+        root,
+        f"a directory holding the {name} files torchvision reads ({exc}); copy them there, or "
+        f"set data.download = true (--set data.download=true) on a machine with internet",
+    )
+
+
+def _torchvision_set(
+    cls_name: str, transform: Callable[[torch.Tensor], torch.Tensor]
+) -> Callable[[str, bool, int, float], Dataset]:
+    def load(root: str, download: bool, seed: int, test_fraction: float) -> Dataset:
+        import torchvision
+
+        cls = getattr(torchvision.datasets, cls_name)
+        try:
+            train = cls(root=root, train=True, download=download)
+            test = cls(root=root, train=False, download=download)
+        except RuntimeError as exc:  # torchvision: "Dataset not found. You can use download=True"
+            raise _missing(cls_name, root, exc) from None
+        return Dataset(
+            cls_name.lower(),
+            transform(_images(train.data)),
+            torch.as_tensor(np.asarray(train.targets), dtype=torch.int64),
+            transform(_images(test.data)),
+            torch.as_tensor(np.asarray(test.targets), dtype=torch.int64),
+            len(train.classes),
+        )
+
+    return load
+
+
+def _images(data: torch.Tensor | np.ndarray) -> torch.Tensor:
+    """uint8 ``(N, H, W)`` or ``(N, H, W, C)`` → float32 ``(N, C, H, W)`` in [0, 1]."""
+    x = torch.as_tensor(np.asarray(data), dtype=torch.float32) / 255.0
+    return x.unsqueeze(1) if x.ndim == 3 else x.permute(0, 3, 1, 2).contiguous()
+
+
+def _centre_crop_16(x: torch.Tensor) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    top, left = (h - 16) // 2, (w - 16) // 2
+    return x[..., top : top + 16, left : left + 16].contiguous()
+
+
+def _resize_16(x: torch.Tensor) -> torch.Tensor:
+    return F.interpolate(x, size=(16, 16), mode="bilinear", align_corners=False).clamp_(0, 1)
+
+
+DATASETS: dict[str, Callable[[str, bool, int, float], Dataset]] = {
+    "digits": _digits,
+    "mnist": _torchvision_set("MNIST", _centre_crop_16),
+    "fashion-mnist": _torchvision_set("FashionMNIST", _resize_16),
+    "cifar10": _torchvision_set("CIFAR10", lambda x: x),
+}
+
+
+@lru_cache(maxsize=4)
+def load_dataset(
+    name: str, root: str = "data", download: bool = False, seed: int = 0, test_fraction: float = 0.2
+) -> Dataset:
+    """Load data set ``name`` (cached per process).
+
+    Raises
+    ------
+    InputError
+        Unknown name (key ``data.name``) or files missing under ``root`` (key ``data.root``).
+    """
+    try:
+        loader = DATASETS[name]
+    except KeyError:
+        raise InputError("data.name", name, f"one of {sorted(DATASETS)}") from None
+    return loader(str(Path(root).expanduser()), download, seed, test_fraction)

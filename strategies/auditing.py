@@ -1,0 +1,63 @@
+"""FedAvg with an honest-but-curious server: every reply is shown to an auditor first.
+
+The strategy remembers the parameters θ it broadcast each round; for every reply the
+:class:`~strategies.auditor.Auditor` sees θ, the client's new parameters and its metadata,
+records the update, and says whether the reply is fit to aggregate (finite, right shapes).
+Rejected and failed replies never reach aggregation, so a non-finite update cannot poison the
+global model; otherwise aggregation is exactly FedAvg's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import FedAvg
+
+from strategies.auditor import Auditor
+
+__all__ = ["AuditingFedAvg"]
+
+
+class AuditingFedAvg(FedAvg):
+    """FedAvg that reports every broadcast and every reply to an :class:`Auditor`.
+
+    Parameters
+    ----------
+    auditor
+        Receives ``begin_round``, ``on_reply`` and ``end_round`` calls.
+    round_offset
+        Rounds already completed by an earlier run (``--resume``): Flower counts from 1, the
+        audit store and the clients' seeds use ``offset + round``.
+    **kwargs
+        Passed to :class:`flwr.serverapp.strategy.FedAvg`.
+    """
+
+    def __init__(self, auditor: Auditor, round_offset: int = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.auditor = auditor
+        self.round_offset = round_offset
+        self._broadcast: list[np.ndarray] = []
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Remember θ, then sample clients as FedAvg does; the round number sent is absolute."""
+        absolute = server_round + self.round_offset
+        self._broadcast = arrays.to_numpy_ndarrays()
+        self.auditor.begin_round(absolute, self._broadcast)
+        messages = list(super().configure_train(server_round, arrays, config, grid))
+        for msg in messages:
+            msg.content["config"]["server-round"] = absolute
+        return messages
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Audit every reply, then FedAvg over the accepted ones."""
+        absolute = server_round + self.round_offset
+        accepted = [m for m in replies if self.auditor.on_reply(absolute, m, self._broadcast)]
+        return super().aggregate_train(server_round, accepted)

@@ -1,0 +1,88 @@
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedpriv.config import Config, load_config, parse_override
+from fedpriv.errors import InputError
+
+CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_shipped_preset_validates(path):
+    cfg = load_config(path)
+    assert Config.from_json(cfg.to_json()) == cfg
+
+
+def test_set_overrides_any_key_with_toml_typed_values():
+    cfg = load_config(
+        CONFIGS[0],
+        ["rounds=3", "train.lr=0.25", "data.name=mnist", "mechanism.clip_per_layer=[1, 2, 0.5]"],
+    )
+    assert (cfg.rounds, cfg.train.lr, cfg.data.name) == (3, 0.25, "mnist")
+    assert cfg.mechanism.clip_per_layer == [1, 2, 0.5]
+
+
+@pytest.mark.parametrize(
+    ("override", "key"),
+    [
+        ("rounds=0", "rounds"),
+        ("rounds=2.5", "rounds"),
+        ("train.lr=-1", "train.lr"),
+        ("train.colour=1", "train.colour"),
+        ("mechanism.name=fancy", "mechanism.name"),
+        ("mechanism.noise_multiplier=-0.1", "mechanism.noise_multiplier"),
+        ("mechanism.kappa=0", "mechanism.kappa"),
+        ("mechanism.clip=0", "mechanism.clip"),
+        ("audit.delta=1", "audit.delta"),
+        ("audit.attacks=['magic']", "audit.attacks"),
+        ("data.partition=zipf", "data.partition"),
+        ("data=3", "data"),
+        ("train.batch_size=true", "train.batch_size"),
+    ],
+)
+def test_bad_values_name_the_key_value_and_what_is_allowed(override, key):
+    with pytest.raises(InputError) as err:
+        load_config(CONFIGS[0], [override])
+    assert err.value.key == key
+    assert key in str(err.value) and "expected" in str(err.value)
+
+
+def test_overrides_give_each_client_its_own_mechanism():
+    cfg = load_config(None)
+    raw = cfg.to_dict()
+    raw["mechanism"]["overrides"] = [{"clients": [0, 1], "name": "vmf", "kappa": 50.0}]
+    from fedpriv.config import config_from_dict
+
+    cfg = config_from_dict(raw)
+    assert cfg.mechanism.for_client(0) == ("vmf", {**cfg.mechanism.params(), "kappa": 50.0})
+    assert cfg.mechanism.for_client(2)[0] == cfg.mechanism.name
+    raw["mechanism"]["overrides"] = [{"clients": [99], "name": "vmf"}]
+    with pytest.raises(InputError, match=r"mechanism.overrides\[0\].clients"):
+        config_from_dict(raw)
+
+
+def test_malformed_override_and_missing_file_are_input_errors(tmp_path):
+    with pytest.raises(InputError, match="--set"):
+        parse_override("no-equals-sign")
+    with pytest.raises(InputError, match="CONFIG"):
+        load_config(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("rounds = = 3")
+    with pytest.raises(InputError, match="valid TOML"):
+        load_config(bad)
+
+
+def test_cli_exits_2_with_one_line_naming_the_key_and_writes_nothing(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedpriv", "simulate", str(CONFIGS[0]), "--set",
+         "mechanism.noise_multiplier=-1", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "mechanism.noise_multiplier" in proc.stderr and "-1" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
