@@ -1,0 +1,134 @@
+"""Opening, validating and creating the audit store's SQLite database.
+
+Writers use WAL journaling (readers in other processes never block on a writer, and a
+writer never blocks on readers), ``synchronous=FULL`` (a committed transaction survives a
+power loss, not only a killed process) and enforced foreign keys. Opening validates before
+anything is read: the file is an SQLite database, carries fedpriv's ``application_id``, has
+the schema version this code reads, and passes ``PRAGMA quick_check`` (which catches a
+truncated or overwritten file). Every failure is a :class:`StoreError` naming the path.
+
+References
+----------
+.. [1] SQLite, "Write-Ahead Logging", https://www.sqlite.org/wal.html
+.. [2] SQLite, "Database File Format", §1.3 (header string, application id, user version),
+   https://www.sqlite.org/fileformat2.html
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sqlite3
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fedpriv.audit.atomic import TEMP_SUFFIX, fsync_dir
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.records import insert_row
+from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
+
+__all__ = ["BUSY_TIMEOUT_MS", "connect", "create_database"]
+
+#: How long a writer waits for another writer's transaction before giving up.
+BUSY_TIMEOUT_MS = 60_000
+_HEADER = b"SQLite format 3\x00"
+_STORE = f"a fedpriv audit store (schema version {SCHEMA_VERSION})"
+
+
+def _raw_connect(db_path: Path, *, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        uri = f"{db_path.resolve().as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    else:
+        conn = sqlite3.connect(db_path, check_same_thread=False)
+    conn.isolation_level = None  # explicit BEGIN IMMEDIATE / COMMIT only
+    conn.row_factory = sqlite3.Row
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _writer_pragmas(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+
+
+def _check_header(db_path: Path) -> None:
+    if not db_path.is_file():
+        raise StoreError(db_path, "no audit store here (file missing)", _STORE)
+    with db_path.open("rb") as handle:
+        head = handle.read(len(_HEADER))
+    if head and head != _HEADER:
+        raise StoreError(db_path, "not an SQLite database", _STORE)
+
+
+def _check_identity(conn: sqlite3.Connection, db_path: Path, *, check: bool) -> None:
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    if app_id != APPLICATION_ID:
+        raise StoreError(db_path, "an SQLite database but not a fedpriv audit store", _STORE)
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version != SCHEMA_VERSION:
+        raise StoreError(db_path, f"schema version {version}, this fedpriv reads another", _STORE)
+    if check:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise StoreError(db_path, "corrupt database: " + "; ".join(problems), _STORE)
+
+
+def connect(db_path: Path, *, readonly: bool, check: bool = True) -> sqlite3.Connection:
+    """Open and validate the store's database; see the module docstring.
+
+    Raises
+    ------
+    StoreError
+        Missing file, not SQLite, not a fedpriv store, other schema version, truncated or
+        corrupt (``check=True`` runs ``PRAGMA quick_check``, linear in the database size).
+    """
+    _check_header(db_path)
+    conn = None
+    try:
+        conn = _raw_connect(db_path, readonly=readonly)
+        _check_identity(conn, db_path, check=check)
+        if not readonly:
+            _writer_pragmas(conn)
+    except sqlite3.DatabaseError as exc:
+        if conn is not None:
+            conn.close()
+        raise StoreError(db_path, f"truncated or corrupt database ({exc})", _STORE) from None
+    except StoreError:
+        conn.close()
+        raise
+    return conn
+
+
+def create_database(db_path: Path, run: Mapping[str, Any]) -> None:
+    """Create a new store database holding the schema and the single ``runs`` row.
+
+    The database is built under a temporary name and hard-linked into place, which fails if
+    ``db_path`` exists: a store is never overwritten, and a crash leaves no half-made store.
+    """
+    tmp = db_path.with_name(f".{db_path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
+    try:
+        _initialise(tmp, run)
+        os.link(tmp, db_path)
+    except FileExistsError:
+        raise StoreError(db_path, "an audit store exists already", "a new run directory") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_dir(db_path.parent)
+
+
+def _initialise(path: Path, run: Mapping[str, Any]) -> None:
+    conn = _raw_connect(path, readonly=False)
+    try:
+        _writer_pragmas(conn)
+        conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.executescript(f"BEGIN; {SCHEMA_SQL}")
+        insert_row(conn, "runs", run)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()  # the last connection checkpoints the WAL into the file and removes it
+    with path.open("rb") as handle:
+        os.fsync(handle.fileno())

@@ -1,0 +1,164 @@
+"""Reading an audit store: open and validate, query rows, load verified tensors.
+
+:class:`StoreReader` is the read half of :class:`fedpriv.audit.store.AuditStore`; open a
+store with ``readonly=True`` to read it from another process while a run writes it (SQLite
+WAL: readers see the last committed state and never block the writer).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from fedpriv.audit.connection import connect
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.records import UpdateRecord
+from fedpriv.audit.tensors import load_arrays
+
+__all__ = ["DB_NAME", "TENSOR_DIR", "StoreReader", "tensor_file"]
+
+DB_NAME = "audit.sqlite"
+TENSOR_DIR = "tensors"
+_Self = TypeVar("_Self", bound="StoreReader")
+
+
+def tensor_file(run_dir: Path, relative: str) -> Path:
+    """The file a ``tensors.path`` value names; a path leaving ``tensors/`` is refused."""
+    base = (run_dir / TENSOR_DIR).resolve()
+    path = (run_dir / relative).resolve()
+    if base not in path.parents:
+        raise StoreError(run_dir / DB_NAME, f"tensor path {relative!r} outside {TENSOR_DIR}/")
+    return path
+
+
+class StoreReader:
+    """Read one run's audit store; open with :meth:`open`.
+
+    One instance may be shared by threads (calls are serialised); each process opens its own.
+    """
+
+    def __init__(self, run_dir: Path, conn: sqlite3.Connection, *, readonly: bool) -> None:
+        self.run_dir = run_dir
+        self.readonly = readonly
+        self._conn = conn
+        self._lock = threading.RLock()  # one connection, shared by the caller's threads
+
+    @classmethod
+    def open(
+        cls: type[_Self], run_dir: Path | str, *, readonly: bool = False, check: bool = True
+    ) -> _Self:
+        """Open an existing store, validating it (see :func:`fedpriv.audit.connection.connect`).
+
+        Raises
+        ------
+        StoreError
+            No such directory, no store in it, or the database is not a valid fedpriv store.
+        """
+        run_dir = Path(run_dir)
+        if not run_dir.is_dir():
+            raise StoreError(run_dir, "no such run directory", f"a directory holding {DB_NAME}")
+        conn = connect(run_dir / DB_NAME, readonly=readonly, check=check)
+        return cls(run_dir, conn, readonly=readonly)
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self: _Self) -> _Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        """Rows of a read-only SQL query, as dicts."""
+        return [dict(row) for row in self._fetch(sql, params)]
+
+    def run_info(self) -> dict[str, Any]:
+        """The ``runs`` row, with ``config`` parsed and ``wall_seconds`` (None until finished)."""
+        row = dict(self._fetch("SELECT * FROM runs")[0])
+        row["config"] = json.loads(row.pop("config_json"))
+        finished = row["finished"]
+        row["wall_seconds"] = None if finished is None else finished - row["created"]
+        return row
+
+    def _rounds(self, where: str) -> list[int]:
+        rows = self._fetch(f"SELECT round FROM rounds WHERE {where} ORDER BY round")
+        return [row[0] for row in rows]
+
+    def completed_rounds(self) -> list[int]:
+        """Rounds marked complete, ascending."""
+        return self._rounds("status = 'completed'")
+
+    def incomplete_rounds(self) -> list[int]:
+        """Rounds begun but never completed (a crash or a run still going), ascending."""
+        return self._rounds("status != 'completed'")
+
+    def last_completed_round(self) -> int | None:
+        """The highest completed round, or None."""
+        done = self.completed_rounds()
+        return done[-1] if done else None
+
+    def _load(self, sql: str, params: Sequence[Any], what: str) -> dict[str, np.ndarray]:
+        rows = self._fetch(sql, params)
+        row = rows[0] if rows else None
+        if row is None or row["path"] is None:
+            raise KeyError(f"the audit store holds no {what}")
+        return load_arrays(tensor_file(self.run_dir, row["path"]), row["sha256"])
+
+    def load_global(self, rnd: int) -> dict[str, np.ndarray]:
+        """The parameters broadcast in round ``rnd`` (SHA-256 verified)."""
+        sql = "SELECT t.path, t.sha256 FROM globals JOIN tensors t USING (tensor_id) WHERE "
+        return self._load(sql + "globals.round = ?", (rnd,), f"global parameters of round {rnd}")
+
+    def load_update(self, update_id: int) -> dict[str, np.ndarray]:
+        """The arrays of update ``update_id`` (SHA-256 verified)."""
+        sql = "SELECT t.path, t.sha256 FROM updates u LEFT JOIN tensors t USING (tensor_id) WHERE "
+        return self._load(sql + "u.update_id = ?", (update_id,), f"arrays for update {update_id}")
+
+    def load_ground_truth(self, rnd: int, client_id: int) -> dict[str, np.ndarray]:
+        """The stored true batch of ``client_id`` in round ``rnd`` (SHA-256 verified)."""
+        sql = (
+            "SELECT t.path, t.sha256 FROM ground_truth g LEFT JOIN tensors t USING (tensor_id) "
+            "WHERE g.round = ? AND g.client_id = ?"
+        )
+        what = f"ground-truth arrays of client {client_id} in round {rnd}"
+        return self._load(sql, (rnd, client_id), what)
+
+    def load_reconstruction(self, attack_id: int) -> dict[str, np.ndarray]:
+        """The reconstruction stored with attack ``attack_id`` (SHA-256 verified)."""
+        sql = "SELECT t.path, t.sha256 FROM attacks a LEFT JOIN tensors t USING (tensor_id) WHERE "
+        return self._load(sql + "a.attack_id = ?", (attack_id,), f"reconstruction {attack_id}")
+
+    def iter_updates(
+        self,
+        rounds: Iterable[int] | None = None,
+        clients: Iterable[int] | None = None,
+        *,
+        include_incomplete: bool = False,
+    ) -> Iterator[UpdateRecord]:
+        """Updates ordered by round and client, of completed rounds unless asked otherwise."""
+        where, params = ["(r.status = 'completed' OR ?)"], [int(include_incomplete)]
+        for column, wanted in (("u.round", rounds), ("u.client_id", clients)):
+            if wanted is not None:
+                wanted = [int(w) for w in wanted]
+                where.append(f"{column} IN ({', '.join('?' * len(wanted))})")
+                params.extend(wanted)
+        sql = (
+            "SELECT u.*, t.path, t.sha256 FROM updates u JOIN rounds r ON r.round = u.round "
+            f"LEFT JOIN tensors t USING (tensor_id) WHERE {' AND '.join(where)} "
+            "ORDER BY u.round, u.client_id"
+        )
+        for row in self._fetch(sql, params):
+            yield UpdateRecord.from_row(row)

@@ -1,0 +1,113 @@
+"""Conversions between Python values and audit-store rows.
+
+Writers hand the store plain mappings (``meta``, ``values``, ``result``); :func:`row_values`
+checks their keys against the schema's field lists, turns NumPy scalars into Python numbers,
+booleans into 0/1 and the JSON fields into text. Readers get :class:`UpdateRecord` objects.
+A float NaN is stored by SQLite as NULL, i.e. "not measured"; ±inf is stored as is.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "py_value", "row_values", "to_json"]
+
+#: Fields holding a JSON document; the column is the field name + ``_json``.
+JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate"})
+
+
+def py_value(value: Any) -> Any:
+    """A value SQLite's STRICT columns accept: NumPy scalars unwrapped, booleans as 0/1."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def to_json(value: Any) -> str:
+    """JSON text of ``value``; NumPy scalars and arrays become numbers and lists."""
+    return json.dumps(value, default=_json_default)
+
+
+def row_values(values: Mapping[str, Any], allowed: Sequence[str], what: str) -> dict[str, Any]:
+    """Map writer-supplied ``values`` to column values; unknown keys are an error.
+
+    Raises
+    ------
+    ValueError
+        A key that the schema does not know (a typo would otherwise lose a number silently).
+    """
+    unknown = sorted(set(values) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown {what} keys {unknown}; allowed: {', '.join(allowed)}")
+    row = {}
+    for key, value in values.items():
+        if key in JSON_FIELDS:
+            row[f"{key}_json"] = None if value is None else to_json(value)
+        else:
+            row[key] = py_value(value)
+    return row
+
+
+def insert_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> int:
+    """``INSERT`` one row given as {column: value}; return its rowid."""
+    columns = ", ".join(row)
+    marks = ", ".join("?" for _ in row)
+    sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+    return conn.execute(sql, tuple(row.values())).lastrowid
+
+
+def _flag(value: int | None) -> bool | None:
+    return None if value is None else bool(value)
+
+
+@dataclass(frozen=True)
+class UpdateRecord:
+    """One client's reply in one round, as stored (load its arrays with ``load_update``)."""
+
+    update_id: int
+    round: int
+    client_id: int
+    node_id: str | None
+    status: str
+    error: str | None
+    path: str | None
+    sha256: str | None
+    num_examples: int | None
+    local_steps: int | None
+    lr: float | None
+    batch_size: float | None
+    sample_rate: float | None
+    mechanism: str | None
+    formal_guarantee: bool | None
+    pseudo_gradient: bool | None
+    created: float
+    mechanism_params: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_row(cls, row: sqlite3.Row) -> UpdateRecord:
+        """Build a record from a row of ``updates`` joined with ``tensors`` (path, sha256)."""
+        params = row["mechanism_params_json"]
+        return cls(
+            **{
+                name: row[name]
+                for name in cls.__dataclass_fields__
+                if name not in ("mechanism_params", "formal_guarantee", "pseudo_gradient")
+            },
+            formal_guarantee=_flag(row["formal_guarantee"]),
+            pseudo_gradient=_flag(row["pseudo_gradient"]),
+            mechanism_params=json.loads(params) if params else {},
+        )

@@ -1,0 +1,262 @@
+"""The run report, rebuilt from an audit store at any time (also while the run goes).
+
+Only completed rounds count; an incomplete last round is listed and otherwise ignored.
+:func:`build_report` returns the ``simulate`` JSON object of the command-line contract
+(``docs/audit-store.md`` lists every key); :func:`write_report` writes it as
+``report.json`` next to ``tallies.csv`` (one row per client per round) and PNG grids
+``reconstructions_round<r>.png``. Values not measured are ``None`` (JSON ``null``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from fedpriv.audit.atomic import atomic_write_bytes, make_dirs_durable
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.figures import Panel, as_images, write_grid
+from fedpriv.audit.store import DB_NAME, AuditStore
+from fedpriv.audit.verify import Problem, verify
+from fedpriv.jsonio import dumps
+
+__all__ = ["MAX_PANELS", "REPORT_JSON", "TALLIES_CSV", "build_report", "report_run", "write_report"]
+
+REPORT_JSON = "report.json"
+TALLIES_CSV = "tallies.csv"
+#: Clients shown per round's figure: the most leaking ones (highest SSIM) first.
+MAX_PANELS = 12
+_CUMULATIVE = ("epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases")
+_ATTACK_KEYS = (
+    "attack_id", "round", "iterations", "restarts", "mse", "psnr", "ssim", "best_mse",
+    "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",
+    "abp_estimate", "seconds",
+)  # fmt: skip
+log = logging.getLogger(__name__)
+Row = dict[str, Any]
+
+
+def _completed(store: AuditStore, table: str) -> list[Row]:
+    """Rows of ``table`` in completed rounds (plus run-level rows whose round is NULL)."""
+    return store.query(
+        f"SELECT x.* FROM {table} x LEFT JOIN rounds r ON r.round = x.round "
+        "WHERE r.status = 'completed' OR x.round IS NULL ORDER BY x.round, x.client_id, x.rowid"
+    )
+
+
+def _by_client(rows: Iterable[Row]) -> dict[int, list[Row]]:
+    grouped: dict[int, list[Row]] = defaultdict(list)
+    for row in rows:
+        if row["client_id"] is not None:
+            grouped[row["client_id"]].append(row)
+    return grouped
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _best(attacks: list[Row]) -> Row | None:
+    """The attack with the highest SSIM (the earliest among equals; None-SSIM ones last)."""
+    if not attacks:
+        return None
+    return max(attacks, key=lambda a: (a["ssim"] is not None, a["ssim"] or 0.0, -a["attack_id"]))
+
+
+def _attack_summary(attack: Row | None) -> Row | None:
+    if attack is None:
+        return None
+    summary = {"name": attack["attack"], **{k: attack[k] for k in _ATTACK_KEYS}}
+    pseudo = attack["pseudo_gradient"]
+    summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
+    summary["estimate"] = _loads(attack["estimate_json"])
+    return summary
+
+
+def _worst(key: str, rows: Iterable[Row]) -> float | None:
+    values = [row[key] for row in rows if row[key] is not None]
+    return max(values) if values else None
+
+
+def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> list[Row]:
+    status = {u["round"]: u["status"] for u in updates}
+    tally = {t["round"]: t for t in tallies}
+    series = []
+    for rnd in sorted(set(status) | set(tally) | {a["round"] for a in attacks}):
+        row = tally.get(rnd, {})
+        best = _best([a for a in attacks if a["round"] == rnd])
+        series.append({
+            "round": rnd, "update_status": status.get(rnd), "epsilon": row.get("epsilon"),
+            "log_capacity_round": row.get("log_capacity_round"),
+            "log_capacity_cumulative": row.get("log_capacity_cumulative"),
+            "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
+            "ssim": None if best is None else best["ssim"],
+        })  # fmt: skip
+    return series
+
+
+def _client(
+    client_id: int, updates: list[Row], tallies: list[Row], attacks: list[Row], failures: list[Row]
+) -> Row:
+    """One client's entry: mechanism, cumulative tallies after its last tallied round,
+    worst empirical estimates, best attack, failures and the per-round series."""
+    ok = [u for u in updates if u["status"] == "ok"]
+    latest = (ok or updates or [{}])[-1]
+    formal = all(u["formal_guarantee"] == 1 for u in ok) if ok else None
+    last = tallies[-1] if tallies else {}
+    return {
+        "client_id": client_id,
+        "mechanism": latest.get("mechanism"),
+        "mechanism_params": _loads(latest.get("mechanism_params_json")),
+        "formal_guarantee": formal,
+        "guarantee": None if formal is None else "formal" if formal else "no formal guarantee",
+        "pseudo_gradient": any(u["pseudo_gradient"] == 1 for u in ok) if ok else None,
+        "rounds_participated": len(ok),
+        **{key: last.get(key) for key in _CUMULATIVE},
+        "log_bayes_capacity": last.get("log_capacity_cumulative"),
+        "threat_model": last.get("threat_model"),
+        "mbp_bound": last.get("mbp_bound"),
+        "abp_bound": last.get("abp_bound"),
+        "mbp_estimate": _worst("mbp_estimate", [*tallies, *attacks]),
+        "abp_estimate": _worst("abp_estimate", [*tallies, *attacks]),
+        "attack": _attack_summary(_best(attacks)),
+        "failures": failures,
+        "per_round": _per_round(updates, tallies, attacks),
+    }
+
+
+def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Row:
+    """The report object of a store (completed rounds only); ``problems`` from :func:`verify`
+    become its ``integrity`` entry."""
+    run = store.run_info()
+    rounds = store.query("SELECT * FROM rounds WHERE status = 'completed' ORDER BY round")
+    updates, tallies, attacks = (
+        _by_client(_completed(store, t)) for t in ("updates", "tallies", "attacks")
+    )
+    failures = [{k: f[k] for k in f if k != "created"} for f in _completed(store, "failures")]
+    failed_by_client = _by_client(failures)
+    clients = sorted(set(updates) | set(tallies) | set(attacks) | set(failed_by_client))
+    report = {
+        "run_dir": str(store.run_dir), "run_id": run["run_id"], "status": run["status"],
+        "error": run["error"], "fedpriv_version": run["fedpriv_version"], "seed": run["seed"],
+        "rounds": len(rounds), "completed_rounds": [r["round"] for r in rounds],
+        "incomplete_rounds": store.incomplete_rounds(),
+        "accuracy": [r["accuracy"] for r in rounds], "loss": [r["loss"] for r in rounds],
+        "clients": [
+            _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c]) for c in clients
+        ],
+        "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
+    }  # fmt: skip
+    if problems is not None:
+        report["integrity"] = {
+            "ok": not any(p.severity == "error" for p in problems),
+            "problems": [p.to_dict() for p in problems],
+        }
+    return report
+
+
+def _write_tallies_csv(store: AuditStore, path: Path) -> None:
+    rows = _completed(store, "tallies")
+    columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def _first(bundle: Row, name: str) -> Any:
+    return bundle[name] if name in bundle else next(iter(bundle.values()))
+
+
+def _panel(store: AuditStore, attack: Row) -> Panel | None:
+    """Originals vs reconstruction of one attack, or None where either is not stored."""
+    client, ssim = attack["client_id"], attack["ssim"]
+    try:
+        truth = store.load_ground_truth(attack["round"], client)
+        recon = store.load_reconstruction(attack["attack_id"])
+        originals, recons = as_images(_first(truth, "images")), as_images(_first(recon, "images"))
+        if originals.shape[1:] != recons.shape[1:]:
+            raise ValueError(f"images {originals.shape[1:]} vs reconstruction {recons.shape[1:]}")
+    except KeyError:
+        return None
+    except (StoreError, ValueError) as exc:
+        log.warning("no figure for client %s, round %s: %s", client, attack["round"], exc)
+        return None
+    caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
+    return Panel(f"client {client}", caption, originals, recons)
+
+
+def _up_to_date(store: AuditStore, path: Path, rnd: int) -> bool:
+    """Whether the figure of round ``rnd`` is newer than every image tensor it could show."""
+    [row] = store.query(
+        "SELECT max(created) AS newest FROM tensors "
+        "WHERE round = ? AND kind IN ('ground_truth', 'reconstruction')",
+        (rnd,),
+    )
+    return path.is_file() and row["newest"] is not None and path.stat().st_mtime > row["newest"]
+
+
+def _write_figures(store: AuditStore, out_dir: Path) -> list[str]:
+    """One grid per completed round with stored reconstructions; grids newer than their
+    data are kept, so rebuilding the report after each round costs one new figure."""
+    stored = [a for a in _completed(store, "attacks") if a["tensor_id"] is not None]
+    written = []
+    for rnd in sorted({a["round"] for a in stored}):
+        path = out_dir / f"reconstructions_round{rnd}.png"
+        if _up_to_date(store, path, rnd):
+            written.append(str(path))
+            continue
+        per_client = _by_client(a for a in stored if a["round"] == rnd)
+        best = sorted(
+            (_best(rows) for rows in per_client.values()), key=lambda a: -(a["ssim"] or 0)
+        )
+        panels = [p for p in (_panel(store, a) for a in best[:MAX_PANELS]) if p is not None]
+        panels = [p for p in panels if p.originals.shape[1:] == panels[0].originals.shape[1:]]
+        if panels:
+            title = f"Round {rnd}: true batch (top) vs reconstruction (bottom), best attack"
+            write_grid(path, panels, title)
+            written.append(str(path))
+    return written
+
+
+def write_report(
+    store: AuditStore, out_dir: Path | str | None = None, problems: list[Problem] | None = None
+) -> Row:
+    """Write ``report.json``, ``tallies.csv`` and the figures to ``out_dir`` (default: the
+    run directory), each atomically; return the report, whose ``files`` lists them."""
+    out = Path(out_dir) if out_dir is not None else store.run_dir
+    make_dirs_durable(out)
+    report = build_report(store, problems)
+    _write_tallies_csv(store, out / TALLIES_CSV)
+    report["files"] = {
+        "report": str(out / REPORT_JSON),
+        "tallies_csv": str(out / TALLIES_CSV),
+        "figures": _write_figures(store, out),
+    }
+    atomic_write_bytes(out / REPORT_JSON, (dumps(report) + "\n").encode())
+    return report
+
+
+def report_run(
+    run_dir: Path | str, out_dir: Path | str | None = None, *, hashes: bool = True
+) -> Row:
+    """Validate and verify a run directory's store, then write its report (``fedpriv report``).
+
+    Raises
+    ------
+    StoreError
+        The store is missing, foreign, of another schema version, truncated or corrupt.
+    """
+    with AuditStore.open(run_dir, readonly=True) as store:
+        problems = verify(run_dir, hashes=hashes)
+        try:
+            return write_report(store, out_dir, problems)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None

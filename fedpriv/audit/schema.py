@@ -1,0 +1,184 @@
+"""The audit store's SQLite schema (documented table by table in ``docs/audit-store.md``).
+
+Tables are ``STRICT`` (SQLite ≥ 3.37): a value of the wrong type is refused at insert time
+instead of being stored silently. Times are Unix seconds (REAL; read them with
+``datetime(col, 'unixepoch')``). Tensor files are described once, in ``tensors``, and
+referenced by id. Every row of a round hangs off ``rounds`` with ``ON DELETE CASCADE``, so an
+incomplete round is discarded with one ``DELETE``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APPLICATION_ID",
+    "ATTACK_FIELDS",
+    "FAILURE_KINDS",
+    "RUN_STATUSES",
+    "SCHEMA_SQL",
+    "SCHEMA_VERSION",
+    "TALLY_FIELDS",
+    "UPDATE_FIELDS",
+    "UPDATE_STATUSES",
+]
+
+#: ``PRAGMA application_id`` of every fedpriv store: "fdpv" in ASCII.
+APPLICATION_ID = 0x66647076
+#: ``PRAGMA user_version``; bump it on any incompatible schema change.
+SCHEMA_VERSION = 1
+
+RUN_STATUSES = ("running", "completed", "failed", "interrupted")
+UPDATE_STATUSES = ("ok", "failed", "rejected")
+FAILURE_KINDS = ("exception", "non-finite", "shape", "timeout", "lost-node")
+
+#: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` is stored as JSON).
+UPDATE_FIELDS = (
+    "node_id", "num_examples", "local_steps", "lr", "batch_size", "sample_rate", "mechanism",
+    "mechanism_params", "formal_guarantee", "pseudo_gradient", "status", "error",
+)  # fmt: skip
+#: Keys accepted in ``write_tally(values=...)`` (``details`` is stored as JSON).
+TALLY_FIELDS = (
+    "epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases",
+    "log_capacity_round", "log_capacity_cumulative", "threat_model", "mbp_bound", "abp_bound",
+    "mbp_estimate", "abp_estimate", "details",
+)  # fmt: skip
+#: Keys accepted in ``write_attack(result=...)`` (``estimate`` is stored as JSON).
+ATTACK_FIELDS = (
+    "attack", "iterations", "restarts", "pseudo_gradient", "mse", "psnr", "ssim", "best_mse",
+    "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",
+    "abp_estimate", "estimate", "seconds",
+)  # fmt: skip
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"CHECK ({column} IN ({', '.join(repr(v) for v in values)}))"
+
+
+SCHEMA_SQL = f"""
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    finished REAL,
+    fedpriv_version TEXT NOT NULL,
+    config_json TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL {_in("status", RUN_STATUSES)},
+    error TEXT
+) STRICT;
+
+CREATE TABLE rounds (
+    round INTEGER PRIMARY KEY CHECK (round >= 0),
+    started REAL NOT NULL,
+    completed REAL,
+    accuracy REAL,
+    loss REAL,
+    metrics_json TEXT,
+    status TEXT NOT NULL CHECK (status IN ('running', 'completed')),
+    CHECK ((status = 'completed') = (completed IS NOT NULL))
+) STRICT;
+
+CREATE TABLE tensors (
+    tensor_id INTEGER PRIMARY KEY,
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    kind TEXT NOT NULL CHECK (kind IN ('global', 'update', 'ground_truth', 'reconstruction')),
+    path TEXT NOT NULL UNIQUE,
+    sha256 TEXT NOT NULL,
+    names_json TEXT NOT NULL,
+    shapes_json TEXT NOT NULL,
+    dtypes_json TEXT NOT NULL,
+    nbytes INTEGER NOT NULL,
+    created REAL NOT NULL
+) STRICT;
+
+CREATE TABLE globals (
+    round INTEGER PRIMARY KEY REFERENCES rounds (round) ON DELETE CASCADE,
+    tensor_id INTEGER NOT NULL REFERENCES tensors (tensor_id)
+) STRICT;
+
+CREATE TABLE updates (
+    update_id INTEGER PRIMARY KEY,
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    node_id TEXT,
+    tensor_id INTEGER REFERENCES tensors (tensor_id),
+    num_examples INTEGER,
+    local_steps INTEGER,
+    lr REAL,
+    batch_size REAL,
+    sample_rate REAL,
+    mechanism TEXT,
+    mechanism_params_json TEXT,
+    formal_guarantee INTEGER CHECK (formal_guarantee IN (0, 1)),
+    pseudo_gradient INTEGER CHECK (pseudo_gradient IN (0, 1)),
+    status TEXT NOT NULL {_in("status", UPDATE_STATUSES)},
+    error TEXT,
+    created REAL NOT NULL,
+    UNIQUE (round, client_id),
+    CHECK (status != 'ok' OR tensor_id IS NOT NULL)
+) STRICT;
+CREATE INDEX updates_by_client ON updates (client_id, round);
+
+CREATE TABLE ground_truth (
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    record_ids_json TEXT NOT NULL,
+    tensor_id INTEGER REFERENCES tensors (tensor_id),
+    PRIMARY KEY (round, client_id)
+) STRICT;
+
+CREATE TABLE tallies (
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    epsilon REAL,
+    delta REAL,
+    accountant TEXT,
+    route TEXT,
+    optimal_order REAL,
+    compose TEXT,
+    releases INTEGER,
+    log_capacity_round REAL,
+    log_capacity_cumulative REAL,
+    threat_model TEXT,
+    mbp_bound REAL,
+    abp_bound REAL,
+    mbp_estimate REAL,
+    abp_estimate REAL,
+    details_json TEXT,
+    PRIMARY KEY (round, client_id)
+) STRICT;
+CREATE INDEX tallies_by_client ON tallies (client_id, round);
+
+CREATE TABLE attacks (
+    attack_id INTEGER PRIMARY KEY,
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    attack TEXT NOT NULL,
+    iterations INTEGER,
+    restarts INTEGER,
+    pseudo_gradient INTEGER CHECK (pseudo_gradient IN (0, 1)),
+    mse REAL,
+    psnr REAL,
+    ssim REAL,
+    best_mse REAL,
+    best_psnr REAL,
+    best_ssim REAL,
+    label_accuracy REAL,
+    relative_leakage REAL,
+    mbp_estimate REAL,
+    abp_estimate REAL,
+    estimate_json TEXT,
+    tensor_id INTEGER REFERENCES tensors (tensor_id),
+    seconds REAL,
+    created REAL NOT NULL
+) STRICT;
+CREATE INDEX attacks_by_client ON attacks (client_id, round);
+
+CREATE TABLE failures (
+    failure_id INTEGER PRIMARY KEY,
+    round INTEGER REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER,
+    node_id TEXT,
+    kind TEXT NOT NULL {_in("kind", FAILURE_KINDS)},
+    message TEXT NOT NULL,
+    created REAL NOT NULL
+) STRICT;
+"""

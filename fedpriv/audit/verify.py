@@ -1,0 +1,111 @@
+"""Integrity check of an audit store: the database, every tensor file, and stray files.
+
+Errors: the database fails ``PRAGMA integrity_check`` or ``PRAGMA foreign_key_check``, or a
+referenced tensor file is missing, unreadable, outside ``tensors/`` or altered (SHA-256
+mismatch). Warnings: files in ``tensors/`` that no row references (left by a crash between a
+file's write and its row's commit, harmless), interrupted temporary files, and rounds begun
+but not completed (a crash, or a run still going).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fedpriv.audit.atomic import TEMP_SUFFIX
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore, tensor_file
+from fedpriv.audit.tensors import load_arrays
+
+__all__ = ["Problem", "verify"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of :func:`verify`."""
+
+    severity: str  # "error" or "warning"
+    kind: str  # "database", "tensor", "stray", "temporary" or "incomplete-round"
+    path: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """The finding as a JSON-ready dict."""
+        return asdict(self)
+
+
+def _database(store: AuditStore) -> list[Problem]:
+    db = str(store.run_dir / DB_NAME)
+    found = [row["integrity_check"] for row in store.query("PRAGMA integrity_check(20)")]
+    problems = [Problem("error", "database", db, m) for m in found if m != "ok"]
+    for row in store.query("PRAGMA foreign_key_check"):
+        message = f"row {row['rowid']} of {row['table']} references a missing {row['parent']}"
+        problems.append(Problem("error", "database", db, message))
+    return problems
+
+
+def _check_tensor(run_dir: Path, relative: str, sha256: str, nbytes: int, hashes: bool) -> None:
+    path = tensor_file(run_dir, relative)
+    if hashes:
+        load_arrays(path, sha256)
+    elif not path.is_file():
+        raise StoreError(path, "tensor file is missing", "the file the store references")
+    elif path.stat().st_size != nbytes:
+        raise StoreError(path, f"tensor file altered: {path.stat().st_size} bytes", f"{nbytes}")
+
+
+def _tensors(store: AuditStore, hashes: bool) -> tuple[list[Problem], set[str]]:
+    problems, referenced = [], set()
+    for row in store.query("SELECT path, sha256, nbytes FROM tensors ORDER BY tensor_id"):
+        referenced.add(row["path"])
+        try:
+            _check_tensor(store.run_dir, row["path"], row["sha256"], row["nbytes"], hashes)
+        except StoreError as exc:
+            problems.append(Problem("error", "tensor", exc.key, str(exc)))
+    return problems, referenced
+
+
+def _strays(run_dir: Path, referenced: set[str]) -> list[Problem]:
+    problems = []
+    for path in sorted((run_dir / TENSOR_DIR).rglob("*")):
+        relative = path.relative_to(run_dir).as_posix()
+        if path.is_dir() or relative in referenced:
+            continue
+        if path.name.endswith(TEMP_SUFFIX):
+            problems.append(Problem("warning", "temporary", relative, "interrupted write"))
+        else:
+            problems.append(Problem("warning", "stray", relative, "no row references this file"))
+    return problems
+
+
+def verify(run_dir: Path | str, *, hashes: bool = True) -> list[Problem]:
+    """Check a run directory's store; return the problems found (empty: all is well).
+
+    Parameters
+    ----------
+    run_dir
+        The run directory.
+    hashes
+        Recompute every tensor file's SHA-256 (reads every byte); if False only check that
+        each file exists with the recorded size.
+
+    Raises
+    ------
+    StoreError
+        The database itself cannot be opened as a fedpriv store.
+    """
+    with AuditStore.open(run_dir, readonly=True, check=False) as store:
+        db = store.run_dir / DB_NAME
+        try:
+            problems = _database(store)
+            tensor_problems, referenced = _tensors(store, hashes)
+            incomplete = store.incomplete_rounds()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(db, f"truncated or corrupt database ({exc})") from None
+    problems += tensor_problems + _strays(store.run_dir, referenced)
+    problems += [
+        Problem("warning", "incomplete-round", str(db), f"round {r} begun, not completed")
+        for r in incomplete
+    ]
+    return problems
