@@ -1,6 +1,12 @@
 """The honest-but-curious server's ledger: what each client released, and what it leaked.
 
-First version: participation, mechanisms, failures and the server's accuracy, kept in memory.
+For every reply the :class:`Auditor` recovers the update Δ = θ_client − θ, writes it to the
+audit store (:mod:`fedpriv.audit`), and updates that client's tallies — cumulative ε at δ from
+its own accountant (its own q and T), the record- or batch-level log Bayes capacity, and the
+maximum/average Bayesian-privacy bounds. At the end of a round it runs the scheduled
+gradient-inversion attacks on the stored updates, scores them against the ground truth (which
+reaches only the scorer) and, if configured, estimates Bayesian privacy empirically
+(privacy-math.md §1, §3, §5–§7).
 """
 
 from __future__ import annotations
@@ -9,13 +15,22 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from flwr.app import Message
 
+from attacks.bayes_estimate import estimate_bayesian_privacy
+from attacks.runner import AttackJob, run_attacks
+from attacks.scoring import score_reconstruction
+from attacks.view import ServerView
+from fedpriv.accounting import ClientAccountant
+from fedpriv.audit import AuditStore
 from fedpriv.config import Config
+from fedpriv.data import Dataset
+from fedpriv.leakage.bayesian import abp_bound
+from fedpriv.leakage.capacity import secret_radius
+from fedpriv.mechanisms import Mechanism, build_mechanism
 
 __all__ = ["Auditor"]
 
@@ -24,89 +39,266 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ClientLedger:
+    """One client's running totals (cumulative over every release it made)."""
+
+    accountant: ClientAccountant
+    releases: int = 0
+    log_capacity: float = 0.0
+    mbp_bound: float = 0.0
+
+
+@dataclass
+class PendingAttack:
+    """An update scheduled for attack at the end of its round."""
+
     client_id: int
-    mechanism: str
-    mechanism_params: dict[str, Any]
-    formal_guarantee: bool
-    rounds: list[int] = field(default_factory=list)
+    view: ServerView
+    truth_ids: list[int]
+    pool_ids: list[int] = field(default_factory=list)
 
 
 class Auditor:
-    """Receives every broadcast and reply from :class:`~strategies.auditing.AuditingFedAvg`."""
+    """Receives every broadcast and reply from :class:`~strategies.auditing.AuditingFedAvg`.
 
-    def __init__(self, cfg: Config, run_dir: Path) -> None:
+    Parameters
+    ----------
+    cfg
+        The run's configuration (``[audit]`` says what to tally and attack).
+    store
+        The run's audit store, opened for writing.
+    dataset
+        The data set, for ground truth in simulation (scoring only; attacks never see it).
+    """
+
+    def __init__(self, cfg: Config, store: AuditStore, dataset: Dataset) -> None:
         self.cfg = cfg
-        self.run_dir = run_dir
-        self.clients: dict[int, ClientLedger] = {}
-        self.failures: list[dict[str, Any]] = []
-        self.accuracy: dict[int, float] = {}
-        self.loss: dict[int, float] = {}
+        self.store = store
+        self.dataset = dataset
+        self.ledgers: dict[int, ClientLedger] = {}
+        self.pending: list[PendingAttack] = []
+        self._rng = np.random.default_rng(cfg.audit.seed)
+
+    # -- the round ----------------------------------------------------------------------------
 
     def begin_round(self, server_round: int, broadcast: list[np.ndarray]) -> None:
-        """A round starts: θ is about to be sent."""
-
-    def _fail(self, server_round: int, node_id: int, kind: str, message: str) -> bool:
-        log.warning("round %d: reply from node %d %s: %s", server_round, node_id, kind, message)
-        self.failures.append(
-            {"round": server_round, "node_id": node_id, "kind": kind, "message": message}
-        )
-        return False
+        """Open the round in the store and keep θ (attacks offline need it)."""
+        self.store.begin_round(server_round)
+        self.store.write_global(server_round, broadcast)
+        self.pending = []
 
     def on_reply(self, server_round: int, msg: Message, broadcast: list[np.ndarray]) -> bool:
-        """Record one client's reply; return whether it may be aggregated."""
+        """Record one reply; return whether it may be aggregated (finite, right shapes)."""
         node = int(msg.metadata.src_node_id)
         if msg.has_error():
-            return self._fail(server_round, node, "error", str(msg.error.reason))
-        local = msg.content["arrays"].to_numpy_ndarrays()
-        if [a.shape for a in local] != [b.shape for b in broadcast]:
-            return self._fail(server_round, node, "shape", "update shapes differ from the model")
-        if not all(np.isfinite(a).all() for a in local):
-            return self._fail(server_round, node, "non-finite", "update holds NaN or inf")
+            return self._fail(server_round, None, node, "exception", str(msg.error.reason))
         meta = msg.content["meta"]
         cid = int(meta["partition-id"])
-        ledger = self.clients.get(cid)
-        if ledger is None:
-            ledger = self.clients[cid] = ClientLedger(
-                cid,
-                str(meta["mechanism"]),
-                json.loads(str(meta["mechanism-params"])),
-                bool(meta["formal-guarantee"]),
-            )
-        ledger.rounds.append(server_round)
+        local = msg.content["arrays"].to_numpy_ndarrays()
+        if [a.shape for a in local] != [b.shape for b in broadcast]:
+            got = [tuple(a.shape) for a in local]
+            return self._fail(server_round, cid, node, "shape", f"update shapes {got}", meta)
+        if not all(np.isfinite(a).all() for a in local):
+            return self._fail(server_round, cid, node, "non-finite", "update holds NaN/inf", meta)
+        delta = [(a - b).astype(np.float32) for a, b in zip(local, broadcast, strict=True)]
+        self.store.write_update(server_round, cid, delta, self._update_meta(meta, node))
+        truth = self._ground_truth(server_round, cid, meta)
+        self._tally(server_round, cid, meta, sum(a.size for a in delta))
+        if self._scheduled(server_round, cid) and truth:
+            self._schedule(cid, meta, broadcast, delta, truth)
         return True
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
-        """The round's aggregation and evaluation are done."""
-        self.accuracy[server_round] = accuracy
-        self.loss[server_round] = loss
+        """Run the round's attacks, then mark the round complete (every record durable)."""
+        if self.pending:
+            self._run_attacks(server_round)
+        self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss})
 
-    def report(self, wall_seconds: float) -> dict[str, Any]:
-        """The ``simulate`` object of the command-line contract."""
-        rounds = sorted(r for r in self.accuracy if r > 0)
-        clients = [
-            {
-                "client_id": c.client_id,
-                "mechanism": c.mechanism,
-                "mechanism_params": c.mechanism_params,
-                "formal_guarantee": c.formal_guarantee,
-                "rounds_participated": len(c.rounds),
-                "epsilon": None,
-                "delta": self.cfg.audit.delta,
-                "log_bayes_capacity": None,
-                "mbp_bound": None,
-                "mbp_estimate": None,
-                "abp_estimate": None,
-                "attack": {"mse": None, "psnr": None, "ssim": None},
-            }
-            for c in sorted(self.clients.values(), key=lambda c: c.client_id)
-        ]
+    # -- replies ------------------------------------------------------------------------------
+
+    def _fail(
+        self, rnd: int, cid: int | None, node: int, kind: str, message: str, meta: Any = None
+    ) -> bool:
+        log.warning("round %d: reply from node %d rejected (%s): %s", rnd, node, kind, message)
+        self.store.record_failure(rnd, kind, message, client_id=cid, node_id=node)
+        if cid is not None and meta is not None:
+            status = "failed" if kind == "exception" else "rejected"
+            fields = {**self._update_meta(meta, node), "status": status, "error": message}
+            self.store.write_update(rnd, cid, None, fields)
+        return False
+
+    @staticmethod
+    def _update_meta(meta: Any, node: int) -> dict[str, Any]:
         return {
-            "run_dir": str(self.run_dir),
-            "rounds": len(rounds),
-            "accuracy": [self.accuracy[r] for r in rounds],
-            "loss": [self.loss[r] for r in rounds],
-            "initial_accuracy": self.accuracy.get(0, math.nan),
-            "clients": clients,
-            "failures": self.failures,
-            "wall_seconds": wall_seconds,
+            "node_id": node,
+            "num_examples": int(meta["local-examples"]),
+            "local_steps": int(meta["steps"]),
+            "lr": float(meta["lr"]),
+            "batch_size": float(meta["batch-size"]),
+            "sample_rate": float(meta["sample-rate"]),
+            "mechanism": str(meta["mechanism"]),
+            "mechanism_params": json.loads(str(meta["mechanism-params"])),
+            "formal_guarantee": bool(meta["formal-guarantee"]),
         }
+
+    def _ground_truth(self, rnd: int, cid: int, meta: Any) -> list[int]:
+        """Store the true batch (scoring only); return the record ids of the first step."""
+        if "record-ids" not in meta:
+            return []
+        batches: list[list[int]] = json.loads(str(meta["record-ids"]))
+        ids = sorted({i for batch in batches for i in batch})
+        images = self.dataset.train_x[ids].numpy() if ids else None
+        arrays = None if images is None else {
+            "images": images, "labels": self.dataset.train_y[ids].numpy()
+        }
+        self.store.write_ground_truth(rnd, cid, ids, arrays)
+        return batches[0] if batches else []
+
+    # -- tallies ------------------------------------------------------------------------------
+
+    def _mechanism(self, meta: Any) -> Mechanism:
+        return build_mechanism(str(meta["mechanism"]), json.loads(str(meta["mechanism-params"])))
+
+    def _tally(self, rnd: int, cid: int, meta: Any, dim: int) -> None:
+        """Fold this round's releases into the client's cumulative ε, log C and ξ."""
+        audit = self.cfg.audit
+        mech = self._mechanism(meta)
+        steps, q = int(meta["steps"]), float(meta["sample-rate"])
+        ledger = self.ledgers.setdefault(cid, ClientLedger(ClientAccountant(audit.accountant)))
+        ledger.accountant.record(mech.name, mech.params(), q, steps, dim=dim)
+        radius = (  # none: no clipping, so no bounded secret set
+            secret_radius(mech.sensitivity, audit.threat_model, float(meta["batch-size"]))
+            if math.isfinite(mech.sensitivity) else math.inf
+        )
+        round_capacity = steps * mech.log_bayes_capacity(dim, radius)
+        ledger.releases += steps
+        ledger.log_capacity += round_capacity
+        ledger.mbp_bound += steps * mech.pure_ldp_epsilon(radius)
+        acct = ledger.accountant.result(audit.delta)
+        self.store.write_tally(rnd, cid, {
+            "epsilon": acct.epsilon, "delta": audit.delta, "accountant": acct.accountant,
+            "route": acct.route, "optimal_order": acct.optimal_order, "compose": "per-step",
+            "releases": ledger.releases, "log_capacity_round": round_capacity,
+            "log_capacity_cumulative": ledger.log_capacity, "threat_model": audit.threat_model,
+            "mbp_bound": ledger.mbp_bound, "abp_bound": abp_bound(ledger.mbp_bound),
+        })  # fmt: skip
+
+    # -- attacks ------------------------------------------------------------------------------
+
+    def _scheduled(self, rnd: int, cid: int) -> bool:
+        audit = self.cfg.audit
+        if not audit.attacks or (rnd - 1) % audit.every:
+            return False
+        if audit.clients == "all":
+            return True
+        if isinstance(audit.clients, int):
+            return cid < audit.clients
+        return cid in audit.clients
+
+    def _schedule(
+        self, cid: int, meta: Any, broadcast: list[np.ndarray], delta: list[np.ndarray],
+        truth: list[int],
+    ) -> None:
+        view = ServerView(
+            model_name=self.cfg.model.name,
+            input_shape=self.dataset.input_shape,
+            num_classes=self.dataset.num_classes,
+            global_params=broadcast,
+            update=delta,
+            learning_rate=float(meta["lr"]),
+            batch_size=float(meta["batch-size"]),
+            local_steps=int(meta["steps"]),
+            mechanism=str(meta["mechanism"]),
+            mechanism_params=json.loads(str(meta["mechanism-params"])),
+        )
+        self.pending.append(PendingAttack(cid, view, truth, self._candidate_pool(truth)))
+
+    def _candidate_pool(self, truth: list[int]) -> list[int]:
+        """The true batch plus distractors drawn from the rest of the training set (§6)."""
+        audit = self.cfg.audit
+        if not audit.bayes_runs:
+            return []
+        others = np.setdiff1d(np.arange(len(self.dataset.train_y)), truth)
+        k = min(audit.bayes_distractors, len(others))
+        return truth + self._rng.choice(others, size=k, replace=False).tolist()
+
+    def _jobs(self, rnd: int) -> list[tuple[PendingAttack, str, AttackJob]]:
+        audit = self.cfg.audit
+        jobs = []
+        for item in self.pending:
+            for name in audit.attacks:
+                seed = audit.seed + 1000 * rnd + item.client_id
+                job = AttackJob(name, item.view, audit.iterations, audit.restarts, seed)
+                jobs.append((item, name, job))
+            for k in range(audit.bayes_runs):  # K independent runs of the first attack
+                seed = audit.seed + 1000 * rnd + item.client_id + 7919 * (k + 1)
+                job = AttackJob(audit.attacks[0], item.view, audit.iterations, 1, seed)
+                jobs.append((item, "bayes", job))
+        return jobs
+
+    def _executor(self) -> str:
+        """Ray only when a CPU is free beside the client actors (else tasks would wait forever)."""
+        if self.cfg.audit.executor != "ray":
+            return "inline"
+        import ray
+
+        if ray.is_initialized() and ray.available_resources().get("CPU", 0.0) < 1.0:
+            log.warning("audit.executor = 'ray' but no Ray CPU is free; attacking inline")
+            return "inline"
+        return "ray"
+
+    def _run_attacks(self, rnd: int) -> None:
+        jobs = self._jobs(rnd)
+        results = run_attacks([j for _, _, j in jobs], executor=self._executor())
+        bayes: dict[int, list[Any]] = {}
+        for (item, name, _), result in zip(jobs, results, strict=True):
+            if name == "bayes":
+                bayes.setdefault(item.client_id, []).append(result)
+                continue
+            self._score(rnd, item, result)
+        for item in self.pending:
+            if item.client_id in bayes:
+                self._estimate(rnd, item, bayes[item.client_id])
+
+    def _truth(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        return self.dataset.train_x[ids].numpy(), self.dataset.train_y[ids].numpy()
+
+    def _score(self, rnd: int, item: PendingAttack, result: Any) -> None:
+        images, labels = self._truth(item.truth_ids)
+        n = len(result.reconstructions)
+        images, labels = images[:n], labels[:n]  # a Poisson batch larger than L: first L records
+        scored = score_reconstruction(
+            result.reconstructions, images, prior=result.prior,
+            recovered_labels=result.labels, true_labels=labels,
+        )
+        score, recon = scored.summary(), result.reconstructions[scored.order]
+        self.store.write_attack(rnd, item.client_id, {
+            "attack": result.attack, "iterations": result.iterations,
+            "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
+            "mse": score["mse"], "psnr": score["psnr"], "ssim": score["ssim"],
+            "best_mse": score["best_mse"], "best_psnr": score["best_psnr"],
+            "best_ssim": score["best_ssim"], "label_accuracy": score["label_accuracy"],
+            "relative_leakage": score["relative_leakage"], "seconds": result.seconds,
+        }, {"images": recon})  # fmt: skip
+        log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
+                 result.attack, score["ssim"], score["mse"])
+
+    def _estimate(self, rnd: int, item: PendingAttack, runs: list[Any]) -> None:
+        audit = self.cfg.audit
+        ledger = self.ledgers[item.client_id]
+        candidates, _ = self._truth(item.pool_ids)
+        est = estimate_bayesian_privacy(
+            runs, candidates, threshold=audit.bayes_threshold,
+            smoothing=audit.bayes_smoothing, bound=ledger.mbp_bound,
+        )
+        self.store.write_tally(rnd, item.client_id, {
+            "mbp_estimate": est.mbp, "abp_estimate": est.abp,
+        })
+        self.store.write_attack(rnd, item.client_id, {
+            "attack": f"{audit.attacks[0]}-bayes", "iterations": audit.iterations,
+            "restarts": len(runs), "mbp_estimate": est.mbp, "abp_estimate": est.abp,
+            "estimate": {
+                "runs": est.runs, "threshold": est.threshold, "pool_size": est.pool_size,
+                "smoothing": est.smoothing, "counts": est.counts.tolist(),
+                "bound": None if math.isinf(est.bound) else est.bound,
+            },
+        })  # fmt: skip
