@@ -65,7 +65,8 @@ class Auditor:
     cfg
         The run's configuration (``[audit]`` says what to tally and attack).
     store
-        The run's audit store, opened for writing.
+        The run's audit store, opened for writing. With ``audit.enabled = false`` only rounds,
+        server accuracy and failures are recorded (no updates, tallies or attacks).
     dataset
         The data set, for ground truth in simulation (scoring only; attacks never see it).
     """
@@ -83,7 +84,8 @@ class Auditor:
     def begin_round(self, server_round: int, broadcast: list[np.ndarray]) -> None:
         """Open the round in the store and keep θ (attacks offline need it)."""
         self.store.begin_round(server_round)
-        self.store.write_global(server_round, broadcast)
+        if self.cfg.audit.enabled:
+            self.store.write_global(server_round, broadcast)
         self.pending = []
 
     def on_reply(self, server_round: int, msg: Message, broadcast: list[np.ndarray]) -> bool:
@@ -99,6 +101,8 @@ class Auditor:
             return self._fail(server_round, cid, node, "shape", f"update shapes {got}", meta)
         if not all(np.isfinite(a).all() for a in local):
             return self._fail(server_round, cid, node, "non-finite", "update holds NaN/inf", meta)
+        if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
+            return True
         delta = [(a - b).astype(np.float32) for a, b in zip(local, broadcast, strict=True)]
         self.store.write_update(server_round, cid, delta, self._update_meta(meta, node))
         truth = self._ground_truth(server_round, cid, meta)
