@@ -63,10 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
+        level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    # dp-accounting logs through absl each RDP order it drops for not converging (harmless: the
+    # order is excluded from the minimum); keep those out of the progress output.
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    for package in ("fedpriv", "strategies", "clients", "attacks"):  # ours: INFO; libraries: WARNING
+        logging.getLogger(package).setLevel(logging.DEBUG if args.verbose else logging.INFO)
     module = _load(SUBCOMMANDS[args.command])
     try:
         result = module.run(args)
