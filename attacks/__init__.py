@@ -1,1 +1,45 @@
-"""fedpriv attacks."""
+"""Gradient-inversion attacks on the server's view of an update, and their scoring.
+
+The entry point :func:`run_attack` receives only a :class:`ServerView` (no ground truth);
+:mod:`attacks.scoring` and :mod:`attacks.bayes_estimate` compare the results with the truth.
+"""
+
+from attacks.bayes_estimate import (
+    BayesianPrivacyEstimate,
+    candidate_counts,
+    estimate_bayesian_privacy,
+)
+from attacks.labels import recover_labels
+from attacks.registry import ATTACKS, check_attack, run_attack
+from attacks.result import AttackResult
+from attacks.runner import EXECUTORS, AttackJob, run_attacks
+from attacks.scoring import (
+    ReconstructionScore,
+    label_accuracy,
+    match_reconstructions,
+    relative_leakage,
+    score_reconstruction,
+)
+from attacks.simulate import simulate_view
+from attacks.view import ServerView
+
+__all__ = [
+    "ATTACKS",
+    "EXECUTORS",
+    "AttackJob",
+    "AttackResult",
+    "BayesianPrivacyEstimate",
+    "ReconstructionScore",
+    "ServerView",
+    "candidate_counts",
+    "check_attack",
+    "estimate_bayesian_privacy",
+    "label_accuracy",
+    "match_reconstructions",
+    "recover_labels",
+    "relative_leakage",
+    "run_attack",
+    "run_attacks",
+    "score_reconstruction",
+    "simulate_view",
+]

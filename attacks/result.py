@@ -1,0 +1,72 @@
+"""What an attack returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["AttackResult", "Trial"]
+
+
+@dataclass(frozen=True, eq=False)
+class AttackResult:
+    """Outcome of one gradient-inversion attack on one :class:`~attacks.view.ServerView`.
+
+    Attributes
+    ----------
+    attack
+        Registry name of the attack.
+    reconstructions
+        float32 array ``(n, C, H, W)`` in the data range, in no particular order.
+    labels
+        Recovered label of each reconstruction, int64 ``(n,)``.
+    prior
+        The starting images of the kept restart, same shape as ``reconstructions``.
+    loss
+        Final gradient-matching loss of the kept restart.
+    iterations
+        Optimiser iterations per restart.
+    restarts
+        Number of restarts run.
+    seed
+        Seed of the attack's random generator.
+    seconds
+        Wall-clock time of the whole attack.
+    pseudo_gradient
+        True when the matched target was a multi-step pseudo-gradient (privacy-math.md §1).
+    """
+
+    attack: str
+    reconstructions: np.ndarray
+    labels: np.ndarray
+    prior: np.ndarray
+    loss: float
+    iterations: int
+    restarts: int
+    seed: int
+    seconds: float
+    pseudo_gradient: bool
+
+    def summary(self) -> dict[str, float | int | str | bool]:
+        """The scalar fields, for JSON reports and the audit store."""
+        return {
+            "attack": self.attack,
+            "num_images": int(self.reconstructions.shape[0]),
+            "loss": float(self.loss),
+            "iterations": self.iterations,
+            "restarts": self.restarts,
+            "seed": self.seed,
+            "seconds": float(self.seconds),
+            "pseudo_gradient": self.pseudo_gradient,
+        }
+
+
+@dataclass(frozen=True, eq=False)
+class Trial:
+    """One restart's outcome (numpy, data range), before timing and labelling."""
+
+    reconstructions: np.ndarray
+    labels: np.ndarray
+    prior: np.ndarray
+    loss: float

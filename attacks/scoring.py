@@ -1,0 +1,182 @@
+"""Scores of a reconstruction against the ground truth (privacy-math.md §7).
+
+All scores are computed in [0, 1] pixel space (images in another data range are rescaled
+first) with scikit-image: ``mean_squared_error``, ``peak_signal_noise_ratio`` and
+``structural_similarity`` (the plain Wang et al. 2004 SSIM: 7×7 uniform window, ``data_range=1``,
+averaged over channels — *not* the wavelet SSIM some attack frameworks call "SSIM").
+Reconstructions come in unknown order, so they are first matched to the true images by a
+minimum-cost assignment on pairwise MSE (``scipy.optimize.linear_sum_assignment``).
+
+This is the only place, with :mod:`attacks.bayes_estimate`, that sees ground truth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from skimage import metrics
+
+__all__ = [
+    "ReconstructionScore",
+    "image_ssim",
+    "label_accuracy",
+    "match_reconstructions",
+    "relative_leakage",
+    "score_reconstruction",
+]
+
+SSIM_KIND = "skimage.metrics.structural_similarity (7x7 uniform window, data_range=1)"
+
+
+def _unit(images: np.ndarray, data_range: tuple[float, float]) -> np.ndarray:
+    low, high = data_range
+    return ((np.asarray(images, dtype=np.float64) - low) / (high - low)).clip(0.0, 1.0)
+
+
+def image_ssim(a: np.ndarray, b: np.ndarray) -> float:
+    """SSIM of two ``(C, H, W)`` images in [0, 1]; the window shrinks for images under 7 px."""
+    win = min(7, *a.shape[1:])
+    win -= 1 - win % 2
+    return float(metrics.structural_similarity(a, b, data_range=1.0, channel_axis=0, win_size=win))
+
+
+def _paired_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    return np.array([image_ssim(a, b) for a, b in zip(images, truth, strict=True)])
+
+
+def match_reconstructions(reconstructions: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """Index of the reconstruction assigned to each true image (min total pairwise MSE).
+
+    With fewer reconstructions than true images the unmatched true images get ``-1``.
+    """
+    diff = reconstructions[:, None].astype(np.float64) - truth[None].astype(np.float64)
+    pixels = int(np.prod(truth.shape[1:]))
+    cost = (diff**2).reshape(len(reconstructions), len(truth), pixels).mean(axis=2)
+    rows, cols = linear_sum_assignment(cost)
+    order = np.full(len(truth), -1, dtype=np.int64)
+    order[cols] = rows
+    return order
+
+
+def label_accuracy(recovered: np.ndarray, truth: np.ndarray) -> float:
+    """Fraction of the true labels recovered, as multisets (order-free, counts duplicates)."""
+    hits = Counter(np.asarray(recovered).tolist()) & Counter(np.asarray(truth).tolist())
+    return sum(hits.values()) / len(truth)
+
+
+def relative_leakage(ssim_reconstruction: np.ndarray, ssim_prior: np.ndarray) -> np.ndarray:
+    """Relative data leakage value (SSIM(recon, x) − SSIM(prior, x)) / SSIM(prior, x).
+
+    As in NVFlare's gradient-inversion leakage study (Hatamizadeh et al. 2023, "Do gradient
+    inversion attacks make federated learning unsafe?", §III-D). NaN where SSIM(prior, x) ≤ 0,
+    for which the ratio is meaningless.
+    """
+    recon = np.asarray(ssim_reconstruction, dtype=np.float64)
+    prior = np.asarray(ssim_prior, dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(prior > 0, (recon - prior) / prior, np.nan)
+
+
+@dataclass(frozen=True, eq=False)
+class ReconstructionScore:
+    """Per-true-image scores, in truth order; NaN for true images left unmatched (when the
+    attacker reconstructed fewer images than the batch held, e.g. under Poisson sampling)."""
+
+    order: np.ndarray
+    mse: np.ndarray
+    psnr: np.ndarray
+    ssim: np.ndarray
+    relative_leakage: np.ndarray | None
+    label_accuracy: float | None
+
+    @property
+    def matched(self) -> int:
+        """Number of true images with a reconstruction."""
+        return int(np.sum(self.order >= 0))
+
+    @property
+    def best(self) -> int | None:
+        """Index of the true image that leaked most (highest SSIM); None if none matched."""
+        return int(np.nanargmax(self.ssim)) if self.matched else None
+
+    def summary(self) -> dict[str, float | int | str | None]:
+        """Batch means over matched images, the best (max-leak) image's scores, label
+        accuracy and relative leakage; NaN where nothing was matched."""
+        b, rel = self.best, self.relative_leakage
+        pick = (lambda a: float(a[b])) if b is not None else (lambda a: math.nan)
+        return {
+            "mse": _mean(self.mse),
+            "psnr": _mean(self.psnr),
+            "ssim": _mean(self.ssim),
+            "matched": self.matched,
+            "batch_size": len(self.order),
+            "best_index": b,
+            "best_mse": pick(self.mse),
+            "best_psnr": pick(self.psnr),
+            "best_ssim": pick(self.ssim),
+            "label_accuracy": self.label_accuracy,
+            "relative_leakage": None if rel is None else _mean(rel),
+            "best_relative_leakage": None if rel is None else pick(rel),
+            "ssim_kind": SSIM_KIND,
+        }
+
+
+def _mean(values: np.ndarray) -> float:
+    finite_or_inf = values[~np.isnan(values)]
+    return float(finite_or_inf.mean()) if finite_or_inf.size else math.nan
+
+
+def _pair_scores(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, ...]:
+    """MSE, PSNR, SSIM of aligned image pairs."""
+    pairs = list(zip(recon, true, strict=True))
+    mse = np.array([metrics.mean_squared_error(t, r) for r, t in pairs])
+    with np.errstate(divide="ignore"):
+        psnr = np.array([metrics.peak_signal_noise_ratio(t, r, data_range=1.0) for r, t in pairs])
+    return mse, psnr, _paired_ssim(recon, true)
+
+
+def _in_truth_order(values: np.ndarray, hit: np.ndarray) -> np.ndarray:
+    out = np.full(len(hit), np.nan)
+    out[hit] = values
+    return out
+
+
+def score_reconstruction(
+    reconstructions: np.ndarray,
+    truth: np.ndarray,
+    *,
+    prior: np.ndarray | None = None,
+    recovered_labels: np.ndarray | None = None,
+    true_labels: np.ndarray | None = None,
+    data_range: tuple[float, float] = (0.0, 1.0),
+) -> ReconstructionScore:
+    """Match reconstructions to the true batch and score each pair.
+
+    Parameters
+    ----------
+    reconstructions, truth
+        ``(n, C, H, W)`` and ``(m, C, H, W)`` images in ``data_range``; with ``n < m`` the
+        ``m − n`` true images not matched get NaN scores.
+    prior
+        The attack's starting images, aligned with ``reconstructions``; enables the relative
+        leakage value.
+    recovered_labels, true_labels
+        Enable the label-recovery accuracy (multiset match).
+    """
+    recon, true = _unit(reconstructions, data_range), _unit(truth, data_range)
+    order = match_reconstructions(recon, true)
+    hit = order >= 0
+    mse, psnr, ssim = _pair_scores(recon[order[hit]], true[hit])
+    rel = None
+    if prior is not None:
+        prior_ssim = _paired_ssim(_unit(prior, data_range)[order[hit]], true[hit])
+        rel = _in_truth_order(relative_leakage(ssim, prior_ssim), hit)
+    labels = None
+    if recovered_labels is not None and true_labels is not None and len(true_labels):
+        labels = label_accuracy(recovered_labels, true_labels)
+    scores = (_in_truth_order(v, hit) for v in (mse, psnr, ssim))
+    return ReconstructionScore(order, *scores, rel, labels)

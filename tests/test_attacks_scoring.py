@@ -1,0 +1,106 @@
+"""Scores: assignment, MSE/PSNR/SSIM against scikit-image, relative leakage, labels."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from attacks_support import digits
+from skimage.metrics import structural_similarity
+
+from attacks import label_accuracy, match_reconstructions, relative_leakage, score_reconstruction
+
+
+def _truth(n: int = 6) -> np.ndarray:
+    return digits(list(range(n)))[0].numpy()
+
+
+def test_matching_recovers_the_shuffle():
+    truth = _truth()
+    rng = np.random.default_rng(0)
+    perm = rng.permutation(len(truth))
+    noisy = np.clip(truth + rng.normal(0, 0.05, truth.shape), 0, 1)
+    order = match_reconstructions(noisy[perm], truth)
+    np.testing.assert_array_equal(perm[order], np.arange(len(truth)))
+
+
+def test_matching_with_extra_reconstructions_leaves_decoys_out():
+    truth = _truth(3)
+    decoys = np.full((2, *truth.shape[1:]), 0.5)
+    recon = np.concatenate([decoys, truth[::-1]])
+    np.testing.assert_array_equal(match_reconstructions(recon, truth), [4, 3, 2])
+
+
+def test_scores_match_independent_formulas_and_skimage():
+    truth = _truth(4)
+    rng = np.random.default_rng(1)
+    recon = np.clip(truth + rng.normal(0, 0.1, truth.shape), 0, 1)
+    score = score_reconstruction(recon, truth)
+    np.testing.assert_array_equal(score.order, np.arange(4))
+    mse = ((recon - truth) ** 2).reshape(4, -1).mean(axis=1)
+    np.testing.assert_allclose(score.mse, mse, rtol=1e-12)
+    np.testing.assert_allclose(score.psnr, 10 * np.log10(1.0 / mse), rtol=1e-12)
+    ssim = [
+        structural_similarity(r[0], t[0], data_range=1.0) for r, t in zip(recon, truth, strict=True)
+    ]
+    np.testing.assert_allclose(score.ssim, ssim, rtol=1e-12)
+    summary = score.summary()
+    assert summary["ssim"] == pytest.approx(np.mean(ssim))
+    assert summary["best_index"] == int(np.argmax(ssim))
+    assert summary["best_ssim"] == pytest.approx(max(ssim))
+
+
+def test_perfect_reconstruction_and_other_data_range():
+    truth = _truth(2)
+    score = score_reconstruction(truth.copy(), truth)
+    assert np.all(score.ssim == pytest.approx(1.0)) and np.all(score.mse == 0)
+    assert np.all(np.isinf(score.psnr))
+    rng = np.random.default_rng(2)
+    recon = np.clip(truth + rng.normal(0, 0.1, truth.shape), 0, 1)
+    unit = score_reconstruction(recon, truth).summary()
+    signed = score_reconstruction(2 * recon - 1, 2 * truth - 1, data_range=(-1.0, 1.0)).summary()
+    for key in ("mse", "psnr", "ssim"):
+        assert signed[key] == pytest.approx(unit[key], rel=1e-9)
+
+
+def test_relative_leakage_formula():
+    np.testing.assert_allclose(relative_leakage([0.9, 0.2], [0.3, 0.4]), [2.0, -0.5])
+    assert math.isnan(relative_leakage([0.9], [0.0])[0])
+    assert math.isnan(relative_leakage([0.9], [-0.1])[0])
+
+
+def test_relative_leakage_in_scores_uses_the_matched_prior():
+    truth = _truth(2)
+    prior = np.stack([truth[1] * 0.5 + 0.25, truth[0] * 0.5 + 0.1])  # aligned with recon
+    recon = truth[::-1].copy()
+    score = score_reconstruction(recon, truth, prior=prior)
+    prior_ssim = [
+        structural_similarity(prior[1][0], truth[0][0], data_range=1.0),
+        structural_similarity(prior[0][0], truth[1][0], data_range=1.0),
+    ]
+    expected = (1.0 - np.array(prior_ssim)) / np.array(prior_ssim)
+    np.testing.assert_allclose(score.relative_leakage, expected, rtol=1e-6)
+
+
+def test_label_accuracy_is_a_multiset_match():
+    assert label_accuracy(np.array([2, 1, 1]), np.array([1, 2, 2])) == pytest.approx(2 / 3)
+    assert label_accuracy(np.array([5, 3]), np.array([3, 5])) == 1.0
+    assert label_accuracy(np.array([0]), np.array([1])) == 0.0
+    truth = _truth(2)
+    score = score_reconstruction(
+        truth, truth, recovered_labels=np.array([4, 0]), true_labels=np.array([0, 1])
+    )
+    assert score.label_accuracy == 0.5
+
+
+def test_fewer_reconstructions_than_true_images_leave_nan_scores():
+    truth = _truth(3)
+    score = score_reconstruction(truth[2:3].copy(), truth, prior=np.full((1, 1, 16, 16), 0.3))
+    assert score.order.tolist() == [-1, -1, 0] and score.matched == 1
+    assert np.isnan(score.ssim[:2]).all() and score.ssim[2] == pytest.approx(1.0)
+    summary = score.summary()
+    assert summary["ssim"] == pytest.approx(1.0) and summary["best_index"] == 2
+    assert (summary["matched"], summary["batch_size"]) == (1, 3)
+    empty = score_reconstruction(truth, truth[:0]).summary()
+    assert empty["matched"] == 0 and empty["best_index"] is None and math.isnan(empty["ssim"])
