@@ -69,7 +69,11 @@ def test_laplace_against_quadrature_and_closed_forms(lam: float) -> None:
     expected = [_laplace_renyi(a, lam) for a in ORDERS]
     np.testing.assert_allclose(mech.rdp(ORDERS, 50), expected, rtol=1e-8)
     b = lam * clip
-    assert mech.pure_ldp_epsilon(clip) == pytest.approx(1 / lam)
+    # LDP over the ℓ1 ball of radius C: the largest log-density ratio between the two farthest
+    # secrets ±C, found on a grid of outputs (it is 2C/b, not the add/remove DP parameter 1/λ)
+    y = np.linspace(-4 * clip, 4 * clip, 80_001)
+    ratio = np.abs(np.abs(y + clip) - np.abs(y - clip)).max() / b
+    assert mech.pure_ldp_epsilon(clip) == pytest.approx(ratio)
     assert mech.log_bayes_capacity(1, clip) == pytest.approx(math.log1p(clip / b), rel=1e-9)
     lap = stats.laplace
     curve = lap.cdf(lap.ppf(1 - ALPHA) - 1 / lam)

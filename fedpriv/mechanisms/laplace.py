@@ -73,7 +73,14 @@ class LaplaceMechanism(ClippedMechanism):
         return laplace_rdp(orders, self.laplace_scale)
 
     def pure_ldp_epsilon(self, radius: float) -> float:
-        return radius / self.noise_scale
+        """LDP parameter over the ℓ1 ball of radius ``r``: ``2r/b`` (two secrets can be 2r apart).
+
+        Not the add/remove DP parameter ``C/b = 1/λ`` the accountant uses: see
+        :func:`fedpriv.leakage.bayesian.laplace_mbp_bound`.
+        """
+        from fedpriv.leakage.bayesian import laplace_mbp_bound
+
+        return laplace_mbp_bound(radius, self.noise_scale)
 
     def log_bayes_capacity(self, dim: int, radius: float) -> float:
         from fedpriv.leakage.capacity import log_capacity_laplace

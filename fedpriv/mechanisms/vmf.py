@@ -103,7 +103,11 @@ class VMFMechanism(ClippedMechanism):
         return vmf_rdp(orders, self.kappa, dim)
 
     def pure_ldp_epsilon(self, radius: float) -> float:
-        return 2.0 * self.kappa if self.formal_guarantee else super().pure_ldp_epsilon(radius)
+        if not self.formal_guarantee:
+            return super().pure_ldp_epsilon(radius)
+        from fedpriv.leakage.bayesian import vmf_mbp_bound
+
+        return vmf_mbp_bound(self.kappa)
 
     def log_bayes_capacity(self, dim: int, radius: float) -> float:
         if not self.formal_guarantee:

@@ -1,0 +1,75 @@
+"""Leakage measures beyond (ε, δ): Bayes capacity, trade-off functions, Bayes error and Δ,
+Bayesian privacy bounds and estimates (privacy-math.md §4–6).
+
+Modules: :mod:`~fedpriv.leakage.capacity` (§5), :mod:`~fedpriv.leakage.tradeoff` and
+:mod:`~fedpriv.leakage.vmf_curve` (§4 trade-off functions), :mod:`~fedpriv.leakage.profiles`
+(PLD privacy profiles of subsampled, composed mechanisms), :mod:`~fedpriv.leakage.bayes_error`
+(R_min, Δ, the PP/BNP extremes), :mod:`~fedpriv.leakage.bayesian` (§6),
+:mod:`~fedpriv.leakage.specs` and :mod:`~fedpriv.leakage.comparison` (``fedpriv compare``),
+:mod:`~fedpriv.leakage.plot` (its figure). Importing this package loads neither
+dp-accounting nor matplotlib.
+"""
+
+from fedpriv.leakage.bayes_error import (
+    TradeoffCurve,
+    bayes_error,
+    blatant_non_privacy,
+    delta_divergence,
+    perfect_privacy,
+    symmetric_delta,
+)
+from fedpriv.leakage.bayesian import (
+    abp_bound,
+    abp_estimate,
+    cumulative_mbp_bound,
+    laplace_mbp_bound,
+    mbp_estimate,
+    posterior_from_matches,
+    vmf_mbp_bound,
+)
+from fedpriv.leakage.capacity import (
+    THREAT_MODELS,
+    capacity_report,
+    compose_log_capacities,
+    log_capacity_gaussian,
+    log_capacity_laplace,
+    log_capacity_vmf,
+    secret_radius,
+)
+from fedpriv.leakage.tradeoff import (
+    blatant_non_privacy_tradeoff,
+    gaussian_tradeoff,
+    laplace_tradeoff,
+    perfect_privacy_tradeoff,
+    tradeoff_from_privacy_profile,
+    vmf_tradeoff,
+)
+
+__all__ = [
+    "THREAT_MODELS",
+    "TradeoffCurve",
+    "abp_bound",
+    "abp_estimate",
+    "bayes_error",
+    "blatant_non_privacy",
+    "blatant_non_privacy_tradeoff",
+    "capacity_report",
+    "compose_log_capacities",
+    "cumulative_mbp_bound",
+    "delta_divergence",
+    "gaussian_tradeoff",
+    "laplace_mbp_bound",
+    "laplace_tradeoff",
+    "log_capacity_gaussian",
+    "log_capacity_laplace",
+    "log_capacity_vmf",
+    "mbp_estimate",
+    "perfect_privacy",
+    "perfect_privacy_tradeoff",
+    "posterior_from_matches",
+    "secret_radius",
+    "symmetric_delta",
+    "tradeoff_from_privacy_profile",
+    "vmf_mbp_bound",
+    "vmf_tradeoff",
+]
