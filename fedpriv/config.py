@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 import types
 import typing
@@ -29,9 +30,11 @@ __all__ = [
     "AuditConfig",
     "Config",
     "DataConfig",
+    "MAX_SEED",
     "MechanismConfig",
     "ModelConfig",
     "SimulationConfig",
+    "SweepConfig",
     "TrainConfig",
     "apply_override",
     "config_from_dict",
@@ -49,6 +52,14 @@ def rule(allowed: str, check: Check | None = None, **kwargs: Any) -> Any:
 
 def _positive(v: Any) -> bool:
     return v > 0
+
+
+#: Seeds go to ``torch.manual_seed`` and SQLite INTEGER columns: 63 bits at most.
+MAX_SEED = 2**63 - 1
+
+
+def _seed(v: Any) -> bool:
+    return 0 <= v <= MAX_SEED
 
 
 def _one_of(*choices: str) -> tuple[str, Check]:
@@ -95,7 +106,9 @@ class MechanismConfig:
     name: str = rule(*_one_of("none", "clip", "gaussian", "laplace", "vmf"), default="gaussian")
     clip: float = rule("a number > 0", _positive, default=1.0)
     clip_per_layer: list[float] | None = rule(
-        "a list of numbers > 0, one per layer", lambda v: all(c > 0 for c in v), default=None
+        "a non-empty list of numbers > 0, one per layer",
+        lambda v: bool(v) and all(c > 0 for c in v),
+        default=None,
     )
     noise_multiplier: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     laplace_scale: float = rule("a number > 0", _positive, default=1.0)
@@ -146,7 +159,9 @@ class AuditConfig:
     )
     iterations: int = rule("an integer >= 1", _positive, default=2000)
     restarts: int = rule("an integer >= 1", _positive, default=1)
-    seed: int = rule("an integer >= 0", lambda v: v >= 0, default=0)
+    tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
+                            default=0.2)
+    seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     executor: str = rule(*_one_of("inline", "ray"), default="inline")
     bayes_runs: int = rule("an integer >= 0 (0 disables the estimate)", lambda v: v >= 0, default=0)
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
@@ -162,11 +177,43 @@ class SimulationConfig:
     client_cpus: float = rule("a number > 0", _positive, default=1.0)
 
 
+def _epsilons_ok(values: list[float]) -> bool:
+    return bool(values) and len(set(values)) == len(values) and all(
+        math.isfinite(v) and v > 0 for v in values
+    )
+
+
+def _subset_of(*choices: str) -> tuple[str, Check]:
+    allowed = f"a non-empty list of distinct names from {list(choices)}"
+    return allowed, lambda v: bool(v) and len(set(v)) == len(v) and set(v) <= set(choices)
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """``[sweep]``: mechanisms compared at matched ε (``fedpriv sweep``, :mod:`fedpriv.sweep`).
+
+    For every target ε and mechanism the noise parameter is calibrated with the run's own
+    sampling rate, release count and ``audit.delta``; the first round's updates of the first
+    ``attack_clients`` clients are attacked with ``attack`` for ``attack_iterations`` steps.
+    """
+
+    epsilons: list[float] = rule(
+        "a non-empty list of distinct finite numbers > 0", _epsilons_ok,
+        default_factory=lambda: [1.0, 10.0, 100.0],
+    )
+    mechanisms: list[str] = rule(
+        *_subset_of("gaussian", "vmf", "laplace"), default_factory=lambda: ["gaussian", "vmf"]
+    )
+    attack: str = rule(*_one_of("iga", "dlg", "idlg"), default="iga")
+    attack_iterations: int = rule("an integer >= 1", _positive, default=2000)
+    attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", _positive, default=1)
+
+
 @dataclass(frozen=True)
 class Config:
     """A whole, validated experiment configuration."""
 
-    seed: int = rule("an integer >= 0", lambda v: v >= 0, default=0)
+    seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     rounds: int = rule("an integer >= 1", _positive, default=10)
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -174,6 +221,7 @@ class Config:
     mechanism: MechanismConfig = field(default_factory=MechanismConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (TOML/JSON-serialisable, ``None`` dropped)."""
@@ -221,6 +269,13 @@ def _type_ok(value: Any, annotation: Any) -> bool:
     raise TypeError(f"unsupported annotation {annotation!r}")
 
 
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value`` (a number or a list of them)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return all(_finite(v) for v in value) if isinstance(value, list) else True
+
+
 def _type_name(annotation: Any) -> str:
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     origin = typing.get_origin(annotation)
@@ -251,6 +306,8 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
         meta = fields[name].metadata
         if not _type_ok(value, annotation):
             raise InputError(key, value, f"{_type_name(annotation)}: {meta['allowed']}")
+        if not _finite(value):
+            raise InputError(key, value, f"finite numbers: {meta['allowed']}")
         if annotation is float or float in typing.get_args(annotation):
             value = float(value) if isinstance(value, int) else value
         if value is not None and meta["check"] is not None and not meta["check"](value):
@@ -289,6 +346,11 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         bad = [c for c in cfg.audit.clients if not 0 <= c < cfg.data.num_clients]
         if bad:
             raise InputError("audit.clients", bad, f"ids in [0, {cfg.data.num_clients - 1}]")
+    if cfg.sweep.attack_clients > cfg.data.num_clients:
+        raise InputError(
+            "sweep.attack_clients", cfg.sweep.attack_clients,
+            f"an integer in [1, data.num_clients = {cfg.data.num_clients}]",
+        )
     return cfg
 
 
@@ -300,7 +362,7 @@ def parse_override(text: str) -> tuple[str, Any]:
     and as a bare string if it is not valid TOML (so ``data.name=mnist`` works)."""
     key, sep, raw = text.partition("=")
     key = key.strip().strip('"')
-    if not sep or not key:
+    if not sep or not all(key.split(".")):  # no empty key, section or leaf
         raise InputError("--set", text, "KEY=VALUE, e.g. train.lr=0.1")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]

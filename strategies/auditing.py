@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
+from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import FedAvg
 
 from strategies.auditor import Auditor
@@ -57,7 +58,15 @@ class AuditingFedAvg(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Audit every reply, then FedAvg over the accepted ones."""
+        """Audit every reply, then FedAvg over the accepted ones, summed in client order
+        (floating-point sums depend on order; replies arrive in any order, and a resumed
+        run must aggregate exactly as an uninterrupted one). Replies that Flower still finds
+        inconsistent with each other are recorded and the round keeps the old θ."""
         absolute = server_round + self.round_offset
         accepted = [m for m in replies if self.auditor.on_reply(absolute, m, self._broadcast)]
-        return super().aggregate_train(server_round, accepted)
+        accepted.sort(key=lambda m: int(m.content["meta"]["partition-id"]))
+        try:
+            return super().aggregate_train(server_round, accepted)
+        except InconsistentMessageReplies as exc:
+            self.auditor.store.record_failure(absolute, "malformed", str(exc))
+            return None, None

@@ -21,20 +21,58 @@ import numpy as np
 from flwr.app import Message
 
 from attacks.bayes_estimate import estimate_bayesian_privacy
+from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import score_reconstruction
 from attacks.view import ServerView
 from fedpriv.accounting import ClientAccountant
 from fedpriv.audit import AuditStore
-from fedpriv.config import Config
+from fedpriv.config import AuditConfig, Config
 from fedpriv.data import Dataset
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import secret_radius
 from fedpriv.mechanisms import Mechanism, build_mechanism
 
-__all__ = ["Auditor"]
+__all__ = ["Auditor", "attack_job", "attack_scores"]
 
 log = logging.getLogger(__name__)
+
+
+def attack_job(
+    audit: AuditConfig, name: str, view: ServerView, rnd: int, client_id: int, *,
+    run: int = 0,
+) -> AttackJob:
+    """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``.
+
+    Seeded by (audit seed, round, client), so an offline re-run reproduces it; ``run = k ≥ 1``
+    is the k-th single-restart run of a Bayesian-privacy estimate.
+    """
+    seed = audit.seed + 1000 * rnd + client_id + 7919 * run
+    options = {"tv_weight": audit.tv_weight} if name == "iga" else {}
+    restarts = 1 if run else audit.restarts
+    return AttackJob(name, view, audit.iterations, restarts, seed, options=options)
+
+
+def attack_scores(
+    result: AttackResult, images: np.ndarray, labels: np.ndarray
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The ``attacks`` row of a result scored against the true batch (privacy-math.md §7),
+    and the reconstructions in the order matched to it."""
+    scored = score_reconstruction(
+        result.reconstructions, images, prior=result.prior,
+        recovered_labels=result.labels, true_labels=labels,
+    )
+    score = scored.summary()
+    row = {
+        "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
+        "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
+        **{k: score[k] for k in ("mse", "psnr", "ssim", "best_mse", "best_psnr", "best_ssim",
+                                 "label_accuracy", "relative_leakage")},
+    }  # fmt: skip
+    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
+    matched = scored.order >= 0  # a true image left without a reconstruction stays blank
+    aligned[matched] = result.reconstructions[scored.order[matched]]
+    return row, aligned
 
 
 @dataclass
@@ -77,7 +115,7 @@ class Auditor:
         self.dataset = dataset
         self.ledgers: dict[int, ClientLedger] = {}
         self.pending: list[PendingAttack] = []
-        self._rng = np.random.default_rng(cfg.audit.seed)
+        self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -89,26 +127,35 @@ class Auditor:
         self.pending = []
 
     def on_reply(self, server_round: int, msg: Message, broadcast: list[np.ndarray]) -> bool:
-        """Record one reply; return whether it may be aggregated (finite, right shapes)."""
+        """Record one reply; return whether it may be aggregated (well-formed, finite arrays
+        and weight, right shapes). A failed or rejected reply is recorded, never raised."""
         node = int(msg.metadata.src_node_id)
         if msg.has_error():
-            return self._fail(server_round, None, node, "exception", str(msg.error.reason))
-        meta = msg.content["meta"]
-        cid = int(meta["partition-id"])
-        local = msg.content["arrays"].to_numpy_ndarrays()
+            cid = self.node_clients.get(node)
+            return self._fail(server_round, cid, node, "exception", str(msg.error.reason))
+        try:
+            meta, cid, local, weight, fields = self._parse(msg, node)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            cid = self.node_clients.get(node)
+            return self._fail(server_round, cid, node, "malformed", f"malformed reply: {exc!r}")
+        self.node_clients[node] = cid
         if [a.shape for a in local] != [b.shape for b in broadcast]:
             got = [tuple(a.shape) for a in local]
-            return self._fail(server_round, cid, node, "shape", f"update shapes {got}", meta)
-        if not all(np.isfinite(a).all() for a in local):
-            return self._fail(server_round, cid, node, "non-finite", "update holds NaN/inf", meta)
+            return self._fail(server_round, cid, node, "shape", f"update shapes {got}", fields)
+        if not (all(np.isfinite(a).all() for a in local) and math.isfinite(weight)):
+            message = "update or num-examples holds NaN/inf"
+            return self._fail(server_round, cid, node, "non-finite", message, fields)
+        if weight <= 0:
+            message = f"num-examples = {weight}"
+            return self._fail(server_round, cid, node, "malformed", message, fields)
         if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
             return True
         delta = [(a - b).astype(np.float32) for a, b in zip(local, broadcast, strict=True)]
-        self.store.write_update(server_round, cid, delta, self._update_meta(meta, node))
+        self.store.write_update(server_round, cid, delta, fields)
         truth = self._ground_truth(server_round, cid, meta)
         self._tally(server_round, cid, meta, sum(a.size for a in delta))
         if self._scheduled(server_round, cid) and truth:
-            self._schedule(cid, meta, broadcast, delta, truth)
+            self._schedule(server_round, cid, meta, broadcast, delta, truth)
         return True
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
@@ -119,15 +166,27 @@ class Auditor:
 
     # -- replies ------------------------------------------------------------------------------
 
+    def _parse(self, msg: Message, node: int) -> tuple[Any, int, list[np.ndarray], float, dict]:
+        """``(meta, client id, arrays, FedAvg weight, update-row fields)`` of a reply shaped as
+        the ClientApp sends it (one ArrayRecord, one MetricRecord, a ``meta`` ConfigRecord)."""
+        content = msg.content
+        if len(content.array_records) != 1 or len(content.metric_records) != 1:
+            raise ValueError("expected exactly one ArrayRecord and one MetricRecord")
+        meta = content["meta"]
+        weight = float(content["metrics"]["num-examples"])
+        local = content["arrays"].to_numpy_ndarrays()
+        return meta, int(meta["partition-id"]), local, weight, self._update_meta(meta, node)
+
     def _fail(
-        self, rnd: int, cid: int | None, node: int, kind: str, message: str, meta: Any = None
+        self, rnd: int, cid: int | None, node: int, kind: str, message: str,
+        fields: dict[str, Any] | None = None,
     ) -> bool:
         log.warning("round %d: reply from node %d rejected (%s): %s", rnd, node, kind, message)
         self.store.record_failure(rnd, kind, message, client_id=cid, node_id=node)
-        if cid is not None and meta is not None:
+        if cid is not None and self.cfg.audit.enabled:
             status = "failed" if kind == "exception" else "rejected"
-            fields = {**self._update_meta(meta, node), "status": status, "error": message}
-            self.store.write_update(rnd, cid, None, fields)
+            row = {**(fields or {"node_id": node}), "status": status, "error": message}
+            self.store.write_update(rnd, cid, None, row)
         return False
 
     @staticmethod
@@ -162,21 +221,40 @@ class Auditor:
     def _mechanism(self, meta: Any) -> Mechanism:
         return build_mechanism(str(meta["mechanism"]), json.loads(str(meta["mechanism-params"])))
 
-    def _tally(self, rnd: int, cid: int, meta: Any, dim: int) -> None:
-        """Fold this round's releases into the client's cumulative ε, log C and ξ."""
+    def restore(self, dim: int) -> None:
+        """Rebuild every client's ledger from the updates of the store's completed rounds
+        (``--resume``): the same releases folded in the same order give the same tallies."""
+        for update in self.store.iter_updates():
+            if update.status == "ok":
+                mech = build_mechanism(str(update.mechanism), update.mechanism_params)
+                self._fold(update.client_id, mech, int(update.local_steps),
+                           float(update.sample_rate), float(update.batch_size), dim)
+
+    def _fold(
+        self, cid: int, mech: Mechanism, steps: int, q: float, batch_size: float, dim: int
+    ) -> tuple[ClientLedger, float]:
+        """Add one round's ``steps`` releases to the client's ledger; return it and the
+        round's log capacity."""
         audit = self.cfg.audit
-        mech = self._mechanism(meta)
-        steps, q = int(meta["steps"]), float(meta["sample-rate"])
         ledger = self.ledgers.setdefault(cid, ClientLedger(ClientAccountant(audit.accountant)))
         ledger.accountant.record(mech.name, mech.params(), q, steps, dim=dim)
         radius = (  # none: no clipping, so no bounded secret set
-            secret_radius(mech.sensitivity, audit.threat_model, float(meta["batch-size"]))
+            secret_radius(mech.sensitivity, audit.threat_model, batch_size)
             if math.isfinite(mech.sensitivity) else math.inf
         )
         round_capacity = steps * mech.log_bayes_capacity(dim, radius)
         ledger.releases += steps
         ledger.log_capacity += round_capacity
         ledger.mbp_bound += steps * mech.pure_ldp_epsilon(radius)
+        return ledger, round_capacity
+
+    def _tally(self, rnd: int, cid: int, meta: Any, dim: int) -> None:
+        """Fold this round's releases into the client's cumulative ε, log C and ξ."""
+        audit = self.cfg.audit
+        steps, q = int(meta["steps"]), float(meta["sample-rate"])
+        ledger, round_capacity = self._fold(
+            cid, self._mechanism(meta), steps, q, float(meta["batch-size"]), dim
+        )
         acct = ledger.accountant.result(audit.delta)
         self.store.write_tally(rnd, cid, {
             "epsilon": acct.epsilon, "delta": audit.delta, "accountant": acct.accountant,
@@ -199,8 +277,8 @@ class Auditor:
         return cid in audit.clients
 
     def _schedule(
-        self, cid: int, meta: Any, broadcast: list[np.ndarray], delta: list[np.ndarray],
-        truth: list[int],
+        self, rnd: int, cid: int, meta: Any, broadcast: list[np.ndarray],
+        delta: list[np.ndarray], truth: list[int],
     ) -> None:
         view = ServerView(
             model_name=self.cfg.model.name,
@@ -214,28 +292,29 @@ class Auditor:
             mechanism=str(meta["mechanism"]),
             mechanism_params=json.loads(str(meta["mechanism-params"])),
         )
-        self.pending.append(PendingAttack(cid, view, truth, self._candidate_pool(truth)))
+        pool = self._candidate_pool(rnd, cid, truth)
+        self.pending.append(PendingAttack(cid, view, truth, pool))
 
-    def _candidate_pool(self, truth: list[int]) -> list[int]:
-        """The true batch plus distractors drawn from the rest of the training set (§6)."""
+    def _candidate_pool(self, rnd: int, cid: int, truth: list[int]) -> list[int]:
+        """The true batch plus distractors drawn from the rest of the training set (§6), from
+        a generator seeded by (audit seed, round, client): a resumed run draws the same."""
         audit = self.cfg.audit
         if not audit.bayes_runs:
             return []
         others = np.setdiff1d(np.arange(len(self.dataset.train_y)), truth)
         k = min(audit.bayes_distractors, len(others))
-        return truth + self._rng.choice(others, size=k, replace=False).tolist()
+        rng = np.random.default_rng([audit.seed, rnd, cid])
+        return truth + rng.choice(others, size=k, replace=False).tolist()
 
     def _jobs(self, rnd: int) -> list[tuple[PendingAttack, str, AttackJob]]:
         audit = self.cfg.audit
         jobs = []
         for item in self.pending:
+            cid = item.client_id
             for name in audit.attacks:
-                seed = audit.seed + 1000 * rnd + item.client_id
-                job = AttackJob(name, item.view, audit.iterations, audit.restarts, seed)
-                jobs.append((item, name, job))
+                jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid)))
             for k in range(audit.bayes_runs):  # K independent runs of the first attack
-                seed = audit.seed + 1000 * rnd + item.client_id + 7919 * (k + 1)
-                job = AttackJob(audit.attacks[0], item.view, audit.iterations, 1, seed)
+                job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1)
                 jobs.append((item, "bayes", job))
         return jobs
 
@@ -270,21 +349,10 @@ class Auditor:
         images, labels = self._truth(item.truth_ids)
         n = len(result.reconstructions)
         images, labels = images[:n], labels[:n]  # a Poisson batch larger than L: first L records
-        scored = score_reconstruction(
-            result.reconstructions, images, prior=result.prior,
-            recovered_labels=result.labels, true_labels=labels,
-        )
-        score, recon = scored.summary(), result.reconstructions[scored.order]
-        self.store.write_attack(rnd, item.client_id, {
-            "attack": result.attack, "iterations": result.iterations,
-            "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
-            "mse": score["mse"], "psnr": score["psnr"], "ssim": score["ssim"],
-            "best_mse": score["best_mse"], "best_psnr": score["best_psnr"],
-            "best_ssim": score["best_ssim"], "label_accuracy": score["label_accuracy"],
-            "relative_leakage": score["relative_leakage"], "seconds": result.seconds,
-        }, {"images": recon})  # fmt: skip
+        row, recon = attack_scores(result, images, labels)
+        self.store.write_attack(rnd, item.client_id, row, {"images": recon})
         log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
-                 result.attack, score["ssim"], score["mse"])
+                 result.attack, row["ssim"], row["mse"])
 
     def _estimate(self, rnd: int, item: PendingAttack, runs: list[Any]) -> None:
         audit = self.cfg.audit

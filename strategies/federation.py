@@ -1,25 +1,41 @@
-"""One federated run on any Flower Grid (simulation or deployment): the ServerApp's body."""
+"""One federated run on any Flower Grid (simulation or deployment): the ServerApp's body.
+
+A run writes every round to its audit store as the round completes — the broadcast θ, every
+reply, the tallies, the attacks, and the aggregated global model after the round — and
+rebuilds ``report.json`` after each round, so a killed run keeps everything it finished.
+
+``resume=True`` continues a run directory: incomplete rounds are discarded, the global model
+is the stored aggregate of the last completed round, every client's privacy ledger is
+rebuilt from the stored updates, and Flower's rounds are shifted by the number of completed
+rounds (``AuditingFedAvg.round_offset``) so that round numbers — and with them the clients'
+seeds, derived from (seed, partition id, absolute round) — are those of an uninterrupted run.
+With ``train.fraction_train = 1`` (every client every round) the resumed rounds reproduce the
+uninterrupted run exactly; with a smaller fraction Flower samples clients with Python's
+unseeded global ``random``, so neither an uninterrupted nor a resumed run is reproducible.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from tqdm import tqdm
 
 from fedpriv.audit import AuditStore, write_report
-from fedpriv.config import Config
+from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
+from fedpriv.errors import InputError
 from fedpriv.models import build_model
 from strategies.auditing import AuditingFedAvg
 from strategies.auditor import Auditor
 from strategies.evaluation import make_evaluate_fn
 
-__all__ = ["initial_model", "run_federation"]
+__all__ = ["completed_rounds", "dataset_of", "initial_model", "open_run", "run_federation"]
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +55,11 @@ def initial_model(cfg: Config) -> torch.nn.Module:
         return build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
 
 
-def _strategy(cfg: Config, auditor: Auditor) -> AuditingFedAvg:
+def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingFedAvg:
     n = cfg.data.num_clients
     return AuditingFedAvg(
         auditor,
+        round_offset=round_offset,
         fraction_train=cfg.train.fraction_train,
         fraction_evaluate=0.0,
         min_train_nodes=max(1, round(cfg.train.fraction_train * n)),
@@ -50,34 +67,94 @@ def _strategy(cfg: Config, auditor: Auditor) -> AuditingFedAvg:
     )
 
 
-def run_federation(grid: Grid, cfg: Config, run_dir: Path) -> dict[str, Any]:
-    """Train ``cfg.rounds`` rounds of audited FedAvg on ``grid``.
+def completed_rounds(run_dir: Path) -> tuple[Config, int]:
+    """The stored configuration of a run directory and how many rounds it completed.
 
-    Every round lands in the audit store of ``run_dir`` as it completes, and ``report.json``
-    is rebuilt after each round, so an interrupted run keeps everything it finished.
+    Raises
+    ------
+    InputError
+        No store in ``run_dir``, or a damaged one (:class:`fedpriv.audit.StoreError`).
     """
-    store = AuditStore.create(run_dir, cfg.to_dict(), cfg.seed)
-    auditor = Auditor(cfg, store, dataset_of(cfg))
-    bar = tqdm(total=cfg.rounds, desc="rounds", unit="round", dynamic_ncols=True)
+    with AuditStore.open(run_dir, readonly=True) as store:
+        cfg = config_from_dict(store.run_info()["config"])
+        return cfg, store.last_completed_round() or 0
 
-    def on_eval(server_round: int, acc: float, loss: float) -> None:
+
+def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]:
+    """The run's store, opened for writing, and the number of rounds already completed.
+
+    A new run creates the store (refused where one exists). A resumed run must carry the same
+    configuration and must not be running in another process (the store's writer lock); its
+    incomplete rounds are discarded. The returned store holds the writer lock until closed.
+    """
+    if not resume:
+        store = AuditStore.create(run_dir, cfg.to_dict(), cfg.seed)
+        store.hold_writer_lock()
+        return store, 0
+    store = AuditStore.open(run_dir)
+    try:
+        store.hold_writer_lock()
+        if config_from_dict(store.run_info()["config"]) != cfg:
+            raise InputError("--resume", str(run_dir), "a run made with this configuration")
+    except InputError:
+        store.close()
+        raise
+    dropped = store.discard_incomplete_rounds()
+    done = store.last_completed_round() or 0
+    log.info("resuming %s after round %d (discarded incomplete rounds %s)", run_dir, done, dropped)
+    store.mark_status("running")
+    return store, done
+
+
+def _start_arrays(cfg: Config, store: AuditStore, done: int) -> ArrayRecord:
+    """θ for the first round to run: the initial model, or the last completed aggregate."""
+    if done == 0:
+        return ArrayRecord(initial_model(cfg).state_dict())
+    stored = store.load_aggregate(done)
+    return ArrayRecord({name: Array(array) for name, array in stored.items()})
+
+
+def _evaluate_fn(
+    cfg: Config, store: AuditStore, auditor: Auditor, done: int, bar: tqdm
+) -> Callable[[int, ArrayRecord], MetricRecord]:
+    """Flower's ``evaluate_fn``: after Flower round r (absolute ``done + r``) store the
+    aggregate, evaluate it, close the round in the store and rebuild the report."""
+
+    def on_result(server_round: int, acc: float, loss: float) -> None:
         if server_round == 0:
             return
-        auditor.end_round(server_round, acc, loss)
+        auditor.end_round(done + server_round, acc, loss)
         write_report(store)
         bar.update(1)
         bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
 
+    evaluate = make_evaluate_fn(cfg, on_result)
+
+    def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
+        if server_round > 0:
+            aggregate = {name: array.numpy() for name, array in arrays.items()}
+            store.write_aggregate(done + server_round, aggregate)
+        return evaluate(server_round, arrays)
+
+    return evaluate_fn
+
+
+def run_federation(
+    grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False
+) -> dict[str, Any]:
+    """Train audited FedAvg on ``grid`` until ``cfg.rounds`` rounds are complete.
+
+    Returns the report (also in ``run_dir/report.json``). ``grid`` may be None when a resumed
+    run has no round left to train.
+    """
+    store, done = open_run(cfg, run_dir, resume)
     status = "failed"
+    bar = tqdm(total=cfg.rounds, initial=done, desc="rounds", unit="round", dynamic_ncols=True)
     try:
-        _strategy(cfg, auditor).start(
-            grid=grid,
-            initial_arrays=ArrayRecord(initial_model(cfg).state_dict()),
-            num_rounds=cfg.rounds,
-            train_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
-            evaluate_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
-            evaluate_fn=make_evaluate_fn(cfg, on_eval),
-        )
+        if done < cfg.rounds:
+            if grid is None:
+                raise ValueError(f"{cfg.rounds - done} rounds left to train but no grid")
+            _train(grid, cfg, store, done, bar)
         status = "completed"
     except KeyboardInterrupt:
         status = "interrupted"
@@ -88,3 +165,18 @@ def run_federation(grid: Grid, cfg: Config, run_dir: Path) -> dict[str, Any]:
         report = write_report(store)
         store.close()
     return report
+
+
+def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
+    auditor = Auditor(cfg, store, dataset_of(cfg))
+    arrays = _start_arrays(cfg, store, done)
+    if done:
+        auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))
+    _strategy(cfg, auditor, done).start(
+        grid=grid,
+        initial_arrays=arrays,
+        num_rounds=cfg.rounds - done,
+        train_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
+        evaluate_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
+        evaluate_fn=_evaluate_fn(cfg, store, auditor, done, bar),
+    )

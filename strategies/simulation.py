@@ -4,6 +4,11 @@
 against a simulation SuperLink, but it is the only in-process route that lets a command-line
 tool pass a validated config object and get the report back without a detached SuperLink; it
 is kept behind :func:`simulate` so that changing route later touches one function.
+
+:func:`check_runnable` runs first, in the calling process: whatever would fail inside the
+Ray actors or the ServerApp thread (missing data files, a mechanism that does not fit the
+model, an accountant that cannot account the run) is refused before Ray starts. An exception
+raised by the ServerApp thread is re-raised to the caller (an ``InputError`` stays one).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from fedpriv.config import Config
 
-__all__ = ["simulate"]
+__all__ = ["check_runnable", "simulate"]
 
 FLOWER_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -39,11 +44,75 @@ def _backend_config(cfg: Config) -> dict[str, Any]:
     }
 
 
-def simulate(cfg: Config, run_dir: Path, verbose: bool = False) -> dict[str, Any]:
+def check_runnable(cfg: Config) -> None:
+    """Check in this process, before Ray starts, what would otherwise fail inside it.
+
+    The data set loads (a torchvision set's files are under ``data.root``), the partition
+    gives every client at least one record, the model builds, every client's mechanism fits
+    the model's layers (``clip_per_layer``), and — with auditing on — the accountant can
+    account each distinct mechanism's whole run (``rounds × local_steps`` releases).
+
+    Raises
+    ------
+    InputError
+        Naming the config key at fault.
+    """
+    from fedpriv.data import partition_indices
+    from fedpriv.models import build_model
+    from strategies.federation import dataset_of
+
+    dataset = dataset_of(cfg)
+    d = cfg.data
+    parts = partition_indices(
+        dataset.train_y.numpy(), d.num_clients, d.partition, d.dirichlet_alpha, cfg.seed
+    )
+    model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
+    layer_sizes = [p.numel() for p in model.parameters()]
+    _check_mechanisms(cfg, [len(p) for p in parts], layer_sizes)
+
+
+def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> None:
+    from fedpriv.accounting import ClientAccountant
+    from fedpriv.mechanisms import build_mechanism
+
+    seen: set[str] = set()
+    for client_id, n in enumerate(sizes):
+        name, params = cfg.mechanism.for_client(client_id)
+        mech = build_mechanism(name, params)
+        mech.check_layers(layer_sizes)
+        key = repr((mech.name, sorted(mech.params().items())))
+        if cfg.audit.enabled and key not in seen:
+            seen.add(key)
+            accountant = ClientAccountant(cfg.audit.accountant)
+            q = min(cfg.train.batch_size, n) / n
+            steps = cfg.rounds * cfg.train.local_steps
+            accountant.record(mech.name, mech.params(), q, steps, dim=sum(layer_sizes))
+            accountant.result(cfg.audit.delta)
+
+
+def simulate(
+    cfg: Config, run_dir: Path, verbose: bool = False, *, resume: bool = False
+) -> dict[str, Any]:
     """Run the federation of ``cfg`` with ``cfg.data.num_clients`` virtual SuperNodes.
 
+    With ``resume`` the run in ``run_dir`` continues after its last completed round
+    (:func:`strategies.federation.run_federation`); Ray is not started when none is left.
     Returns the report (also written to ``run_dir/report.json``).
+
+    Raises
+    ------
+    InputError
+        From :func:`check_runnable` (before Ray starts), or raised by the ServerApp.
     """
+    from strategies.federation import completed_rounds, run_federation
+
+    check_runnable(cfg)
+    if resume and completed_rounds(run_dir)[1] >= cfg.rounds:
+        return run_federation(None, cfg, run_dir, resume=True)
+    return _run_on_ray(cfg, run_dir, verbose, resume)
+
+
+def _run_on_ray(cfg: Config, run_dir: Path, verbose: bool, resume: bool) -> dict[str, Any]:
     for key, value in FLOWER_ENV.items():
         os.environ.setdefault(key, value)
     from flwr.app import Context
@@ -56,22 +125,33 @@ def simulate(cfg: Config, run_dir: Path, verbose: bool = False) -> dict[str, Any
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     result: dict[str, Any] = {}
+    errors: list[BaseException] = []  # the ServerApp runs in a thread: keep what it raised
     server_app = ServerApp()
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        result.update(run_federation(grid, cfg, run_dir))
+        try:
+            result.update(run_federation(grid, cfg, run_dir, resume=resume))
+        except BaseException as exc:
+            errors.append(exc)
+            raise
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        run_simulation(
-            server_app=server_app,
-            client_app=client_app,
-            num_supernodes=cfg.data.num_clients,
-            backend_name="ray",
-            backend_config=_backend_config(cfg),
-            verbose_logging=verbose,
-        )
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            run_simulation(
+                server_app=server_app,
+                client_app=client_app,
+                num_supernodes=cfg.data.num_clients,
+                backend_name="ray",
+                backend_config=_backend_config(cfg),
+                verbose_logging=verbose,
+            )
+    except Exception:
+        if not errors:
+            raise
+    if errors:
+        raise errors[0]
     if not result:
         raise RuntimeError("the simulation ended without a report (see the log above)")
     return result

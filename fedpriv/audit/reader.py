@@ -122,6 +122,11 @@ class StoreReader:
         sql = "SELECT t.path, t.sha256 FROM globals JOIN tensors t USING (tensor_id) WHERE "
         return self._load(sql + "globals.round = ?", (rnd,), f"global parameters of round {rnd}")
 
+    def load_aggregate(self, rnd: int) -> dict[str, np.ndarray]:
+        """The global parameters after round ``rnd``, by name (SHA-256 verified)."""
+        sql = "SELECT t.path, t.sha256 FROM aggregates a JOIN tensors t USING (tensor_id) WHERE "
+        return self._load(sql + "a.round = ?", (rnd,), f"aggregate of round {rnd}")
+
     def load_update(self, update_id: int) -> dict[str, np.ndarray]:
         """The arrays of update ``update_id`` (SHA-256 verified)."""
         sql = "SELECT t.path, t.sha256 FROM updates u LEFT JOIN tensors t USING (tensor_id) WHERE "

@@ -17,18 +17,22 @@ __all__ = [
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
     "TALLY_FIELDS",
+    "TENSOR_KINDS",
     "UPDATE_FIELDS",
     "UPDATE_STATUSES",
 ]
 
 #: ``PRAGMA application_id`` of every fedpriv store: "fdpv" in ASCII.
 APPLICATION_ID = 0x66647076
-#: ``PRAGMA user_version``; bump it on any incompatible schema change.
-SCHEMA_VERSION = 1
+#: ``PRAGMA user_version``; bump it on any incompatible schema change. Version 2 added the
+#: ``aggregates`` table (the global model after each round, for ``--resume``) and the
+#: ``malformed`` failure kind.
+SCHEMA_VERSION = 2
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected")
-FAILURE_KINDS = ("exception", "non-finite", "shape", "timeout", "lost-node")
+FAILURE_KINDS = ("exception", "non-finite", "shape", "malformed", "timeout", "lost-node")
+TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
 
 #: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` is stored as JSON).
 UPDATE_FIELDS = (
@@ -79,7 +83,7 @@ CREATE TABLE rounds (
 CREATE TABLE tensors (
     tensor_id INTEGER PRIMARY KEY,
     round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
-    kind TEXT NOT NULL CHECK (kind IN ('global', 'update', 'ground_truth', 'reconstruction')),
+    kind TEXT NOT NULL {_in("kind", TENSOR_KINDS)},
     path TEXT NOT NULL UNIQUE,
     sha256 TEXT NOT NULL,
     names_json TEXT NOT NULL,
@@ -90,6 +94,11 @@ CREATE TABLE tensors (
 ) STRICT;
 
 CREATE TABLE globals (
+    round INTEGER PRIMARY KEY REFERENCES rounds (round) ON DELETE CASCADE,
+    tensor_id INTEGER NOT NULL REFERENCES tensors (tensor_id)
+) STRICT;
+
+CREATE TABLE aggregates (
     round INTEGER PRIMARY KEY REFERENCES rounds (round) ON DELETE CASCADE,
     tensor_id INTEGER NOT NULL REFERENCES tensors (tensor_id)
 ) STRICT;

@@ -10,10 +10,14 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
   readers ignore incomplete ones, and :meth:`AuditStore.discard_incomplete_rounds` removes
   them before a resume.
 * Other processes may read (``readonly=True``) while a writer writes (SQLite WAL).
+* The process that drives the rounds holds the run's writer lock
+  (:meth:`AuditStore.hold_writer_lock`, an ``flock`` on ``writer.lock`` that the kernel
+  releases when the process dies): a resume of a run that is still going is refused.
 """
 
 from __future__ import annotations
 
+import fcntl
 import re
 import secrets
 import shutil
@@ -28,12 +32,16 @@ from typing import Any
 
 from fedpriv.audit.atomic import fsync_dir, make_dirs_durable
 from fedpriv.audit.connection import create_database
+from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader, tensor_file
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES, TALLY_FIELDS, UPDATE_FIELDS
 from fedpriv.audit.tensors import Arrays, save_arrays
 
-__all__ = ["DB_NAME", "TENSOR_DIR", "AuditStore", "tensor_file"]
+__all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore", "tensor_file"]
+
+#: The writer lock's file in the run directory.
+LOCK_NAME = "writer.lock"
 
 _ROUND_DIR = re.compile(r"r(\d+)")
 
@@ -71,6 +79,34 @@ class AuditStore(StoreReader):
         }
         create_database(run_dir / DB_NAME, run)
         return cls.open(run_dir, check=False)
+
+    # -- the writer lock ---------------------------------------------------------------------
+
+    def hold_writer_lock(self) -> None:
+        """Hold the run's exclusive writer lock until :meth:`close` (or the process's death).
+
+        Raises
+        ------
+        StoreError
+            Another process (or another open store in this one) holds it: the run is going.
+        """
+        handle = (self.run_dir / LOCK_NAME).open("a")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise StoreError(
+                self.run_dir, "another process is writing this run", "a run no process writes"
+            ) from None
+        self._writer_lock = handle
+
+    def close(self) -> None:
+        """Close the database connection and release the writer lock if held."""
+        super().close()
+        lock = getattr(self, "_writer_lock", None)
+        if lock is not None:
+            lock.close()  # closing the descriptor releases the flock
+            self._writer_lock = None
 
     # -- transactions and tensor files -------------------------------------------------------
 
@@ -185,6 +221,15 @@ class AuditStore(StoreReader):
         """Store the parameters θ broadcast in round ``rnd``; returns the tensor id."""
         with self._with_tensor(rnd, "global", "server", arrays) as (conn, tensor_id):
             insert_row(conn, "globals", {"round": rnd, "tensor_id": tensor_id})
+        return tensor_id
+
+    def write_aggregate(self, rnd: int, arrays: Arrays) -> int:
+        """Store the global parameters after round ``rnd`` (FedAvg's aggregate, or the
+        unchanged θ when nothing was aggregated), by name in the model's order, before the
+        round completes: a resumed run continues from the last completed round's aggregate.
+        Returns the tensor id."""
+        with self._with_tensor(rnd, "aggregate", "server", arrays) as (conn, tensor_id):
+            insert_row(conn, "aggregates", {"round": rnd, "tensor_id": tensor_id})
         return tensor_id
 
     def write_update(

@@ -1,4 +1,11 @@
-"""``fedpriv simulate CONFIG [--set KEY=VALUE ...] [--out DIR] [--json]``."""
+"""``fedpriv simulate CONFIG [--set KEY=VALUE ...] [--out DIR] [--json]`` and
+``fedpriv simulate --resume RUN_DIR [--json]``.
+
+Everything is validated before Ray starts and before anything is written: the config
+(:func:`fedpriv.config.load_config`), the flags, the run directory (a new run never writes
+into a non-empty directory), and — in :func:`strategies.simulation.check_runnable` — the data
+set, the partition, the model and every client's mechanism.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fedpriv.errors import InputError
+
 __all__ = ["register", "render", "run"]
 
 
@@ -14,12 +23,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
         help="run a private federated training as a Flower simulation (Ray backend)",
-        description="Run CONFIG as a Flower simulation on Ray; write DIR/report.json.",
+        description="Run CONFIG as a Flower simulation on Ray; write DIR/report.json. "
+        "--resume RUN_DIR continues a killed run after its last completed round, with the "
+        "same results as an uninterrupted run when train.fraction_train = 1.",
     )
-    p.add_argument("config", metavar="CONFIG", help="TOML preset, e.g. configs/quickstart.toml")
+    p.add_argument("config", metavar="CONFIG", nargs="?",
+                   help="TOML preset, e.g. configs/quickstart.toml (omit with --resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key, e.g. --set mechanism.noise_multiplier=0.5")
-    p.add_argument("--out", metavar="DIR", help="run directory (default runs/<preset>-<time>)")
+    p.add_argument("--out", metavar="DIR",
+                   help="run directory, new or empty (default runs/<preset>-<time>)")
+    p.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue this run directory with its stored configuration")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
 
@@ -29,14 +44,47 @@ def default_run_dir(config: str) -> Path:
     return Path("runs") / f"{Path(config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def _new_run_dir(path: Path) -> Path:
+    """``path`` if a new run may write there: absent, or an empty directory."""
+    if path.exists() and not path.is_dir():
+        raise InputError("--out", str(path), "a directory path (this is a file)")
+    if path.is_dir() and any(path.iterdir()):
+        raise InputError(
+            "--out", str(path), "a new or empty directory (continue a killed run with --resume)"
+        )
+    return path
+
+
+def _resumed_run_dir(args: argparse.Namespace) -> Path:
+    for flag, given in (("CONFIG", args.config), ("--set", args.overrides), ("--out", args.out)):
+        if given:
+            raise InputError(flag, given, "nothing with --resume (the stored config is used)")
+    from fedpriv.audit import DB_NAME
+
+    path = Path(args.resume)
+    if not (path / DB_NAME).is_file():
+        raise InputError("--resume", str(path), f"a run directory holding {DB_NAME}")
+    return path
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.config import load_config
 
-    cfg = load_config(args.config, args.overrides)
-    run_dir = Path(args.out) if args.out else default_run_dir(args.config)
+    if args.resume is not None:
+        from strategies.federation import completed_rounds
+
+        run_dir = _resumed_run_dir(args).resolve()
+        cfg, _ = completed_rounds(run_dir)
+    elif args.config is None:
+        raise InputError("CONFIG", None, "a TOML preset, e.g. configs/quickstart.toml "
+                         "(or --resume RUN_DIR)")
+    else:
+        cfg = load_config(args.config, args.overrides)
+        run_dir = _new_run_dir(Path(args.out) if args.out else default_run_dir(args.config))
+        run_dir = run_dir.resolve()
     from strategies.simulation import simulate
 
-    return simulate(cfg, run_dir.resolve(), verbose=args.verbose)
+    return simulate(cfg, run_dir, verbose=args.verbose, resume=args.resume is not None)
 
 
 def render(result: dict[str, Any]) -> str:
@@ -45,19 +93,22 @@ def render(result: dict[str, Any]) -> str:
     lines = [
         f"run directory: {result['run_dir']}",
         f"rounds: {result['rounds']}   final accuracy: {acc[-1]:.4f}" if acc else "no rounds",
-        f"wall time: {result['wall_seconds']:.1f} s",
+        f"wall time: {_num(result['wall_seconds'])} s",
         f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>9} {'SSIM':>6}",
     ]
     for c in result["clients"]:
         eps, cap, ssim = c["epsilon"], c["log_bayes_capacity"], (c["attack"] or {}).get("ssim")
         lines.append(
-            f"{c['client_id']:>6} {c['mechanism']:>9} {c['rounds_participated']:>6} "
+            f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
             f"{_num(eps):>9} {_num(cap):>9} {_num(ssim):>6}"
         )
-    if result.get("failures"):
-        lines.append(f"failed or rejected replies: {len(result['failures'])}")
+    for f in result.get("failures", []):
+        lines.append(f"round {f['round']}: client {_num(f['client_id'])} "
+                     f"(node {f['node_id']}) {f['kind']}: {f['message'][:120]}")
     return "\n".join(lines)
 
 
 def _num(x: Any) -> str:
-    return "-" if x is None else (x if isinstance(x, str) else f"{x:.3g}")
+    if x is None:
+        return "-"
+    return x if isinstance(x, str) else f"{x:.3g}"

@@ -1,0 +1,162 @@
+"""Offline auditing: attack the updates an audit store holds, after (or while) the run goes.
+
+For each selected update — status ``ok``, in a completed round — the server's view is rebuilt
+from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
+public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
+attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
+seeds (:func:`strategies.auditor.attack_job`, ``--iterations`` aside), are scored against the
+stored ground truth where the run kept one (the records of every local step of that round;
+the live auditor scores against the first step's batch, which is the same batch when
+``local_steps = 1``), and are written to the store's ``attacks`` table; then the report is
+rebuilt. The store's verification is the usual one: a missing or altered tensor file, or a
+damaged database, is a :class:`fedpriv.audit.StoreError` naming the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from attacks.runner import run_attacks
+from attacks.view import ServerView
+from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
+from fedpriv.config import Config, config_from_dict
+from fedpriv.errors import InputError
+from strategies.auditor import attack_job, attack_scores
+from strategies.federation import dataset_of
+
+__all__ = ["audit_run"]
+
+log = logging.getLogger(__name__)
+Rounds = tuple[int | None, int | None]
+
+
+def _selected(
+    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None
+) -> list[UpdateRecord]:
+    """Accepted updates of completed rounds in ``rounds`` (inclusive, open ends) and
+    ``clients`` (None: all); InputError if there are none."""
+    low, high = rounds
+    chosen = [
+        u for u in store.iter_updates(clients=clients)
+        if u.status == "ok" and (low is None or u.round >= low)
+        and (high is None or u.round <= high)
+    ]  # fmt: skip
+    if not chosen:
+        done = store.completed_rounds()
+        raise InputError(
+            "--rounds" if rounds != (None, None) else "--clients",
+            f"rounds {low}:{high}, clients {'all' if clients is None else list(clients)}",
+            f"a selection holding accepted updates (completed rounds: {done})",
+        )
+    return chosen
+
+
+def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
+    """What the server saw of ``update``, from the store alone (no ground truth)."""
+    dataset = dataset_of(cfg)  # input shape and classes of the run's model
+    return ServerView(
+        model_name=cfg.model.name,
+        input_shape=dataset.input_shape,
+        num_classes=dataset.num_classes,
+        global_params=list(store.load_global(update.round).values()),
+        update=list(store.load_update(update.update_id).values()),
+        learning_rate=float(update.lr),
+        batch_size=float(update.batch_size),
+        local_steps=int(update.local_steps),
+        mechanism=str(update.mechanism),
+        mechanism_params=update.mechanism_params,
+    )
+
+
+def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, Any]:
+    """Score ``result`` against the stored true batch if any, write it, return its summary."""
+    try:
+        truth = store.load_ground_truth(update.round, update.client_id)
+    except KeyError:
+        truth = None
+    if truth is None or "images" not in truth or "labels" not in truth:
+        row = {"attack": result.attack, "iterations": result.iterations,
+               "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
+               "seconds": result.seconds}  # fmt: skip
+        recon = result.reconstructions
+    else:
+        row, recon = attack_scores(result, truth["images"], truth["labels"])
+    attack_id = store.write_attack(update.round, update.client_id, row, {"images": recon})
+    return {"attack_id": attack_id, "round": update.round, "client_id": update.client_id,
+            "scored": "ssim" in row, **row}  # fmt: skip
+
+
+def audit_run(
+    run_dir: Path | str,
+    *,
+    attacks: Sequence[str] | None = None,
+    rounds: Rounds = (None, None),
+    clients: Sequence[int] | None = None,
+    iterations: int | None = None,
+    executor: str = "inline",
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Attack the selected stored updates, store the results, rebuild the report.
+
+    Parameters
+    ----------
+    run_dir
+        A run directory (``fedpriv simulate --out``).
+    attacks
+        Attack names (default: the run's ``audit.attacks``, else ``["iga"]``).
+    rounds
+        ``(first, last)`` round, inclusive; None leaves that end open.
+    clients
+        Client (partition) ids; None for all.
+    iterations
+        Optimiser iterations per restart (default: the run's ``audit.iterations``).
+    executor
+        ``"inline"`` or ``"ray"`` (:func:`attacks.runner.run_attacks`).
+
+    Returns
+    -------
+    dict
+        ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
+        ``clients`` (the rebuilt report's per-client entries) and ``files``.
+
+    Raises
+    ------
+    InputError
+        An empty selection or a bad attack setting; :class:`fedpriv.audit.StoreError` for a
+        missing, damaged or foreign store or tensor file.
+    """
+    with AuditStore.open(run_dir) as store:
+        try:
+            return _audit(store, attacks, rounds, clients, iterations, executor, progress)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None
+
+
+def _audit(
+    store: AuditStore, attacks: Sequence[str] | None, rounds: Rounds,
+    clients: Sequence[int] | None, iterations: int | None, executor: str, progress: bool,
+) -> dict[str, Any]:
+    cfg = config_from_dict(store.run_info()["config"])
+    audit = cfg.audit
+    if iterations is not None:
+        audit = dataclasses.replace(audit, iterations=iterations)
+    names = list(attacks or audit.attacks or ["iga"])
+    jobs = [
+        (update, attack_job(audit, name, _view(store, cfg, update), update.round,
+                            update.client_id))
+        for update in _selected(store, rounds, clients) for name in names
+    ]  # fmt: skip
+    log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
+    results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
+    summaries = [
+        _record(store, update, result)
+        for (update, _), result in zip(jobs, results, strict=True)
+    ]
+    report = write_report(store, problems=verify(store.run_dir, hashes=False))
+    return {"run_dir": str(store.run_dir), "attacks": summaries, "clients": report["clients"],
+            "files": report["files"]}  # fmt: skip

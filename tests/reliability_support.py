@@ -1,0 +1,131 @@
+"""Test helpers for the reliability tests: injected client faults and an in-process Grid.
+
+* :func:`faulty_client_app` — fedpriv's own ClientApp functions (``clients.client_app.train``
+  and ``evaluate``) behind a Flower client mod that, for chosen (partition id, round) pairs,
+  raises or corrupts the reply. Production code is untouched; the same object runs in Ray
+  actors (it pickles by reference: ``tests/`` is on the actors' ``PYTHONPATH``).
+* :class:`LocalGrid` — a Flower :class:`~flwr.serverapp.Grid` that hands each message to a
+  ClientApp in this process, in node order, and turns an exception into an error reply the
+  way Flower's simulation engine does (``vce_api.worker``). It runs
+  :func:`strategies.federation.run_federation` in seconds, without Ray; ``stop_at`` raises
+  :class:`Killed` when a round's train messages are sent, as a crash would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, Context, Error, Message, MessageType, RecordDict
+from flwr.clientapp import ClientApp
+from flwr.serverapp import Grid
+
+QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.toml"
+#: Fault kinds the mod injects.
+FAULTS = ("raise", "nan", "inf", "shape", "weight-nan", "no-meta")
+
+
+class Killed(Exception):
+    """Raised by :class:`LocalGrid` to stop a run mid-round."""
+
+
+def _corrupt(reply: Message, kind: str) -> None:
+    content = reply.content
+    arrays = {k: v.numpy().copy() for k, v in content["arrays"].items()}
+    first, last = next(iter(arrays)), list(arrays)[-1]
+    if kind == "nan":
+        arrays[first].flat[0] = np.nan
+    elif kind == "inf":
+        arrays[last].flat[-1] = np.inf
+    elif kind == "shape":
+        arrays[first] = arrays[first][:-1]
+    elif kind == "weight-nan":
+        content["metrics"]["num-examples"] = float("nan")
+    elif kind == "no-meta":
+        del content["meta"]
+    content["arrays"] = ArrayRecord({k: Array(v) for k, v in arrays.items()})
+
+
+def fault_mod(plan: Mapping[tuple[int, int], str]):  # noqa: ANN201 - a Flower mod
+    """A client mod injecting ``plan[(partition id, round)]`` (one of :data:`FAULTS`)."""
+
+    def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return call_next(msg, context)
+        key = (int(context.node_config["partition-id"]), int(msg.content["config"]["server-round"]))
+        kind = plan.get(key)
+        if kind == "raise":
+            raise RuntimeError(f"injected fault: client {key[0]} round {key[1]}")
+        reply = call_next(msg, context)
+        if kind is not None:
+            _corrupt(reply, kind)
+        return reply
+
+    return mod
+
+
+def faulty_client_app(plan: Mapping[tuple[int, int], str]) -> ClientApp:
+    """fedpriv's ClientApp functions behind :func:`fault_mod`."""
+    from clients.client_app import evaluate, train
+
+    app = ClientApp(mods=[fault_mod(dict(plan))])
+    app.train()(train)
+    app.evaluate()(evaluate)
+    return app
+
+
+class LocalGrid(Grid):
+    """Serve every message with ``client_app`` in this process (node ids ``1000 + partition``).
+
+    Sets Flower's process-wide task identity (a private API, as Flower's own unit tests do)
+    so that messages can be built outside a runtime.
+    """
+
+    def __init__(self, client_app: ClientApp, num_nodes: int, stop_at: int | None = None):
+        from flwr.supercore.task_identity import TaskIdentity
+
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+        self.client_app = client_app
+        self.stop_at = stop_at
+        self.contexts = {
+            1000 + p: Context(run_id=1, node_id=1000 + p, state=RecordDict(), run_config={},
+                              node_config={"partition-id": p, "num-partitions": num_nodes})
+            for p in range(num_nodes)
+        }  # fmt: skip
+        self._run = None
+
+    def set_run(self, run) -> None:  # noqa: ANN001
+        self._run = run
+
+    @property
+    def run(self):  # noqa: ANN201
+        return self._run
+
+    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):  # noqa: ANN001, ANN201
+        return Message(content, dst_node_id=dst_node_id, message_type=message_type,
+                       group_id=group_id)
+
+    def get_node_ids(self) -> Iterable[int]:
+        return list(self.contexts)
+
+    def push_messages(self, messages):  # noqa: ANN001, ANN201
+        raise NotImplementedError("LocalGrid answers in send_and_receive")
+
+    def pull_messages(self, message_ids):  # noqa: ANN001, ANN201
+        raise NotImplementedError("LocalGrid answers in send_and_receive")
+
+    def send_and_receive(self, messages, *, timeout=None) -> list[Message]:  # noqa: ANN001
+        messages = sorted(messages, key=lambda m: m.metadata.dst_node_id)
+        rounds = {int(m.content["config"]["server-round"]) for m in messages}
+        if self.stop_at in rounds:
+            raise Killed(f"stopped at round {self.stop_at}")
+        return [self._serve(i, m) for i, m in enumerate(messages)]
+
+    def _serve(self, i: int, msg: Message) -> Message:
+        msg.metadata.__dict__["_message_id"] = f"local-{i}-{msg.metadata.dst_node_id}"
+        try:
+            return self.client_app(msg, self.contexts[msg.metadata.dst_node_id])
+        except Exception as exc:  # noqa: BLE001 - Flower's simulation does the same
+            reason = f"{type(exc)}:<'{exc}'>"
+            return Message(Error(code=0, reason=reason), reply_to=msg)
