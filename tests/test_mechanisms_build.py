@@ -124,3 +124,13 @@ def test_per_layer_bounds_must_match_model_layers() -> None:
 def test_bad_batch_size(batch_size: float) -> None:
     with pytest.raises(ValueError):
         build_mechanism("none", {}).privatize(torch.ones(1, 3), None, batch_size=batch_size)
+
+
+@pytest.mark.parametrize("name", ["none", "clip", "gaussian", "laplace", "vmf"])
+def test_every_mechanism_checks_its_fit_to_the_model_layers(name: str) -> None:
+    mechanism = build_mechanism(name, {})
+    mechanism.check_layers([12_800, 750, 150])  # flat clipping fits any model
+    if name != "none":
+        per_layer = build_mechanism(name, {"clip_per_layer": [1.0, 1.0]})
+        with pytest.raises(InputError, match="mechanism.clip_per_layer"):
+            per_layer.check_layers([12_800, 750, 150])

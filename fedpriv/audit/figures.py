@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import math
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,9 +89,12 @@ def write_grid(path: Path, panels: Sequence[Panel], title: str) -> None:
     columns = min(MAX_COLUMNS, max(len(images) for images in rows))
     canvas, centres = _mosaic(rows, columns)
     scale = 1.2 / rows[0].shape[2]  # inches per pixel: 1.2 in per image
-    width, height = canvas.shape[1] * scale + 1.6, canvas.shape[0] * scale + 0.4
+    width = canvas.shape[1] * scale + 1.6
+    title = textwrap.fill(title, width=max(24, int(width * 13)))  # ~13 characters per inch
+    top = 0.25 + 0.18 * title.count("\n") + 0.15
+    height = canvas.shape[0] * scale + top
     fig = Figure(figsize=(width, height))
-    ax = fig.add_axes((1.5 / width, 0.05 / height, 1 - 1.55 / width, 1 - 0.4 / height))
+    ax = fig.add_axes((1.5 / width, 0.05 / height, 1 - 1.55 / width, 1 - top / height))
     ax.imshow(canvas, interpolation="nearest")
     ax.set_axis_off()
     for k, panel in enumerate(panels):

@@ -68,6 +68,10 @@ class Mechanism(ABC):
         source of randomness.
         """
 
+    def check_layers(self, layer_sizes: Sequence[int] | None) -> None:
+        """Raise InputError if the mechanism's parameters do not fit a model with these layers
+        (checked before training starts); nothing to check without per-layer clipping."""
+
     @property
     def formal_guarantee(self) -> bool:
         """Whether the release satisfies a differential-privacy guarantee."""
