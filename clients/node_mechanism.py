@@ -10,19 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedpriv.config import Config
+from fedpriv.config import NODE_CONFIG_MECHANISM_KEYS, Config
 
-__all__ = ["NODE_KEYS", "mechanism_for"]
-
-# node_config key -> mechanism parameter
-NODE_KEYS: dict[str, str] = {
-    "mechanism": "name",
-    "clip": "clip",
-    "noise-multiplier": "noise_multiplier",
-    "laplace-scale": "laplace_scale",
-    "kappa": "kappa",
-    "vmf-scale": "vmf_scale",
-}
+__all__ = ["mechanism_for"]
 
 
 def mechanism_for(
@@ -30,7 +20,7 @@ def mechanism_for(
 ) -> tuple[str, dict[str, Any]]:
     """``(name, params)`` for this client: config, then overrides, then the node's config."""
     name, params = cfg.mechanism.for_client(partition_id)
-    for node_key, key in NODE_KEYS.items():
+    for node_key, key in NODE_CONFIG_MECHANISM_KEYS.items():
         if node_key in node_config:
             value = node_config[node_key]
             if key == "name":

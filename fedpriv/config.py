@@ -32,6 +32,7 @@ __all__ = [
     "DataConfig",
     "MAX_SEED",
     "MechanismConfig",
+    "NODE_CONFIG_MECHANISM_KEYS",
     "ModelConfig",
     "SimulationConfig",
     "SweepConfig",
@@ -169,12 +170,28 @@ class AuditConfig:
     bayes_distractors: int = rule("an integer >= 0", lambda v: v >= 0, default=15)
 
 
+#: Mechanism keys a SuperNode can set in ``--node-config`` (Flower's dashed style), mapped to
+#: the ``[mechanism]`` key they override; the ClientApp reads them, ``deploy-local`` writes them.
+NODE_CONFIG_MECHANISM_KEYS: dict[str, str] = {
+    "mechanism": "name",
+    "clip": "clip",
+    "noise-multiplier": "noise_multiplier",
+    "laplace-scale": "laplace_scale",
+    "kappa": "kappa",
+    "vmf-scale": "vmf_scale",
+}
+
+
 @dataclass(frozen=True)
 class SimulationConfig:
     """``[simulation]``: the Ray backend of Flower's simulation engine."""
 
-    ray_cpus: int = rule("an integer >= 1", _positive, default=2)
+    ray_cpus: int = rule("an integer >= 1 (ignored with ray_address)", _positive, default=2)
     client_cpus: float = rule("a number > 0", _positive, default=1.0)
+    ray_address: str = rule(
+        'empty (start a private Ray) or a Ray cluster address such as "auto" or "10.0.0.5:6379"',
+        default="",
+    )
 
 
 def _epsilons_ok(values: list[float]) -> bool:

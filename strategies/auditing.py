@@ -51,6 +51,9 @@ class AuditingFedAvg(FedAvg):
         self._broadcast = arrays.to_numpy_ndarrays()
         self.auditor.begin_round(absolute, self._broadcast)
         messages = list(super().configure_train(server_round, arrays, config, grid))
+        # The first round waits for every node to join; later rounds train whoever is still
+        # there, so a node that died is a failed reply and not a round that waits forever.
+        self.min_available_nodes = self.min_train_nodes = 1
         for msg in messages:
             msg.content["config"]["server-round"] = absolute
         return messages

@@ -33,15 +33,17 @@ FLOWER_ENV = {
 
 
 def _backend_config(cfg: Config) -> dict[str, Any]:
+    """Flower's Ray backend config: a private Ray sized by ``simulation.ray_cpus``, or the
+    running cluster at ``simulation.ray_address`` (whose resources are the cluster's)."""
+    sim = cfg.simulation
+    init: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if sim.ray_address:
+        init["address"] = sim.ray_address
+    else:
+        init.update(num_cpus=sim.ray_cpus, num_gpus=0, include_dashboard=False)
     return {
-        "client_resources": {"num_cpus": cfg.simulation.client_cpus, "num_gpus": 0.0},
-        "init_args": {
-            "num_cpus": cfg.simulation.ray_cpus,
-            "num_gpus": 0,
-            "include_dashboard": False,
-            "logging_level": logging.WARNING,
-            "log_to_driver": False,
-        },
+        "client_resources": {"num_cpus": sim.client_cpus, "num_gpus": 0.0},
+        "init_args": init,
     }
 
 
