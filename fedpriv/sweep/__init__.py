@@ -1,0 +1,39 @@
+"""Mechanisms compared at matched ε: calibrate, train, attack, tabulate, plot (``fedpriv sweep``).
+
+Importing this package imports neither torch nor Flower; cells run through
+``strategies.simulation.simulate``, imported when the first cell runs.
+"""
+
+from fedpriv.sweep.plan import (
+    Cell,
+    SweepSetting,
+    cell_config,
+    cell_key,
+    check_sweepable,
+    plan_cell,
+    plan_cells,
+    sweep_setting,
+)
+from fedpriv.sweep.results import ROW_KEYS, cell_row, write_csv
+from fedpriv.sweep.run import RESULTS_CSV, RESULTS_JSON, STUDY, Runner, run_sweep
+from fedpriv.sweep.state import SweepDir
+
+__all__ = [
+    "RESULTS_CSV",
+    "RESULTS_JSON",
+    "ROW_KEYS",
+    "STUDY",
+    "Cell",
+    "Runner",
+    "SweepDir",
+    "SweepSetting",
+    "cell_config",
+    "cell_key",
+    "cell_row",
+    "check_sweepable",
+    "plan_cell",
+    "plan_cells",
+    "run_sweep",
+    "sweep_setting",
+    "write_csv",
+]

@@ -1,0 +1,75 @@
+"""``[sweep]`` validation: defaults, presets, and an InputError naming the key for bad values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedpriv.config import SweepConfig, config_from_dict, load_config
+from fedpriv.errors import InputError
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def test_defaults_compare_gaussian_and_vmf():
+    sweep = config_from_dict({}).sweep
+    assert sweep == SweepConfig()
+    assert sweep.mechanisms == ["gaussian", "vmf"] and sweep.attack == "iga"
+
+
+@pytest.mark.parametrize("preset", sorted(p.name for p in CONFIGS.glob("*.toml")))
+def test_every_preset_still_validates(preset):
+    assert isinstance(load_config(CONFIGS / preset).sweep, SweepConfig)
+
+
+def test_study_presets_span_the_published_range():
+    full = load_config(CONFIGS / "paper-compare.toml")
+    quick = load_config(CONFIGS / "paper-compare-quick.toml")
+    assert min(full.sweep.epsilons) == 0.5 and max(full.sweep.epsilons) == 170
+    assert full.sweep.attack_iterations == 10_000 and full.train.batch_size == 128
+    assert len(quick.sweep.epsilons) >= 3
+    assert quick.sweep.attack_iterations < full.sweep.attack_iterations
+    assert {"gaussian", "vmf"} <= set(quick.sweep.mechanisms)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("epsilons", []),
+        ("epsilons", [0]),
+        ("epsilons", [1, -2]),
+        ("epsilons", [1, 1]),
+        ("epsilons", [float("inf")]),
+        ("epsilons", [float("nan")]),
+        ("epsilons", "1"),
+        ("mechanisms", []),
+        ("mechanisms", ["none"]),
+        ("mechanisms", ["gaussian", "gaussian"]),
+        ("attack", "breaching"),
+        ("attack_iterations", 0),
+        ("attack_iterations", 1.5),
+        ("attack_clients", 0),
+    ],
+)
+def test_bad_values_name_the_key(key, value):
+    with pytest.raises(InputError) as err:
+        config_from_dict({"sweep": {key: value}})
+    assert err.value.key == f"sweep.{key}"
+
+
+def test_unknown_sweep_key_is_rejected():
+    with pytest.raises(InputError) as err:
+        config_from_dict({"sweep": {"epsilon": [1.0]}})
+    assert err.value.key == "sweep.epsilon"
+
+
+def test_attack_clients_cannot_exceed_the_clients():
+    with pytest.raises(InputError) as err:
+        config_from_dict({"data": {"num_clients": 2}, "sweep": {"attack_clients": 3}})
+    assert err.value.key == "sweep.attack_clients"
+
+
+def test_set_override_reaches_the_sweep():
+    cfg = load_config(CONFIGS / "paper-compare-quick.toml", ["sweep.epsilons=[2, 4]"])
+    assert cfg.sweep.epsilons == [2, 4]
