@@ -1,0 +1,70 @@
+"""The quickstart as a user runs it: `fedpriv simulate` on Flower's Ray backend, then the
+contract of its JSON and of report.json. Kept small (3 clients, 2 rounds) for the default run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+CLIENT_KEYS = {
+    "client_id", "mechanism", "rounds_participated", "epsilon", "delta", "log_bayes_capacity",
+    "mbp_bound", "mbp_estimate", "abp_estimate", "attack",
+}  # fmt: skip
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "FLWR_HOME": str(tmp_path / "flwr")}
+
+
+def test_quickstart_simulation_reports_every_client(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
+         "--set", "rounds=2", "--set", "data.num_clients=3", "--set", "train.local_steps=2",
+         "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert json.loads((out / "report.json").read_text())["clients"] == result["clients"]
+    assert result["rounds"] == 2 and len(result["accuracy"]) == 2
+    assert all(0.0 <= a <= 1.0 for a in result["accuracy"])
+    assert [c["client_id"] for c in result["clients"]] == [0, 1, 2]
+    for client in result["clients"]:
+        assert CLIENT_KEYS <= set(client)
+        assert client["mechanism"] == "gaussian" and client["rounds_participated"] == 2
+        # two rounds of two Gaussian releases each: a finite epsilon and capacity that grew
+        assert 0 < client["epsilon"] < float("inf")
+        rounds = client["per_round"]
+        assert rounds[1]["log_capacity_cumulative"] > rounds[0]["log_capacity_cumulative"] > 0
+        assert rounds[1]["epsilon"] > rounds[0]["epsilon"] > 0
+    assert result["wall_seconds"] > 0 and result["status"] == "completed"
+    assert "rounds" in proc.stderr  # the per-round progress bar goes to stderr
+
+
+@pytest.mark.slow
+def test_flwr_run_runs_the_same_app(tmp_path):
+    """`flwr run .` (Flower's own runner, local simulation SuperLink) writes the same report;
+    the detached SuperLink it starts is stopped here."""
+    env = {**_env(tmp_path), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1"}  # fmt: skip
+    out = tmp_path / "flwr-run"
+    flwr = Path(sys.executable).with_name("flwr")
+    try:
+        proc = subprocess.run(
+            [str(flwr), "run", ".", "--stream", "--federation-config",
+             "num-supernodes=3 client-resources-num-cpus=1 init-args-num-cpus=2", "-c",
+             f"config='configs/quickstart.toml' out='{out}' "
+             "set='rounds=2 data.num_clients=3 train.local_steps=2'"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        report = json.loads((out / "report.json").read_text())
+        assert report["status"] == "completed" and len(report["accuracy"]) == 2
+        assert len(report["clients"]) == 3
+    finally:
+        subprocess.run(["pkill", "-f", f"flower-superlink.*{tmp_path}"], check=False)
