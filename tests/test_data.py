@@ -55,7 +55,8 @@ def test_digits_offline_default_is_16x16_in_unit_range_with_held_out_test_split(
 
     images = load_digits().images[:20]
     up = upsample_digits(images)
-    np.testing.assert_allclose(up.mean(dim=(1, 2, 3)).numpy(), images.mean(axis=(1, 2)) / 16, atol=0.02)
+    expected = images.mean(axis=(1, 2)) / 16
+    np.testing.assert_allclose(up.mean(dim=(1, 2, 3)).numpy(), expected, atol=0.02)
 
 
 def test_iid_partition_is_a_deterministic_cover():

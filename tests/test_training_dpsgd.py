@@ -7,7 +7,7 @@ from fedpriv.training import per_example_gradients, sample_batch
 
 def _loop_gradients(model, x, y):
     rows = []
-    for xi, yi in zip(x, y):
+    for xi, yi in zip(x, y, strict=True):
         model.zero_grad()
         F.cross_entropy(model(xi[None]), yi[None]).backward()
         rows.append(torch.cat([p.grad.flatten() for p in model.parameters()]))

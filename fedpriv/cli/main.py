@@ -68,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # dp-accounting logs through absl each RDP order it drops for not converging (harmless: the
     # order is excluded from the minimum); keep those out of the progress output.
     logging.getLogger("absl").setLevel(logging.ERROR)
-    for package in ("fedpriv", "strategies", "clients", "attacks"):  # ours: INFO; libraries: WARNING
+    # ours at INFO, libraries at WARNING
+    for package in ("fedpriv", "strategies", "clients", "attacks"):
         logging.getLogger(package).setLevel(logging.DEBUG if args.verbose else logging.INFO)
     module = _load(SUBCOMMANDS[args.command])
     try:

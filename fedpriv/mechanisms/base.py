@@ -71,6 +71,7 @@ class Mechanism(ABC):
     def check_layers(self, layer_sizes: Sequence[int] | None) -> None:
         """Raise InputError if the mechanism's parameters do not fit a model with these layers
         (checked before training starts); nothing to check without per-layer clipping."""
+        return None
 
     @property
     def formal_guarantee(self) -> bool:

@@ -58,7 +58,9 @@ def per_example_gradients(
     return flat, losses
 
 
-def sample_batch(n: int, batch_size: int, sampling: str, generator: torch.Generator) -> torch.Tensor:
+def sample_batch(
+    n: int, batch_size: int, sampling: str, generator: torch.Generator
+) -> torch.Tensor:
     """Indices of one batch: Poisson (each record with probability ``batch_size / n``) or a
     fixed-size draw without replacement."""
     if sampling == "poisson":
