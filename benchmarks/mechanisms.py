@@ -4,6 +4,9 @@
 wall time in milliseconds of a VMF draw (p = 13,700; κ = 100 and 10⁴) and of one
 ``privatize`` call per mechanism (batch 128, p = 13,700, float32, CPU), each over
 ``repeats`` timed runs after one warm-up run.
+
+:func:`release_table` (used by ``benchmarks/run.py``) times one release per mechanism at
+several model sizes, with median, quartiles and min/max.
 """
 
 from __future__ import annotations
@@ -57,6 +60,46 @@ def measure(repeats: int = 50, threads: int = 1) -> dict[str, object]:
         "repeats": repeats,
         "threads": threads,
         "torch": torch.__version__,
+    }
+
+
+def _release_calls(dim: int, batch: int) -> dict[str, Callable[[], object]]:
+    """One ``privatize`` per mechanism on random ``(batch, dim)`` gradients, and a VMF draw."""
+    import torch
+
+    from fedpriv.mechanisms import MECHANISMS, build_mechanism, make_generator
+    from fedpriv.special.vmf_sampler import sample_vmf
+
+    generator = make_generator(0, 0, 0)
+    grads = torch.randn(batch, dim, generator=generator)
+    mean = grads.sum(0) / grads.sum(0).norm()
+
+    def release(name: str) -> Callable[[], object]:
+        mech = build_mechanism(name, {})
+        return lambda: mech.privatize(grads, generator, batch_size=float(batch))
+
+    calls = {name: release(name) for name in MECHANISMS}
+    calls["vmf_draw_only"] = lambda: sample_vmf(mean, 100.0, generator)
+    return calls
+
+
+def release_table(
+    sizes: tuple[tuple[int, int], ...] = ((DIM, BATCH), (1_000_000, 16)), repeats: int = 20
+) -> dict[str, dict[str, object]]:
+    """One ``privatize`` per mechanism (default parameters), and one VMF draw alone (κ = 100),
+    per ``(p, batch)`` in ``sizes``.
+
+    Times in milliseconds (median, IQR, min/max over ``repeats`` round-robin runs, one torch
+    thread). The batch is smaller at large ``p`` to keep the ``(B, p)`` matrix in memory.
+    """
+    import torch
+
+    from benchmarks.timing import timed_interleaved
+
+    torch.set_num_threads(1)
+    return {
+        f"p={dim}": {"batch": batch, "ms": timed_interleaved(_release_calls(dim, batch), repeats)}
+        for dim, batch in sizes
     }
 
 

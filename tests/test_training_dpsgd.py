@@ -1,8 +1,9 @@
+import pytest
 import torch
 import torch.nn.functional as F
 
 from fedpriv.models import build_model
-from fedpriv.training import per_example_gradients, sample_batch
+from fedpriv.training import per_example_gradients, sample_batch, vmap_per_example_gradients
 
 
 def _loop_gradients(model, x, y):
@@ -14,12 +15,13 @@ def _loop_gradients(model, x, y):
     return torch.stack(rows)
 
 
-def test_vmap_per_example_gradients_match_a_per_example_loop():
+@pytest.mark.parametrize("route", [per_example_gradients, vmap_per_example_gradients])
+def test_per_example_gradients_match_a_per_example_loop(route):
     torch.manual_seed(0)
     for name, shape in [("paper-mlp", (1, 16, 16)), ("small-cnn", (1, 28, 28))]:
         model = build_model(name, shape)
         x, y = torch.rand(6, *shape), torch.randint(0, 10, (6,))
-        fast, losses = per_example_gradients(model, x, y)
+        fast, losses = route(model, x, y)
         slow = _loop_gradients(model, x, y)
         assert fast.shape == slow.shape == (6, sum(p.numel() for p in model.parameters()))
         torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-6)
@@ -34,3 +36,22 @@ def test_poisson_batches_have_rate_q_and_fixed_batches_have_size_l():
     assert abs(mean - 50) < 4 * (47.5 / 400) ** 0.5
     fixed = sample_batch(1000, 50, "fixed", g)
     assert fixed.numel() == 50 and fixed.unique().numel() == 50
+
+
+def test_an_empty_poisson_batch_still_releases_noise():
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.training import local_train
+
+    model = build_model("paper-mlp", (1, 16, 16))
+    before = torch.cat([p.detach().flatten() for p in model.parameters()])
+    grads, losses = per_example_gradients(model, torch.zeros(0, 1, 16, 16), torch.zeros(0).long())
+    assert grads.shape == (0, 13_700) and losses.shape == (0,)
+    x, y = torch.rand(3, 1, 16, 16), torch.randint(0, 10, (3,))
+    mech = build_mechanism("gaussian", {"noise_multiplier": 1.0})
+    g = torch.Generator().manual_seed(2)  # with q = 1/3 this seed samples no record
+    result = local_train(model, x, y, mech, lr=1.0, local_steps=1, batch_size=1,
+                         sampling="poisson", generator=g)
+    assert result.batch_sizes == [0]
+    # the step is pure noise of std lr·σC/L = 1 over 13,700 coordinates
+    step = torch.cat([p.detach().flatten() for p in model.parameters()]) - before
+    assert 0.97 < float(step.std()) < 1.03

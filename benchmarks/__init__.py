@@ -1,0 +1,1 @@
+"""Reproducible performance measurements of fedpriv (not tests): ``python benchmarks/run.py``."""

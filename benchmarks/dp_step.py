@@ -1,0 +1,278 @@
+"""The cost of privacy in one training step: the paper MLP at batch 128 (16×16 digits), CPU.
+
+``python -m benchmarks.dp_step [--quick]`` (from the repository root) prints one JSON object:
+
+* ``steps_ms``: one full step (gradients, clip/noise, parameter update) by each route —
+  ``plain`` (mean-loss backward, ``torch.optim.SGD``), ``dp_outer`` (what
+  :func:`fedpriv.training.local_train` does for the paper MLP:
+  :func:`fedpriv.training.linear_grads.linear_per_example_gradients`, then the Gaussian
+  mechanism's ``privatize``), ``dp_vmap`` (``torch.func.vmap`` per-example gradients, the route
+  of models with non-linear layers), ``dp_loop`` (one backward per example),
+  ``dp_ghost`` (clipped sum from :func:`~fedpriv.training.linear_grads.
+  ghost_clipped_sum` without materialising the ``(B, p)`` matrix, then the mechanism's noise —
+  a prototype that calls the mechanism's protected ``_release``), and ``dp_opacus`` (Opacus
+  ``GradSampleModule`` hooks + ``DPOptimizer``, if Opacus is importable).
+* ``ratio_to_plain``: each route's median over ``plain``'s; ``ratio_dp_to_plain`` is the
+  production route's (aim ≤ 1.5).
+* ``per_mechanism_ms``: one step per mechanism (none, clip, gaussian, laplace, vmf) by the
+  ``vmap``, ``outer`` and (clipped mechanisms) ``ghost`` routes.
+* ``profile``: the production step split into its parts, torch.profiler's top operators, and
+  the minor page faults per step of each route.
+* ``malloc_tuned``: ``steps_ms`` and ratios again in a child process whose glibc keeps freed
+  memory (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` = 1 GiB): without it every
+  step's fresh ``(B, p)`` buffers (7 MB) are returned to the OS and page-faulted back in.
+
+One torch thread; medians over ``repeats`` timed steps after warm-up steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import resource
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.timing import ratio, timed, timed_interleaved
+
+__all__ = ["measure"]
+
+BATCH, LR, AIM = 128, 0.01, 1.5
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**30)}
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    from sklearn.datasets import load_digits
+
+    from fedpriv.data.datasets import upsample_digits
+
+    bunch = load_digits()
+    x = upsample_digits(bunch.images[:BATCH])
+    return x, torch.as_tensor(bunch.target[:BATCH], dtype=torch.int64)
+
+
+def _model() -> torch.nn.Module:
+    from fedpriv.models.mlp import PaperMLP
+
+    torch.manual_seed(0)
+    return PaperMLP()
+
+
+def loop_per_example_gradients(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The naive route: one forward and backward pass per example."""
+    params = list(model.parameters())
+    rows, losses = [], []
+    for i in range(x.shape[0]):
+        loss = F.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
+        rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, params)]))
+        losses.append(loss.detach())
+    return torch.stack(rows), torch.stack(losses)
+
+
+PerExample = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], tuple[Any, Any]]
+
+
+def _routes() -> dict[str, PerExample]:
+    from fedpriv.training import vmap_per_example_gradients
+    from fedpriv.training.linear_grads import linear_per_example_gradients
+
+    return {"vmap": vmap_per_example_gradients, "outer": linear_per_example_gradients,
+            "loop": loop_per_example_gradients}
+
+
+def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[], None]:
+    from fedpriv.mechanisms import make_generator
+    from fedpriv.training.dpsgd import _apply_update
+
+    gen, sizes = make_generator(0, 0, 0), [p.numel() for p in model.parameters()]
+
+    def step() -> None:
+        grads, _ = per_example(model, x, y)
+        release = mech.privatize(grads, gen, batch_size=float(BATCH), layer_sizes=sizes)
+        _apply_update(model, release, LR)
+
+    return step
+
+
+def _ghost_step(model, x, y, mech) -> Callable[[], None]:
+    from fedpriv.mechanisms import make_generator
+    from fedpriv.training.dpsgd import _apply_update
+    from fedpriv.training.linear_grads import ghost_clipped_sum, linear_factors
+
+    gen = make_generator(0, 0, 0)
+
+    def step() -> None:
+        clipped = ghost_clipped_sum(linear_factors(model, x, y), [mech.clip], mech.norm_ord)
+        _apply_update(model, mech._release(clipped, gen, float(BATCH)), LR)
+
+    return step
+
+
+def _plain_step(model, x, y) -> Callable[[], None]:
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def _opacus_step(model, x, y) -> Callable[[], None] | None:
+    try:
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+    except ImportError:
+        return None
+    gsm = GradSampleModule(copy.deepcopy(model))
+    opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=LR), noise_multiplier=1.0,
+                      max_grad_norm=1.0, expected_batch_size=BATCH)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(gsm(x), y).backward()
+        opt.step()
+
+    return step
+
+
+def _steps() -> dict[str, Callable[[], None]]:
+    """One step of each route but the loop (Gaussian mechanism, σ = 1, C = 1)."""
+    from fedpriv.mechanisms import build_mechanism
+
+    x, y = _data()
+    mech = build_mechanism("gaussian", {})
+    routes = _routes()
+    steps = {"plain": _plain_step(_model(), x, y)}
+    for name in ("vmap", "outer"):
+        steps[f"dp_{name}"] = _materialised_step(_model(), x, y, mech, routes[name])
+    steps["dp_ghost"] = _ghost_step(_model(), x, y, mech)
+    opacus = _opacus_step(_model(), x, y)
+    if opacus is not None:
+        steps["dp_opacus"] = opacus
+    return steps
+
+
+def step_times(repeats: int) -> dict[str, Any]:
+    """Plain vs DP steps by every route, interleaved; the per-example loop apart."""
+    from fedpriv.mechanisms import build_mechanism
+
+    steps = _steps()
+    times = timed_interleaved(steps, repeats, warmup=3)
+    x, y = _data()
+    loop = _materialised_step(_model(), x, y, build_mechanism("gaussian", {}),
+                              _routes()["loop"])  # ~100× slower: fewer runs
+    times["dp_loop"] = timed(loop, max(3, repeats // 10), warmup=1)
+    ratios = {k: ratio(v, times["plain"]) for k, v in times.items() if k != "plain"}
+    of_minima = {k: ratio(v, times["plain"], "min") for k, v in times.items() if k != "plain"}
+    return {"steps_ms": times, "ratio_to_plain": ratios, "ratio_of_minima": of_minima,
+            "ratio_dp_to_plain": ratios["dp_outer"], "aim": AIM,
+            "meets_aim": ratios["dp_outer"] <= AIM,
+            "opacus": "measured" if "dp_opacus" in steps else "not installed (skipped)"}
+
+
+def page_faults(steps: int = 20) -> dict[str, float]:
+    """Minor page faults per step of each route (after warm-up)."""
+    out = {}
+    for name, step in _steps().items():
+        for _ in range(3):
+            step()
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(steps):
+            step()
+        out[name] = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / steps
+    return out
+
+
+def malloc_tuned(repeats: int) -> dict[str, Any]:
+    """:func:`step_times` in a child process with :data:`MALLOC_ENV` (see the docstring)."""
+    argv = [sys.executable, "-m", "benchmarks.dp_step", "--steps-only", "--repeats", str(repeats)]
+    done = subprocess.run(argv, cwd=Path(__file__).resolve().parent.parent, text=True,
+                          env={**os.environ, **MALLOC_ENV}, capture_output=True, check=True)
+    return {"env": MALLOC_ENV, **json.loads(done.stdout)}
+
+
+def per_mechanism(repeats: int) -> dict[str, dict[str, Any]]:
+    """One DP step per mechanism (default parameters) by each route that applies."""
+    from fedpriv.mechanisms import MECHANISMS, ClippedMechanism, build_mechanism
+
+    x, y = _data()
+    routes = _routes()
+    out = {}
+    for name in MECHANISMS:
+        mech = build_mechanism(name, {})
+        steps = {r: _materialised_step(_model(), x, y, mech, routes[r]) for r in ("vmap", "outer")}
+        if isinstance(mech, ClippedMechanism):
+            steps["ghost"] = _ghost_step(_model(), x, y, mech)
+        out[name] = timed_interleaved(steps, repeats, warmup=3)
+    return out
+
+
+def profile(repeats: int) -> dict[str, Any]:
+    """The vmap step split into parts, and torch.profiler's top operators (the production
+    outer-product route is timed in :func:`step_times`)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    from fedpriv.mechanisms import build_mechanism, make_generator
+    from fedpriv.training import vmap_per_example_gradients as per_example_gradients
+    from fedpriv.training.dpsgd import _apply_update
+
+    x, y = _data()
+    model, mech, gen = _model(), build_mechanism("gaussian", {}), make_generator(0, 0, 0)
+    grads, _ = per_example_gradients(model, x, y)
+    release = mech.privatize(grads, gen, batch_size=float(BATCH))
+    parts = {
+        "per_example_gradients_vmap": timed(lambda: per_example_gradients(model, x, y), repeats),
+        "privatize_gaussian": timed(
+            lambda: mech.privatize(grads, gen, batch_size=float(BATCH)), repeats),
+        "apply_update": timed(lambda: _apply_update(model, release, LR), repeats),
+    }
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(10):
+            per_example_gradients(model, x, y)
+    table = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in table) or 1.0
+    top = [{"op": e.key, "calls_per_step": e.count // 10,
+            "self_cpu_share": round(e.self_cpu_time_total / total, 3)} for e in table[:8]]
+    return {"parts_ms": parts, "vmap_top_ops": top,
+            "vmap_ops_per_step": sum(e.count for e in table) // 10,
+            "minor_page_faults_per_step": page_faults()}
+
+
+def measure(quick: bool = False) -> dict[str, Any]:
+    """All measurements of this section; see the module docstring."""
+    torch.set_num_threads(1)
+    repeats = 30 if quick else 200
+    return {
+        **step_times(repeats),
+        "per_mechanism_ms": per_mechanism(max(10, repeats // 4)),
+        "profile": profile(max(10, repeats // 4)),
+        "malloc_tuned": malloc_tuned(repeats),
+        "batch": BATCH, "model": "paper-mlp (13,700 parameters)", "threads": 1,
+        "repeats": repeats,
+    }
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--steps-only", action="store_true", help="only the route comparison")
+    parser.add_argument("--repeats", type=int, help="timed steps per route")
+    args = parser.parse_args()
+    if args.steps_only:
+        torch.set_num_threads(1)
+        print(json.dumps(step_times(args.repeats or 200)))
+    else:
+        print(json.dumps(measure(args.quick)))

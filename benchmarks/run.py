@@ -1,0 +1,219 @@
+"""Run every fedpriv benchmark section and print (or save) one object of named measurements.
+
+    python benchmarks/run.py [--quick] [--json] [--sections a,b] [--out FILE]
+
+Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release per
+mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
+``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
+``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``simulation``
+(seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory).
+Each section records its wall time and the load average before and after it; a section that
+fails is reported with its error and the others still run. Benchmarks measure; they never
+fail a test run. ``--quick`` takes under 10 minutes on 2 idle cores. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+if __name__ == "__main__":  # as a script this folder leads sys.path and would shadow `attacks`
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+    sys.path.insert(0, str(HERE.parent))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # quiet torch.profiler on machines without a GPU
+
+__all__ = ["SECTIONS", "headlines", "run"]
+
+
+def _dp_step(quick: bool) -> dict[str, Any]:
+    from benchmarks.dp_step import measure
+
+    return measure(quick)
+
+
+def _mechanisms(quick: bool) -> dict[str, Any]:
+    from benchmarks.mechanisms import release_table
+
+    return release_table(repeats=10 if quick else 50)
+
+
+def _attacks(quick: bool) -> dict[str, Any]:
+    from benchmarks.attacks import measure
+
+    return measure(quick)
+
+
+def _accounting(quick: bool) -> dict[str, Any]:
+    from benchmarks.accounting import calibration_seconds, cli_vmf_seconds, ledger_seconds
+    from benchmarks.epsilon_table import epsilon_table
+
+    return {
+        "epsilon": epsilon_table(quick),
+        "calibration_to_epsilon_1": calibration_seconds(quick),
+        "cli_vmf_T1e5": cli_vmf_seconds(3 if quick else 5),
+        "client_ledger_100_clients": ledger_seconds(),
+    }
+
+
+def _capacity(quick: bool) -> dict[str, Any]:
+    from benchmarks.leakage import leakage_costs
+
+    return leakage_costs(quick)
+
+
+def _simulation(quick: bool) -> dict[str, Any]:
+    from benchmarks.audit_costs import audit_costs
+    from benchmarks.simulation import measure
+
+    return {**measure(quick), "server_audit_costs": audit_costs(quick)}
+
+
+SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
+    "dp_step": _dp_step,
+    "mechanisms": _mechanisms,
+    "attacks": _attacks,
+    "accounting": _accounting,
+    "capacity": _capacity,
+    "simulation": _simulation,
+}
+
+
+def _section(name: str, quick: bool) -> dict[str, Any]:
+    from benchmarks.machine import load_average
+
+    entry: dict[str, Any] = {"load_average_before": load_average()}
+    start = time.perf_counter()
+    try:
+        entry["result"] = SECTIONS[name](quick)
+    except Exception:  # a benchmark reports a failure; it does not raise
+        entry["error"] = traceback.format_exc(limit=5)
+    entry["seconds"] = round(time.perf_counter() - start, 1)
+    entry["load_average_after"] = load_average()
+    print(f"[run] {name}: {entry['seconds']} s", file=sys.stderr, flush=True)
+    return entry
+
+
+def run(quick: bool = False, sections: list[str] | None = None) -> dict[str, Any]:
+    """Run ``sections`` (default: all) and return the whole object."""
+    from benchmarks.machine import machine_info
+
+    start = time.perf_counter()
+    out = {
+        "date": datetime.date.today().isoformat(),
+        "quick": quick,
+        "machine": machine_info(),
+        "sections": {name: _section(name, quick) for name in sections or SECTIONS},
+    }
+    out["seconds"] = round(time.perf_counter() - start, 1)
+    return out
+
+
+def _get(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict) or key not in obj:
+            return None
+        obj = obj[key]
+    return obj
+
+
+def _median(summary: Any) -> str:
+    value = _get(summary, "median")
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _dp_lines(r: dict[str, Any]) -> list[str]:
+    steps = r["steps_ms"]
+    lines = ["  step ms (median): " + ", ".join(f"{k} {_median(v)}" for k, v in steps.items()),
+             f"  ratio to plain: {r['ratio_to_plain']}  (aim {r['aim']} for dp_vmap: "
+             f"{'met' if r['meets_aim'] else 'MISSED'})"]
+    tuned = r.get("malloc_tuned", {})
+    if tuned:
+        lines.append(f"  glibc keeping freed memory: {tuned['ratio_to_plain']}")
+    for name, row in r["per_mechanism_ms"].items():
+        lines.append(f"  {name:>8}: " + ", ".join(f"{k} {_median(v)} ms" for k, v in row.items()))
+    return lines
+
+
+def _table_lines(rows: dict[str, Any], value: str, time_key: str, scale: str) -> list[str]:
+    return [f"  {k}: {value} {_get(v, value)!s:.10}  ({_median(_get(v, time_key))} {scale})"
+            for k, v in rows.items()]
+
+
+def _simulation_lines(r: dict[str, Any]) -> list[str]:
+    lines = []
+    for run_ in r["runs"]:
+        key = f"{run_['clients']}/{run_['mode']}"
+        note = f"ERROR {run_['error'][-80:]!r}" if "error" in run_ else (
+            f"{_median(run_.get('round_seconds'))} s/round, start-up "
+            f"{run_.get('startup_seconds')} s + round 1 {run_.get('round1_seconds')} s, "
+            f"peak PSS {run_.get('peak_pss_mib')} MiB")
+        lines.append(f"  {key}: {note}")
+    for key, pooled in r["pooled"].items():
+        lines.append(f"  pooled {key}: {_median(_get(pooled, 'round_seconds'))} s/round")
+    lines.append(f"  audit overhead (logging/off): {r['audit_overhead']}")
+    costs = _get(r, "server_audit_costs", "per_round_s") or {}
+    lines.append("  server audit work per round: "
+                 + ", ".join(f"{k} {_median(v)} s" for k, v in costs.items()))
+    return lines
+
+
+def headlines(result: dict[str, Any]) -> list[str]:
+    """A short human summary of :func:`run`'s object."""
+    m = result["machine"]
+    lines = [f"{m['cpu_model']} x{m['cpu_count']}, {m['ram_gib']} GiB, load {m['load_average']}"]
+    render = {
+        "dp_step": _dp_lines,
+        "mechanisms": lambda r: [f"  {p}: " + ", ".join(f"{k} {_median(v)}" for k, v in
+                                                        row["ms"].items()) + " ms"
+                                 for p, row in r.items()],
+        "attacks": lambda r: [f"  iterations/s: {r.get('iterations_per_second')}",
+                              f"  time to SSIM 0.9: {r.get('time_to_ssim_0.9')}"],
+        "accounting": lambda r: _table_lines(r["epsilon"]["rows"], "epsilon", "seconds", "s")
+        + [f"  calibration: {r['calibration_to_epsilon_1']}",
+           f"  fedpriv account (VMF, T=1e5): {r['cli_vmf_T1e5']}"],
+        "capacity": lambda r: _table_lines(r["capacity"], "log_capacity", "ms", "ms"),
+        "simulation": _simulation_lines,
+    }
+    for name, entry in result["sections"].items():
+        lines.append(f"{name} ({entry['seconds']} s, load {entry['load_average_before']} -> "
+                     f"{entry['load_average_after']})")
+        if "error" in entry:
+            lines.append("  ERROR: " + entry["error"].strip().splitlines()[-1])
+            continue
+        try:
+            lines += render[name](entry["result"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            lines.append(f"  (no summary: {exc!r}; see --json)")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, rounds and runs")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    parser.add_argument("--sections", help=f"comma-separated subset of {','.join(SECTIONS)}")
+    parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
+    args = parser.parse_args()
+    chosen = args.sections.split(",") if args.sections else None
+    unknown = sorted(set(chosen or ()) - set(SECTIONS))
+    if unknown:
+        parser.error(f"--sections: unknown {unknown}; choose from {list(SECTIONS)}")
+    from fedpriv.jsonio import dumps, write_json
+
+    result = run(args.quick, chosen)
+    if args.out:
+        write_json(args.out, result)
+    print(dumps(result) if args.json else "\n".join(headlines(result)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Outer-product per-example gradients and ghost clipping, checked against independent routes:
+``torch.func.vmap`` (fedpriv.training.per_example_gradients) and clipping of the materialised
+per-example gradients (fedpriv.mechanisms.clipping.clipped_sum)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from fedpriv.mechanisms.clipping import clipped_sum
+from fedpriv.models.mlp import PaperMLP
+from fedpriv.training import per_example_gradients
+from fedpriv.training.linear_grads import (
+    ghost_clipped_sum,
+    linear_factors,
+    linear_per_example_gradients,
+)
+
+
+def _batch(batch: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``batch`` random 16×16 grey images and labels."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.rand(batch, 1, 16, 16, generator=gen, dtype=dtype)
+    return x, torch.randint(0, 10, (batch,), generator=gen)
+
+
+def _paper_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
+    torch.manual_seed(1)
+    return PaperMLP().to(dtype)
+
+
+def _biased_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
+    torch.manual_seed(2)
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(256, 20), nn.Tanh(), nn.Linear(20, 10, bias=True)
+    ).to(dtype)
+
+
+@pytest.mark.parametrize("make", [_paper_mlp, _biased_mlp])
+def test_matches_vmap_to_1e6(make):
+    model = make()
+    x, y = _batch(33, torch.float32)
+    expected, expected_losses = per_example_gradients(model, x, y)
+    got, losses = linear_per_example_gradients(model, x, y)
+    assert got.shape == expected.shape == (33, sum(p.numel() for p in model.parameters()))
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+    torch.testing.assert_close(losses, expected_losses, atol=1e-6, rtol=0)
+
+
+def test_batch_of_one_matches_autograd():
+    """B = 1: the per-example gradient is the ordinary gradient of the loss."""
+    model = _paper_mlp(torch.float64)
+    x, y = _batch(1, torch.float64, seed=3)
+    loss = nn.functional.cross_entropy(model(x), y)
+    expected = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, model.parameters())])
+    got, _ = linear_per_example_gradients(model, x, y)
+    torch.testing.assert_close(got[0], expected, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("norm_ord", [1, 2])
+@pytest.mark.parametrize("per_layer", [False, True])
+@pytest.mark.parametrize("make", [_paper_mlp, _biased_mlp])
+def test_ghost_clipped_sum_matches_materialised(norm_ord, per_layer, make):
+    model = make(torch.float64)
+    x, y = _batch(40, torch.float64, seed=4)
+    grads, _ = per_example_gradients(model, x, y)
+    sizes = [p.numel() for p in model.parameters()]
+    norms = torch.linalg.vector_norm(grads, ord=norm_ord, dim=1)
+    if per_layer:  # bounds near the median block norm: some examples clipped, some not
+        blocks = grads.split(sizes, dim=1)
+        bounds = [float(torch.linalg.vector_norm(b, ord=norm_ord, dim=1).median()) for b in blocks]
+        expected = clipped_sum(grads, bounds, sizes, norm_ord)
+    else:
+        bounds = [float(norms.median())]
+        expected = clipped_sum(grads, bounds, None, norm_ord)
+    got = ghost_clipped_sum(linear_factors(model, x, y), bounds, norm_ord)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=1e-10)
+
+
+def test_ghost_clipped_sum_without_clipping_is_the_gradient_sum():
+    model = _paper_mlp(torch.float64)
+    x, y = _batch(16, torch.float64, seed=5)
+    grads, _ = per_example_gradients(model, x, y)
+    got = ghost_clipped_sum(linear_factors(model, x, y), [1e9])
+    torch.testing.assert_close(got, grads.sum(dim=0), atol=1e-12, rtol=1e-10)
+
+
+def test_rejects_non_linear_parameters():
+    from fedpriv.models.cnn import SmallCNN
+
+    with pytest.raises(ValueError, match="not linear"):
+        linear_per_example_gradients(SmallCNN(), torch.rand(2, 1, 28, 28), torch.tensor([0, 1]))
+
+
+def test_rejects_a_layer_used_twice():
+    layer = nn.Linear(10, 10, bias=False)
+    model = nn.Sequential(layer, nn.Sigmoid(), layer)
+    with pytest.raises(ValueError, match="once"):
+        linear_per_example_gradients(model, torch.rand(3, 10), torch.tensor([0, 1, 2]))
+
+
+def test_ghost_rejects_wrong_number_of_bounds():
+    model = _paper_mlp()
+    x, y = _batch(4, torch.float32)
+    with pytest.raises(ValueError, match="bounds"):
+        ghost_clipped_sum(linear_factors(model, x, y), [1.0, 1.0])
