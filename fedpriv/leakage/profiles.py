@@ -96,13 +96,11 @@ def subsampled_gaussian_profile(
     discretization
         PLD value discretisation interval.
     """
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from fedpriv.accounting.dp_library import gaussian_pld
 
     sigma = check_positive("sigma", sigma)
     q, steps = _check_rate(q), check_dim("steps", steps)
-    pld = pld_lib.from_gaussian_mechanism(
-        sigma, sampling_prob=q, value_discretization_interval=discretization
-    )
+    pld = gaussian_pld(sigma, q, discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
 
 
@@ -122,13 +120,11 @@ def subsampled_laplace_profile(
     discretization
         PLD value discretisation interval.
     """
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+    from fedpriv.accounting.dp_library import laplace_pld
 
     scale = check_positive("scale", scale)
     q, steps = _check_rate(q), check_dim("steps", steps)
-    pld = pld_lib.from_laplace_mechanism(
-        scale, sampling_prob=q, value_discretization_interval=discretization
-    )
+    pld = laplace_pld(scale, q, discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
 
 
