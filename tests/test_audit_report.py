@@ -137,6 +137,7 @@ def test_client_values(report):
     assert [f["kind"] for f in clients[2]["failures"]] == ["timeout"]
     assert [p["update_status"] for p in clients[2]["per_round"]] == ["ok", "failed", "ok"]
     assert [p["epsilon"] for p in clients[0]["per_round"]] == [0.5, 1.0, 1.5]
+    assert {p["mbp_bound"] for p in clients[1]["per_round"] if p["epsilon"] is not None} == {4.0}
 
 
 def test_failures(report):

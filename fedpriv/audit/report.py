@@ -95,6 +95,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "round": rnd, "update_status": status.get(rnd), "epsilon": row.get("epsilon"),
             "log_capacity_round": row.get("log_capacity_round"),
             "log_capacity_cumulative": row.get("log_capacity_cumulative"),
+            "mbp_bound": row.get("mbp_bound"), "abp_bound": row.get("abp_bound"),
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
         })  # fmt: skip
