@@ -42,7 +42,8 @@ def test_quickstart_simulation_reports_every_client(tmp_path):
         rounds = client["per_round"]
         assert rounds[1]["log_capacity_cumulative"] > rounds[0]["log_capacity_cumulative"] > 0
         assert rounds[1]["epsilon"] > rounds[0]["epsilon"] > 0
-        assert all(r["mbp_bound"] == r["abp_bound"] == "inf" for r in rounds)  # Gaussian: no pure bound
+        # the Gaussian has no pure (LDP) parameter, so no finite MBP/ABP bound
+        assert all(r["mbp_bound"] == r["abp_bound"] == "inf" for r in rounds)
     assert result["wall_seconds"] > 0 and result["status"] == "completed"
     assert "rounds" in proc.stderr  # the per-round progress bar goes to stderr
 

@@ -55,3 +55,26 @@ def test_an_empty_poisson_batch_still_releases_noise():
     # the step is pure noise of std lr·σC/L = 1 over 13,700 coordinates
     step = torch.cat([p.detach().flatten() for p in model.parameters()]) - before
     assert 0.97 < float(step.std()) < 1.03
+
+
+@pytest.mark.parametrize("name", ["clip", "gaussian", "laplace", "vmf"])
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_ghost_route_releases_exactly_what_privatize_releases(name, per_layer):
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.training import private_release
+
+    torch.manual_seed(3)
+    model = build_model("paper-mlp", (1, 16, 16))
+    x, y = torch.rand(32, 1, 16, 16) * 4, torch.randint(0, 10, (32,))  # large inputs: clipped
+    params = {"clip": 0.5, **({"clip_per_layer": [0.3, 0.2, 0.1]} if per_layer else {})}
+    mech = build_mechanism(name, params)
+    sizes = [p.numel() for p in model.parameters()]
+    grads, _ = vmap_per_example_gradients(model, x, y)
+    expected = mech.privatize(
+        grads, torch.Generator().manual_seed(9), batch_size=32.0, layer_sizes=sizes
+    )
+    got, losses = private_release(
+        model, x, y, mech, torch.Generator().manual_seed(9), batch_size=32.0, layer_sizes=sizes
+    )
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    assert losses.shape == (32,)

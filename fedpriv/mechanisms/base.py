@@ -166,10 +166,23 @@ class ClippedMechanism(Mechanism, ABC):
         batch_size: float,
         layer_sizes: Sequence[int] | None = None,
     ) -> torch.Tensor:
-        check_batch_size(batch_size)
-        return self._release(
-            self.clipped_sum(per_example_grads, layer_sizes), generator, batch_size
+        return self.release_sum(
+            self.clipped_sum(per_example_grads, layer_sizes), generator, batch_size=batch_size
         )
+
+    @property
+    def clip_bounds(self) -> tuple[float, ...]:
+        """``(C,)`` for flat clipping, else one ``C_r`` per layer."""
+        return (self.clip,) if self.clip_per_layer is None else tuple(self.clip_per_layer)
+
+    def release_sum(
+        self, clipped_sum: torch.Tensor, generator: torch.Generator, *, batch_size: float
+    ) -> torch.Tensor:
+        """The release given ``Σ_i ḡ_i`` formed elsewhere — e.g. by ghost clipping
+        (:func:`fedpriv.training.linear_grads.ghost_clipped_sum`), which never materialises the
+        per-example gradients. Same noise, same generator draws as :meth:`privatize`."""
+        check_batch_size(batch_size)
+        return self._release(clipped_sum, generator, batch_size)
 
     @abstractmethod
     def _release(

@@ -4,6 +4,7 @@ from fedpriv.training.dpsgd import (
     LocalResult,
     local_train,
     per_example_gradients,
+    private_release,
     sample_batch,
     vmap_per_example_gradients,
 )
@@ -12,6 +13,7 @@ __all__ = [
     "LocalResult",
     "local_train",
     "per_example_gradients",
+    "private_release",
     "sample_batch",
     "vmap_per_example_gradients",
 ]

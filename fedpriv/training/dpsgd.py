@@ -1,9 +1,13 @@
 """DP-SGD on one client (Abadi et al. 2016, Algorithm 1), generic over the noise mechanism.
 
 Each local step samples a batch (Poisson with rate q = L/n, or a fixed-size batch of L drawn
-without replacement), computes per-example gradients with ``torch.func`` (``vmap(grad(...))``),
-hands them to the mechanism — which clips, aggregates and adds noise, returning the released
-update of privacy-math.md §2 — and steps ``θ ← θ − η · release``.
+without replacement), computes per-example gradients, hands them to the mechanism — which
+clips, aggregates and adds noise, returning the released update of privacy-math.md §2 — and
+steps ``θ ← θ − η · release``. Per-example gradients come from ``torch.func``
+(``vmap(grad(...))``) for any model; for models made of linear layers (the paper MLP) they are
+outer products of layer inputs and errors, and clipping mechanisms get the clipped sum by ghost
+clipping without forming them (:mod:`fedpriv.training.linear_grads`) — the same release, 5–10×
+faster on CPU.
 
 The accounting in :mod:`fedpriv.accounting` assumes Poisson sampling; fixed-size batches are
 offered for comparison with published code, and the report labels the sampling used.
@@ -20,7 +24,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from fedpriv.training.linear_grads import linear_per_example_gradients
+from fedpriv.training.linear_grads import (
+    ghost_clipped_sum,
+    linear_factors,
+    linear_per_example_gradients,
+)
 
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
@@ -29,6 +37,7 @@ __all__ = [
     "LocalResult",
     "local_train",
     "per_example_gradients",
+    "private_release",
     "sample_batch",
     "vmap_per_example_gradients",
 ]
@@ -95,6 +104,39 @@ def sample_batch(
     raise ValueError(f"unknown sampling {sampling!r}")
 
 
+def private_release(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    mechanism: Mechanism,
+    generator: torch.Generator,
+    *,
+    batch_size: float,
+    layer_sizes: Sequence[int],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The mechanism's release for the batch ``(x, y)``, and the per-example losses.
+
+    A clipping mechanism on a model of linear layers gets ``Σ_i ḡ_i`` by ghost clipping
+    (:func:`~fedpriv.training.linear_grads.ghost_clipped_sum`: per-example norms factorise, so the
+    ``(B, p)`` gradients are never formed); everything else goes through
+    :func:`per_example_gradients` and ``mechanism.privatize``. Both routes give the same release
+    from the same generator (tested).
+    """
+    release_sum = getattr(mechanism, "release_sum", None)
+    if release_sum is not None and x.shape[0] > 0:
+        try:
+            factors = linear_factors(model, x, y)
+        except ValueError:  # not an all-linear model
+            factors = None
+        if factors is not None:
+            mechanism.check_layers(layer_sizes)
+            total = ghost_clipped_sum(factors, mechanism.clip_bounds, mechanism.norm_ord)
+            return release_sum(total, generator, batch_size=batch_size), factors.losses.detach()
+    grads, losses = per_example_gradients(model, x, y)
+    release = mechanism.privatize(grads, generator, batch_size=batch_size, layer_sizes=layer_sizes)
+    return release, losses
+
+
 def _apply_update(model: nn.Module, update: torch.Tensor, lr: float) -> None:
     offset = 0
     with torch.no_grad():
@@ -132,10 +174,10 @@ def local_train(
     losses = []
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
-        grads, loss = per_example_gradients(model, x[idx], y[idx])
-        release = mechanism.privatize(
-            grads, generator, batch_size=float(expected), layer_sizes=layer_sizes
-        )
+        release, loss = private_release(
+            model, x[idx], y[idx], mechanism, generator,
+            batch_size=float(expected), layer_sizes=layer_sizes,
+        )  # fmt: skip
         _apply_update(model, release, lr)
         losses.append(loss)
         result.batch_sizes.append(int(idx.numel()))
