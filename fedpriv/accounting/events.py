@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.validate import check_dim, check_nonnegative, check_positive, number
 
 __all__ = ["NEIGHBOURING_RELATION", "PARAMETER_KEYS", "Release", "ReleaseEvent"]
 
@@ -66,11 +67,12 @@ class Release:
             raise InputError(f"{key_prefix}.name", mechanism, f"one of {allowed}")
         key = PARAMETER_KEYS[mechanism]
         zero_ok = key == "noise_multiplier"  # σ = 0 is a valid (non-private) setting
-        value = _parameter(f"{key_prefix}.{key}", params.get(key), zero_ok)
+        check = check_nonnegative if zero_ok else check_positive
+        value = check(f"{key_prefix}.{key}", params.get(key))
         if mechanism != "vmf":
             return cls(mechanism, value, None, value > 0.0)
         keep_norm = bool(params.get("vmf_keep_norm", False))
-        return cls(mechanism, value, _dimension(f"{key_prefix}.dim", dim), not keep_norm)
+        return cls(mechanism, value, check_dim(f"{key_prefix}.dim", dim, minimum=2), not keep_norm)
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the audit store."""
@@ -86,10 +88,10 @@ class ReleaseEvent:
     count: int
 
     def __post_init__(self) -> None:
-        rate = _number(self.sample_rate)
+        rate = number(self.sample_rate)
         if not 0.0 < rate <= 1.0:
             raise InputError("sample_rate", self.sample_rate, "a sampling rate in (0, 1]")
-        count = _number(self.count)
+        count = number(self.count)
         if isinstance(self.count, bool) or not math.isfinite(count) or count < 1 or count % 1:
             raise InputError("steps", self.count, "an integer number of releases >= 1")
         object.__setattr__(self, "sample_rate", rate)  # normalise types; validated above
@@ -105,25 +107,3 @@ class ReleaseEvent:
         return asdict(self)
 
 
-def _number(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError, OverflowError):
-        return math.nan
-
-
-def _parameter(key: str, value: Any, zero_ok: bool) -> float:
-    v = _number(value)
-    if not math.isfinite(v) or v < 0.0 or (v == 0.0 and not zero_ok):
-        raise InputError(key, value, "a finite number >= 0" if zero_ok else "a finite number > 0")
-    return v
-
-
-def _dimension(key: str, dim: Any) -> int:
-    try:
-        whole = not isinstance(dim, bool) and float(dim) == int(dim) and dim >= 2
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole:
-        raise InputError(key, dim, "an integer >= 2 (the number of released coordinates)")
-    return int(dim)

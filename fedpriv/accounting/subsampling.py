@@ -38,18 +38,12 @@ from scipy.special import gammaln, logsumexp
 
 from fedpriv.accounting.rdp import as_orders
 from fedpriv.errors import InputError
+from fedpriv.validate import check_rate
 
 __all__ = ["RdpCurve", "subsampled_rdp", "zhu_wang_rdp"]
 
 RdpCurve = Callable[[np.ndarray], np.ndarray]
 """An unsubsampled RDP curve: orders (float array, ``≥ 1``) → ``τ_α``."""
-
-
-def _check_rate(sample_rate: float) -> float:
-    q = float(sample_rate)
-    if not (0.0 < q <= 1.0):
-        raise InputError("sample_rate", sample_rate, "a sampling rate in (0, 1]")
-    return q
 
 
 @lru_cache(maxsize=64)
@@ -77,7 +71,7 @@ def zhu_wang_rdp(orders: npt.ArrayLike, curve: RdpCurve, sample_rate: float) -> 
         Poisson sampling rate ``q`` in (0, 1).
     """
     a = as_orders(orders)
-    q = _check_rate(sample_rate)
+    q = check_rate("sample_rate", sample_rate)
     if np.any(a < 2) or np.any(a != np.round(a)) or q == 1.0:
         raise InputError("orders", orders, "integer orders >= 2 and a sampling rate < 1")
     ells, log_binom, rest = _binomial_table(tuple(a.tolist()))
@@ -98,7 +92,7 @@ def subsampled_rdp(orders: npt.ArrayLike, curve: RdpCurve, sample_rate: float) -
     between neighbouring integers, and every value is capped by the unsubsampled ``τ_α``.
     """
     a = as_orders(orders)
-    q = _check_rate(sample_rate)
+    q = check_rate("sample_rate", sample_rate)
     base = curve(a)
     if q == 1.0:
         return base

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from scipy import special
 
 from fedpriv.errors import InputError
-from fedpriv.leakage._validate import check_dim, check_nonnegative, check_positive
+from fedpriv.validate import check_dim, check_nonnegative, check_positive
 
 __all__ = [
     "abp_bound",

@@ -26,8 +26,8 @@ import numpy as np
 from scipy import special
 
 from fedpriv.errors import InputError
-from fedpriv.leakage._validate import check_dim, check_nonnegative, check_positive
 from fedpriv.special.bessel import log_iv
+from fedpriv.validate import check_dim, check_nonnegative, check_positive
 
 __all__ = [
     "THREAT_MODELS",

@@ -27,9 +27,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from fedpriv.errors import InputError
-from fedpriv.leakage._validate import check_dim, check_positive
 from fedpriv.leakage.tradeoff import tradeoff_from_privacy_profile
+from fedpriv.validate import check_dim, check_positive, check_rate
 
 __all__ = [
     "PrivacyProfile",
@@ -59,13 +58,6 @@ class PrivacyProfile:
     def tradeoff(self, alpha: npt.ArrayLike) -> np.ndarray:
         """Trade-off function implied by this profile (privacy-math.md §4)."""
         return tradeoff_from_privacy_profile(alpha, self.epsilons, self.deltas)
-
-
-def _check_rate(q: float) -> float:
-    q = float(q)
-    if not 0.0 < q <= 1.0:
-        raise InputError("q", q, "a sampling rate in (0, 1]")
-    return q
 
 
 def _profile(pld: object, discretization: float) -> PrivacyProfile:
@@ -99,7 +91,7 @@ def subsampled_gaussian_profile(
     from fedpriv.accounting.dp_library import gaussian_pld
 
     sigma = check_positive("sigma", sigma)
-    q, steps = _check_rate(q), check_dim("steps", steps)
+    q, steps = check_rate("q", q), check_dim("steps", steps)
     pld = gaussian_pld(sigma, q, discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
 
@@ -123,7 +115,7 @@ def subsampled_laplace_profile(
     from fedpriv.accounting.dp_library import laplace_pld
 
     scale = check_positive("scale", scale)
-    q, steps = _check_rate(q), check_dim("steps", steps)
+    q, steps = check_rate("q", q), check_dim("steps", steps)
     pld = laplace_pld(scale, q, discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
 
@@ -152,6 +144,6 @@ def subsampled_vmf_profile(
     from fedpriv.accounting.vmf_pld import vmf_pld
 
     kappa, dim = check_positive("kappa", kappa), check_dim("dim", dim, minimum=2)
-    q, steps = _check_rate(q), check_dim("steps", steps)
+    q, steps = check_rate("q", q), check_dim("steps", steps)
     pld = vmf_pld(kappa, dim, q, discretization=discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)

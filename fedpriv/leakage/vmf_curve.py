@@ -35,7 +35,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from fedpriv.leakage._validate import as_alpha, check_dim, check_positive
+from fedpriv.leakage._validate import as_alpha
+from fedpriv.validate import check_dim, check_positive
 
 __all__ = ["vmf_tradeoff"]
 
