@@ -1,7 +1,12 @@
-"""``python -m fedpriv`` is the ``fedpriv`` command."""
+"""``python -m fedpriv`` runs the ``fedpriv`` command.
+
+The command line belongs to the application layer (``workflows.cli``), which the library does
+not import: this module looks the command up by its registered console-script entry point
+(``[project.scripts]`` in pyproject.toml), as any installed front end would be found.
+"""
 
 import sys
+from importlib.metadata import entry_points
 
-from fedpriv.cli.main import main
-
-sys.exit(main())
+(command,) = entry_points(group="console_scripts", name="fedpriv")
+sys.exit(command.load()())

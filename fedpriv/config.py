@@ -207,7 +207,7 @@ def _subset_of(*choices: str) -> tuple[str, Check]:
 
 @dataclass(frozen=True)
 class SweepConfig:
-    """``[sweep]``: mechanisms compared at matched ε (``fedpriv sweep``, :mod:`fedpriv.sweep`).
+    """``[sweep]``: mechanisms compared at matched ε (``fedpriv sweep``, :mod:`workflows.sweep`).
 
     For every target ε and mechanism the noise parameter is calibrated with the run's own
     sampling rate, release count and ``audit.delta``; the first round's updates of the first

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from fedpriv.cli.main import main
+from workflows.cli.main import main
 
 VMF = ["account", "--mechanism", "vmf", "--kappa", "58.6", "--dim", "13700",
        "--sample-rate", "0.0021333", "--delta", "1e-5"]

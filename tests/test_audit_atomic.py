@@ -9,7 +9,7 @@ import os
 import numpy as np
 import pytest
 
-from fedpriv.audit.atomic import TEMP_SUFFIX, atomic_write_bytes, make_dirs_durable
+from fedpriv.atomic import TEMP_SUFFIX, atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.tensors import load_arrays, save_arrays
 

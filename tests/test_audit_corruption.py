@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedpriv.audit import AuditStore, StoreError, verify
-from fedpriv.cli.main import main
+from workflows.cli.main import main
 
 
 def _store(run_dir, rounds=2):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from fedpriv.audit import AuditStore, build_report, report_run
-from fedpriv.cli.main import main
+from workflows.cli.main import main
 
 ROUNDS = 3
 MECHANISMS = {

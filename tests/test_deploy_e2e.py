@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.cli.main import main
-from fedpriv.deploy.federation import LocalFederation
-from fedpriv.deploy.local import plan_deployment
-from fedpriv.deploy.ports import free_ports
-from fedpriv.deploy.processes import processes_with_env
-from fedpriv.deploy.tls import write_supernode_key, write_tls_files
+from workflows.cli.main import main
+from workflows.deploy.federation import LocalFederation
+from workflows.deploy.local import plan_deployment
+from workflows.deploy.ports import free_ports
+from workflows.deploy.processes import processes_with_env
+from workflows.deploy.tls import write_supernode_key, write_tls_files
 
 pytestmark = [
     pytest.mark.slow,

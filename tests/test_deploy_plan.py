@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.cli.main import main
 from fedpriv.config import load_config
-from fedpriv.deploy.federation import LocalFederation
-from fedpriv.deploy.flwr_cli import FlwrCli, flower_env
-from fedpriv.deploy.local import node_configs, plan_deployment
 from fedpriv.errors import InputError
+from workflows.cli.main import main
+from workflows.deploy.federation import LocalFederation
+from workflows.deploy.flwr_cli import FlwrCli, flower_env
+from workflows.deploy.local import node_configs, plan_deployment
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = str(ROOT / "configs" / "quickstart.toml")

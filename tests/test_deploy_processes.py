@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.deploy.ports import free_ports
-from fedpriv.deploy.processes import ProcessGroup, processes_with_env
 from fedpriv.errors import InputError
+from workflows.deploy.ports import free_ports
+from workflows.deploy.processes import ProcessGroup, processes_with_env
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
 
@@ -97,7 +97,7 @@ SCRIPT = textwrap.dedent(
     """
     import os, subprocess, sys, time
     from pathlib import Path
-    from fedpriv.deploy.processes import ProcessGroup
+    from workflows.deploy.processes import ProcessGroup
     group = ProcessGroup(stop_timeout=5)
     group.start("tree", ["sh", "-c", {tree!r}], env=os.environ, cwd=Path.cwd(),
                 stdout=subprocess.DEVNULL)

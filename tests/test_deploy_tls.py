@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_key,
 )
 
-from fedpriv.deploy.tls import write_supernode_key, write_tls_files
+from workflows.deploy.tls import write_supernode_key, write_tls_files
 
 
 @pytest.fixture(scope="module")

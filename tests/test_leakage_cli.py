@@ -8,10 +8,10 @@ import math
 import pytest
 
 import fedpriv.leakage as leakage
-from fedpriv.cli.main import main
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
 from fedpriv.leakage.specs import SPEC_FORMS, parse_spec
+from workflows.cli.main import main
 
 GAUSSIAN_5 = ["--mechanism", "gaussian", "--dim", "5", "--noise-std", "1"]
 

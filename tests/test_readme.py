@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.cli.main import main
+from workflows.cli.main import main
 
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
 LIGHT = ("account", "capacity", "compare")

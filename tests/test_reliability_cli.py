@@ -12,9 +12,9 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 import strategies.simulation
-from fedpriv.cli.main import main
 from fedpriv.config import load_config
 from strategies.federation import run_federation
+from workflows.cli.main import main
 
 CONFIG = str(QUICKSTART)
 

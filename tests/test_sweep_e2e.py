@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.cli.main import main
-from fedpriv.sweep.figures import FIGURES
+from workflows.cli.main import main
+from workflows.sweep.figures import FIGURES
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 TINY = [

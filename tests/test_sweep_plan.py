@@ -11,8 +11,8 @@ from fedpriv.accounting import Release, ReleaseEvent, epsilon
 from fedpriv.config import config_from_dict
 from fedpriv.data import load_dataset, partition_indices
 from fedpriv.errors import InputError
-from fedpriv.sweep import cell_config, cell_key, check_sweepable, plan_cell, sweep_setting
-from fedpriv.sweep.plan import SweepSetting, gaussian_equivalent_sigma
+from workflows.sweep import cell_config, cell_key, check_sweepable, plan_cell, sweep_setting
+from workflows.sweep.plan import SweepSetting, gaussian_equivalent_sigma
 
 RAW = {
     "rounds": 20,

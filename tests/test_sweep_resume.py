@@ -13,8 +13,8 @@ from PIL import Image
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
-from fedpriv.sweep import RESULTS_CSV, ROW_KEYS, STUDY, run_sweep
-from fedpriv.sweep.figures import FIGURES
+from workflows.sweep import RESULTS_CSV, ROW_KEYS, STUDY, run_sweep
+from workflows.sweep.figures import FIGURES
 
 RAW = {
     "rounds": 3,

@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedpriv.audit.atomic import TEMP_SUFFIX, fsync_dir
+from fedpriv.atomic import TEMP_SUFFIX, fsync_dir
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION

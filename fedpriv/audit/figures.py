@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 
 __all__ = ["MAX_COLUMNS", "Panel", "as_images", "write_grid"]
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fedpriv.audit.atomic import atomic_write_bytes, make_dirs_durable
+from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, as_images, write_grid
 from fedpriv.audit.store import DB_NAME, AuditStore

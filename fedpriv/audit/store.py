@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fedpriv.audit.atomic import fsync_dir, make_dirs_durable
+from fedpriv.atomic import fsync_dir, make_dirs_durable
 from fedpriv.audit.connection import create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader, tensor_file

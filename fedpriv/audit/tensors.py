@@ -2,7 +2,7 @@
 
 A bundle holds one or more named arrays (e.g. a model's parameters layer by layer, in the
 model's order). It is serialised with :func:`numpy.savez` (uncompressed, no pickles), hashed
-with SHA-256 and written with :func:`fedpriv.audit.atomic.atomic_write_bytes`. The database
+with SHA-256 and written with :func:`fedpriv.atomic.atomic_write_bytes`. The database
 row that references the file is committed only after this returns, so a committed reference
 always points at a durable file whose hash is known.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 from fedpriv.audit.errors import StoreError
 
 __all__ = ["Arrays", "TensorInfo", "load_arrays", "save_arrays"]

@@ -13,7 +13,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from fedpriv.audit.atomic import TEMP_SUFFIX
+from fedpriv.atomic import TEMP_SUFFIX
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore, tensor_file
 from fedpriv.audit.tensors import load_arrays

@@ -19,8 +19,8 @@ from typing import Any
 
 import fedpriv
 from fedpriv.config import NODE_CONFIG_MECHANISM_KEYS, Config, load_config
-from fedpriv.deploy.federation import LocalFederation, NodeValue
 from fedpriv.errors import InputError
+from workflows.deploy.federation import LocalFederation, NodeValue
 
 __all__ = [
     "MECHANISM_NODE_KEYS",

@@ -18,7 +18,7 @@ from typing import Any
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps, jsonable
 
-# subcommand name -> module under fedpriv.cli
+# subcommand name -> module under workflows.cli
 SUBCOMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "audit": "audit",
@@ -35,9 +35,9 @@ log = logging.getLogger("fedpriv")
 
 def _load(module: str) -> Any | None:
     try:
-        return importlib.import_module(f"fedpriv.cli.{module}")
+        return importlib.import_module(f"workflows.cli.{module}")
     except ModuleNotFoundError as exc:  # a subcommand not built yet
-        if exc.name == f"fedpriv.cli.{module}":
+        if exc.name == f"workflows.cli.{module}":
             return None
         raise
 

@@ -4,7 +4,7 @@ For the first attacked client (lowest id) the stored true batch and the stored r
 are paired again by minimum-cost assignment on pixel MSE
 (:func:`attacks.scoring.match_reconstructions`, the scorer's own pairing) and the first
 ``count`` images of the true batch are kept with their reconstructions. Every cell attacks the
-same round-1 batch (:func:`fedpriv.sweep.plan.cell_config`), so the same originals appear in
+same round-1 batch (:func:`workflows.sweep.plan.cell_config`), so the same originals appear in
 every cell and the grid compares like with like.
 """
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 
 __all__ = ["FIGURES", "STYLE", "number", "write_figures"]
 
@@ -191,13 +191,13 @@ def write_figures(
     Parameters
     ----------
     rows
-        The result rows (:mod:`fedpriv.sweep.results`).
+        The result rows (:mod:`workflows.sweep.results`).
     images
-        Cell key → example images (:func:`fedpriv.sweep.examples.example_images`) or None.
+        Cell key → example images (:func:`workflows.sweep.examples.example_images`) or None.
     num_classes
         Draws the chance level on the accuracy plot when given.
     """
-    from fedpriv.sweep.grid import write_grid
+    from workflows.sweep.grid import write_grid
 
     out_dir = Path(out_dir)
     with _style():

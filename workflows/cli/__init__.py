@@ -10,6 +10,6 @@ Heavy libraries (torch, flwr, ray) are imported inside ``run`` so that light com
 ``fedpriv account`` answer quickly.
 """
 
-from fedpriv.cli.main import main
+from workflows.cli.main import main
 
 __all__ = ["main"]

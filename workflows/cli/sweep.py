@@ -29,8 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.config import load_config
-    from fedpriv.sweep import run_sweep
-    from fedpriv.sweep.run import simulate_runner
+    from workflows.sweep import run_sweep
+    from workflows.sweep.run import simulate_runner
 
     cfg = load_config(args.config, args.overrides)
     stamp = time.strftime("%Y%m%d-%H%M%S")

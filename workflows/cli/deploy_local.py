@@ -77,8 +77,8 @@ def _check_flags(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     _check_flags(args)
-    from fedpriv.cli.simulate import default_run_dir
-    from fedpriv.deploy.local import deploy_local
+    from workflows.cli.simulate import default_run_dir
+    from workflows.deploy.local import deploy_local
 
     return deploy_local(
         Path(args.config),
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     """The simulate summary plus one line about the deployment."""
-    from fedpriv.cli.simulate import render as render_run
+    from workflows.cli.simulate import render as render_run
 
     d = result["deployment"]
     security = "TLS + SuperNode auth" if d["auth"] else ("TLS" if d["tls"] else "insecure")

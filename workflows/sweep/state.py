@@ -22,11 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
-from fedpriv.sweep.plan import Cell
+from workflows.sweep.plan import Cell
 
 __all__ = ["MANIFEST", "SweepDir"]
 

@@ -29,11 +29,11 @@ from typing import Any, TextIO
 
 import tomli_w
 
-from fedpriv.deploy.flwr_cli import FlwrCli, RunOutcome, flower_bin, flower_env
-from fedpriv.deploy.ports import LOOPBACK, free_ports
-from fedpriv.deploy.processes import ProcessGroup, kill_pids, processes_with_env
-from fedpriv.deploy.tls import TlsFiles, write_supernode_key, write_tls_files
 from fedpriv.errors import InputError
+from workflows.deploy.flwr_cli import FlwrCli, RunOutcome, flower_bin, flower_env
+from workflows.deploy.ports import LOOPBACK, free_ports
+from workflows.deploy.processes import ProcessGroup, kill_pids, processes_with_env
+from workflows.deploy.tls import TlsFiles, write_supernode_key, write_tls_files
 
 __all__ = ["LocalFederation", "NodeValue"]
 

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
-from fedpriv.sweep.figures import STYLE, number
-from fedpriv.sweep.plan import SweepSetting
+from workflows.sweep.figures import STYLE, number
+from workflows.sweep.plan import SweepSetting
 
 __all__ = ["PUBLISHED", "concordance", "study_markdown", "write_study"]
 

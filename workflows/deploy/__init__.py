@@ -6,7 +6,7 @@ line, ``federation`` runs a :class:`LocalFederation`, and ``local`` runs one fed
 experiment on it (``fedpriv deploy-local``).
 """
 
-from fedpriv.deploy.federation import LocalFederation
-from fedpriv.deploy.local import deploy_local, plan_deployment
+from workflows.deploy.federation import LocalFederation
+from workflows.deploy.local import deploy_local, plan_deployment
 
 __all__ = ["LocalFederation", "deploy_local", "plan_deployment"]

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.audit.atomic import atomic_write_bytes
+from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
-from fedpriv.sweep.plan import Cell, SweepSetting, gaussian_equivalent_sigma
+from workflows.sweep.plan import Cell, SweepSetting, gaussian_equivalent_sigma
 
 __all__ = ["PARAMETER_COLUMNS", "ROW_KEYS", "cell_row", "update_log_capacity", "write_csv"]
 

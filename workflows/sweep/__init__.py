@@ -4,7 +4,7 @@ Importing this package imports neither torch nor Flower; cells run through
 ``strategies.simulation.simulate``, imported when the first cell runs.
 """
 
-from fedpriv.sweep.plan import (
+from workflows.sweep.plan import (
     Cell,
     SweepSetting,
     cell_config,
@@ -14,9 +14,9 @@ from fedpriv.sweep.plan import (
     plan_cells,
     sweep_setting,
 )
-from fedpriv.sweep.results import ROW_KEYS, cell_row, write_csv
-from fedpriv.sweep.run import RESULTS_CSV, RESULTS_JSON, STUDY, Runner, run_sweep
-from fedpriv.sweep.state import SweepDir
+from workflows.sweep.results import ROW_KEYS, cell_row, write_csv
+from workflows.sweep.run import RESULTS_CSV, RESULTS_JSON, STUDY, Runner, run_sweep
+from workflows.sweep.state import SweepDir
 
 __all__ = [
     "RESULTS_CSV",

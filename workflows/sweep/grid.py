@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.sweep.figures import STYLE
-from fedpriv.sweep.plan import cell_key
+from workflows.sweep.figures import STYLE
+from workflows.sweep.plan import cell_key
 
 __all__ = ["strip", "write_grid"]
 

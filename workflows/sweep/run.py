@@ -2,9 +2,9 @@
 
 Each cell is one ordinary audited federated run (``strategies.simulation.simulate``, the
 Flower simulation on Ray that ``fedpriv simulate`` uses, imported only when a cell runs) of the
-per-cell configuration :func:`fedpriv.sweep.plan.cell_config`: the same clients, FedAvg and
+per-cell configuration :func:`workflows.sweep.plan.cell_config`: the same clients, FedAvg and
 DP-SGD code, the honest-but-curious server attacking round 1. Finished cells are kept in the
-output directory (:class:`fedpriv.sweep.state.SweepDir`), so an interrupted sweep resumes.
+output directory (:class:`workflows.sweep.state.SweepDir`), so an interrupted sweep resumes.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 from fedpriv.config import Config
 from fedpriv.jsonio import write_json
-from fedpriv.sweep.examples import example_images
-from fedpriv.sweep.figures import write_figures
-from fedpriv.sweep.plan import (
+from workflows.sweep.examples import example_images
+from workflows.sweep.figures import write_figures
+from workflows.sweep.plan import (
     Cell,
     SweepSetting,
     cell_config,
@@ -28,9 +28,9 @@ from fedpriv.sweep.plan import (
     plan_cell,
     sweep_setting,
 )
-from fedpriv.sweep.results import cell_row, write_csv
-from fedpriv.sweep.state import SweepDir
-from fedpriv.sweep.study import write_study
+from workflows.sweep.results import cell_row, write_csv
+from workflows.sweep.state import SweepDir
+from workflows.sweep.study import write_study
 
 __all__ = ["RESULTS_CSV", "RESULTS_JSON", "STUDY", "Runner", "run_sweep", "simulate_runner"]
 
@@ -92,7 +92,7 @@ def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None)
     cfg
         A validated configuration with a ``[sweep]`` section.
     out_dir
-        Output directory (see :mod:`fedpriv.sweep.state`); re-use it to resume.
+        Output directory (see :mod:`workflows.sweep.state`); re-use it to resume.
     runner
         Runs one cell (default :func:`simulate_runner`); tests pass a stub.
 
