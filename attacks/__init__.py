@@ -10,7 +10,7 @@ from attacks.bayes_estimate import (
     estimate_bayesian_privacy,
 )
 from attacks.labels import recover_labels
-from attacks.registry import ATTACKS, check_attack, run_attack
+from attacks.registry import attack_names, check_attack, run_attack
 from attacks.result import AttackResult
 from attacks.runner import EXECUTORS, AttackJob, run_attacks
 from attacks.scoring import (
@@ -24,13 +24,13 @@ from attacks.simulate import simulate_view
 from attacks.view import ServerView
 
 __all__ = [
-    "ATTACKS",
     "EXECUTORS",
     "AttackJob",
     "AttackResult",
     "BayesianPrivacyEstimate",
     "ReconstructionScore",
     "ServerView",
+    "attack_names",
     "candidate_counts",
     "check_attack",
     "estimate_bayesian_privacy",

@@ -11,8 +11,11 @@ from __future__ import annotations
 import torch
 
 from attacks.objective import GradientMatcher, best_trial, l2_distance, to_numpy_images
+from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
+from fedpriv.errors import InputError
+from fedpriv.validate import check_int_range, check_positive
 
 __all__ = ["dlg", "lbfgs_trial"]
 
@@ -54,6 +57,23 @@ def lbfgs_trial(
     )
 
 
+def check_line_search(key: str, value: object) -> str | None:
+    """L-BFGS line search: ``None`` or ``"strong_wolfe"`` (torch's choices)."""
+    if value not in (None, "strong_wolfe"):
+        raise InputError(key, value, "None or 'strong_wolfe'")
+    return value  # type: ignore[return-value]
+
+
+def check_history_size(key: str, value: object) -> int:
+    """L-BFGS history: an integer in [1, 10,000]."""
+    return check_int_range(key, value, 1, 10_000)
+
+
+LBFGS_OPTIONS = {"lr": check_positive, "history_size": check_history_size,
+                 "line_search": check_line_search}
+
+
+@attack("dlg", **LBFGS_OPTIONS)
 def dlg(
     view: ServerView,
     *,

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import torch
 
-from attacks.dlg import lbfgs_trial
+from attacks.dlg import LBFGS_OPTIONS, lbfgs_trial
 from attacks.labels import recover_labels
 from attacks.objective import GradientMatcher, best_trial
+from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
 
 __all__ = ["idlg"]
 
 
+@attack("idlg", **LBFGS_OPTIONS)
 def idlg(
     view: ServerView,
     *,

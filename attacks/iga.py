@@ -20,8 +20,10 @@ from attacks.objective import (
     to_numpy_images,
     total_variation,
 )
+from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
+from fedpriv.validate import check_nonnegative, check_positive
 
 __all__ = ["iga"]
 
@@ -59,6 +61,7 @@ def _iga_trial(
     )
 
 
+@attack("iga", tv_weight=check_nonnegative, lr=check_positive)
 def iga(
     view: ServerView,
     *,

@@ -1,42 +1,73 @@
-"""Attacks by name, and the single entry point :func:`run_attack`."""
+"""Attacks by name, and the single entry point :func:`run_attack`.
+
+An attack is one module of this package defining a function decorated with :func:`attack`,
+which names it and declares its options with their checkers (:mod:`fedpriv.validate`); the
+registry imports every module of the package once, so adding an attack is adding one file.
+"""
 
 from __future__ import annotations
 
-import inspect
-import math
+import importlib
+import pkgutil
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import torch
 
-from attacks.dlg import dlg
-from attacks.idlg import idlg
-from attacks.iga import iga
 from attacks.result import AttackResult, Trial
 from attacks.view import ServerView
 from fedpriv.errors import InputError
+from fedpriv.validate import Check, check_dim, check_int_range
 
-__all__ = ["ATTACKS", "check_attack", "run_attack"]
-
-ATTACKS: dict[str, Callable[..., Trial]] = {"dlg": dlg, "idlg": idlg, "iga": iga}
-
-_COMMON = {"view", "iterations", "restarts", "generator", "num_images"}
-_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "lr": (lambda v: _real(v) and v > 0, "a finite number > 0"),
-    "tv_weight": (lambda v: _real(v) and v >= 0, "a finite number >= 0"),
-    "history_size": (lambda v: _count(v), "an integer >= 1"),
-    "line_search": (lambda v: v in (None, "strong_wolfe"), "None or 'strong_wolfe'"),
-}
+__all__ = ["AttackSpec", "attack", "attack_names", "check_attack", "check_attack_names",
+           "run_attack"]
 
 
-def _real(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+@dataclass(frozen=True)
+class AttackSpec:
+    """A registered attack: its function and the checker of each option it takes."""
+
+    name: str
+    run: Callable[..., Trial]
+    options: dict[str, Check]
 
 
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+_REGISTERED: dict[str, AttackSpec] = {}
+
+
+def attack(name: str, **options: Check) -> Callable[[Callable[..., Trial]], Callable[..., Trial]]:
+    """Register the decorated function as the attack ``name`` with these option checkers."""
+
+    def register(run: Callable[..., Trial]) -> Callable[..., Trial]:
+        _REGISTERED[name] = AttackSpec(name, run, options)
+        return run
+
+    return register
+
+
+@cache
+def _registry() -> dict[str, AttackSpec]:
+    package = importlib.import_module("attacks")
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"attacks.{module.name}")
+    return dict(sorted(_REGISTERED.items()))
+
+
+def attack_names() -> list[str]:
+    """Every registered attack."""
+    return list(_registry())
+
+
+def check_attack_names(names: list[str], key: str) -> None:
+    """Raise :class:`InputError` naming ``key`` unless every name is a registered attack."""
+    known = attack_names()
+    for name in names:
+        if name not in known:
+            raise InputError(key, name, f"attack names from {known}")
 
 
 def check_attack(
@@ -48,22 +79,19 @@ def check_attack(
     options: dict[str, Any],
 ) -> None:
     """Raise :class:`InputError` (key ``attack.<field>``) for any bad attack setting."""
-    if name not in ATTACKS:
-        raise InputError("attack.name", name, f"one of {sorted(ATTACKS)}")
+    registry = _registry()
+    if name not in registry:
+        raise InputError("attack.name", name, f"one of {list(registry)}")
     for key, value in (("iterations", iterations), ("restarts", restarts)):
-        if not _count(value):
-            raise InputError(f"attack.{key}", value, "an integer >= 1")
-    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
-        raise InputError("attack.seed", seed, "an integer >= 0")
-    if num_images is not None and not _count(num_images):
-        raise InputError("attack.num_images", num_images, "an integer >= 1")
-    allowed = [p for p in inspect.signature(ATTACKS[name]).parameters if p not in _COMMON]
+        check_int_range(f"attack.{key}", value, 1, 10_000_000)
+    check_int_range("attack.seed", seed, 0, 2**63 - 1)
+    if num_images is not None:
+        check_dim("attack.num_images", num_images)
+    allowed = registry[name].options
     for key, value in options.items():
         if key not in allowed:
-            raise InputError(f"attack.{key}", value, f"an option of {name}: {allowed}")
-        check, what = _RULES[key]
-        if not check(value):
-            raise InputError(f"attack.{key}", value, what)
+            raise InputError(f"attack.{key}", value, f"an option of {name}: {list(allowed)}")
+        allowed[key](f"attack.{key}", value)
 
 
 @contextmanager
@@ -92,7 +120,7 @@ def run_attack(
     Parameters
     ----------
     name
-        ``"dlg"``, ``"idlg"`` or ``"iga"``.
+        A registered attack (:func:`attack_names`).
     view
         What the server saw; the attack gets nothing else (no ground truth).
     iterations
@@ -116,7 +144,7 @@ def run_attack(
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     with _single_thread():
-        trial = ATTACKS[name](
+        trial = _registry()[name].run(
             view,
             iterations=iterations,
             restarts=restarts,

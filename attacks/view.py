@@ -102,6 +102,27 @@ class ServerView:
         if not low < high:
             raise InputError("view.data_range", self.data_range, "(low, high) with low < high")
 
+    @classmethod
+    def from_update(
+        cls, model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
+        update: Sequence[Any], declared: Any,
+    ) -> ServerView:
+        """The view of one stored or received update — the one way views are built.
+
+        ``model`` is ``(name, input_shape, num_classes)``; ``declared`` is what the client
+        declared: a :class:`fedpriv.protocol.ClientReport` (live) or the store's update row
+        (offline), with ``lr``, ``batch_size``, ``local_steps``, ``mechanism`` and
+        ``mechanism_params``.
+        """
+        name, input_shape, num_classes = model
+        return cls(
+            model_name=name, input_shape=input_shape, num_classes=num_classes,
+            global_params=global_params, update=update,
+            learning_rate=float(declared.lr), batch_size=float(declared.batch_size),
+            local_steps=int(declared.local_steps), mechanism=str(declared.mechanism),
+            mechanism_params=declared.mechanism_params,
+        )
+
     @property
     def pseudo_gradient(self) -> bool:
         """True when ``gradient()`` is a pseudo-gradient (several local steps, §1)."""

@@ -50,12 +50,13 @@ def cli_vmf_seconds(repeat: int) -> dict[str, float]:
 def vmf_rdp_vs_pld(kappas: tuple[float, ...]) -> list[dict[str, float]]:
     """ε of both accountants at the paper settings, with the PLD build and compose times."""
     from fedpriv.accounting.accountant import epsilon
-    from fedpriv.accounting.events import Release, ReleaseEvent
+    from fedpriv.accounting.events import ReleaseEvent
     from fedpriv.accounting.vmf_pld import vmf_pld
+    from fedpriv.mechanisms import make_release
 
     rows = []
     for kappa in kappas:
-        events = [ReleaseEvent(Release("vmf", kappa, P), Q, T)]
+        events = [ReleaseEvent(make_release("vmf", kappa, P), Q, T)]
         rdp = epsilon(events, DELTA)
         start = time.perf_counter()
         pld = vmf_pld(kappa, P, Q)
@@ -74,9 +75,10 @@ def gaussian_reference() -> dict[str, float]:
     import dp_accounting  # noqa: F401  (import cost excluded from the timings)
 
     from fedpriv.accounting.accountant import epsilon
-    from fedpriv.accounting.events import Release, ReleaseEvent
+    from fedpriv.accounting.events import ReleaseEvent
+    from fedpriv.mechanisms import make_release
 
-    events = [ReleaseEvent(Release("gaussian", 1.23), Q, T)]
+    events = [ReleaseEvent(make_release("gaussian", 1.23), Q, T)]
     out = {}
     for kind in ("rdp", "pld"):
         start = time.perf_counter()
@@ -88,14 +90,15 @@ def gaussian_reference() -> dict[str, float]:
 def calibration_seconds(quick: bool) -> dict[str, Any]:
     """Calibrating to ε = 1 at the paper settings."""
     from fedpriv.accounting.calibrate import calibrate
+    from fedpriv.mechanisms import release_class
 
     cases = [("vmf", "rdp"), ("gaussian", "rdp"), ("laplace", "rdp")]
     cases += [] if quick else [("vmf", "pld"), ("gaussian", "pld")]
     out = {}
     for mechanism, kind in cases:
         start = time.perf_counter()
-        cal = calibrate(mechanism, 1.0, delta=DELTA, sample_rate=Q, steps=T, dim=P,
-                        accountant=kind)
+        template = release_class(mechanism).calibration_start(P)
+        cal = calibrate(template, 1.0, delta=DELTA, sample_rate=Q, steps=T, accountant=kind)
         out[f"{mechanism}_{kind}"] = {cal.parameter_name: cal.parameter,
                                       "epsilon": cal.result.epsilon,
                                       "evaluations": cal.evaluations,
@@ -106,12 +109,14 @@ def calibration_seconds(quick: bool) -> dict[str, Any]:
 def ledger_seconds(clients: int = 100, rounds: int = 50) -> dict[str, float]:
     """ClientAccountant (RDP, best route): record + ε for every client every round."""
     from fedpriv.accounting.accountant import ClientAccountant
+    from fedpriv.mechanisms import make_release
 
+    release = make_release("vmf", 58.6, P)
     ledgers = [ClientAccountant() for _ in range(clients)]
     start = time.perf_counter()
     for _ in range(rounds):
         for acc in ledgers:
-            acc.record("vmf", {"kappa": 58.6}, sample_rate=Q, steps=10, dim=P)
+            acc.record(release, sample_rate=Q, steps=10)
             acc.epsilon(DELTA)
     total = time.perf_counter() - start
     return {"clients": clients, "rounds": rounds, "seconds_per_round": total / rounds}

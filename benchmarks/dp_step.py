@@ -4,12 +4,12 @@
 
 * ``steps_ms``: one full step (gradients, clip/noise, parameter update) by each route —
   ``plain`` (mean-loss backward, ``torch.optim.SGD``), ``dp_outer``
-  (:func:`fedpriv.training.linear_grads.linear_per_example_gradients`, then the Gaussian
+  (:func:`fedpriv.gradients.linear.linear_per_example_gradients`, then the Gaussian
   mechanism's ``privatize``), ``dp_vmap`` (``torch.func.vmap`` per-example gradients, the route
   of models with non-linear layers), ``dp_loop`` (one backward per example),
-  ``dp_ghost`` (clipped sum from :func:`~fedpriv.training.linear_grads.
+  ``dp_ghost`` (clipped sum from :func:`~fedpriv.gradients.clipping.
   ghost_clipped_sum` without materialising the ``(B, p)`` matrix, then the mechanism's noise —
-  then ``release_sum``: the route :func:`fedpriv.training.local_train` takes for clipped
+  the route :func:`fedpriv.training.local_train` takes for clipped
   mechanisms on all-linear models), and ``dp_opacus`` (Opacus
   ``GradSampleModule`` hooks + ``DPOptimizer``, if Opacus is importable).
 * ``ratio_to_plain``: each route's median over ``plain``'s; ``ratio_dp_to_plain`` is the
@@ -83,14 +83,15 @@ PerExample = Callable[[torch.nn.Module, torch.Tensor, torch.Tensor], tuple[Any, 
 
 
 def _routes() -> dict[str, PerExample]:
-    from fedpriv.training import vmap_per_example_gradients
-    from fedpriv.training.linear_grads import linear_per_example_gradients
+    from fedpriv.gradients import vmap_per_example_gradients
+    from fedpriv.gradients.linear import linear_per_example_gradients
 
     return {"vmap": vmap_per_example_gradients, "outer": linear_per_example_gradients,
             "loop": loop_per_example_gradients}
 
 
 def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[], None]:
+    from fedpriv.gradients import PerExampleGradients
     from fedpriv.mechanisms import make_generator
     from fedpriv.training.dpsgd import _apply_update
 
@@ -98,7 +99,8 @@ def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[
 
     def step() -> None:
         grads, _ = per_example(model, x, y)
-        release = mech.privatize(grads, gen, batch_size=float(BATCH), layer_sizes=sizes)
+        source = PerExampleGradients(grads, None, tuple(sizes))
+        release = mech.privatize(source, gen, batch_size=float(BATCH))
         _apply_update(model, release, LR)
 
     return step
@@ -112,12 +114,9 @@ def _ghost_step(model, x, y, mech) -> Callable[[], None]:
     from fedpriv.training.dpsgd import _apply_update
 
     gen = make_generator(0, 0, 0)
-    sizes = [p.numel() for p in model.parameters()]
 
     def step() -> None:
-        release, _ = private_release(
-            model, x, y, mech, gen, batch_size=float(BATCH), layer_sizes=sizes
-        )
+        release, _ = private_release(model, x, y, mech, gen, batch_size=float(BATCH))
         _apply_update(model, release, LR)
 
     return step
@@ -210,12 +209,12 @@ def malloc_tuned(repeats: int) -> dict[str, Any]:
 
 def per_mechanism(repeats: int) -> dict[str, dict[str, Any]]:
     """One DP step per mechanism (default parameters) by each route that applies."""
-    from fedpriv.mechanisms import MECHANISMS, ClippedMechanism, build_mechanism
+    from fedpriv.mechanisms import ClippedMechanism, build_mechanism, mechanism_names
 
     x, y = _data()
     routes = _routes()
     out = {}
-    for name in MECHANISMS:
+    for name in mechanism_names():
         mech = build_mechanism(name, {})
         steps = {r: _materialised_step(_model(), x, y, mech, routes[r]) for r in ("vmap", "outer")}
         if isinstance(mech, ClippedMechanism):
@@ -230,18 +229,20 @@ def profile(repeats: int) -> dict[str, Any]:
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
+    from fedpriv.gradients import PerExampleGradients
+    from fedpriv.gradients import vmap_per_example_gradients as per_example_gradients
     from fedpriv.mechanisms import build_mechanism, make_generator
-    from fedpriv.training import vmap_per_example_gradients as per_example_gradients
     from fedpriv.training.dpsgd import _apply_update
 
     x, y = _data()
     model, mech, gen = _model(), build_mechanism("gaussian", {}), make_generator(0, 0, 0)
     grads, _ = per_example_gradients(model, x, y)
-    release = mech.privatize(grads, gen, batch_size=float(BATCH))
+    source = PerExampleGradients(grads)
+    release = mech.privatize(source, gen, batch_size=float(BATCH))
     parts = {
         "per_example_gradients_vmap": timed(lambda: per_example_gradients(model, x, y), repeats),
         "privatize_gaussian": timed(
-            lambda: mech.privatize(grads, gen, batch_size=float(BATCH)), repeats),
+            lambda: mech.privatize(source, gen, batch_size=float(BATCH)), repeats),
         "apply_update": timed(lambda: _apply_update(model, release, LR), repeats),
     }
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:

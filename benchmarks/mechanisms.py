@@ -34,7 +34,8 @@ def measure(repeats: int = 50, threads: int = 1) -> dict[str, object]:
     """Median timings (ms) of VMF draws and privatize calls; see the module docstring."""
     import torch
 
-    from fedpriv.mechanisms import MECHANISMS, build_mechanism, make_generator
+    from fedpriv.gradients import PerExampleGradients
+    from fedpriv.mechanisms import build_mechanism, make_generator, mechanism_names
     from fedpriv.special.vmf_sampler import sample_vmf
 
     torch.set_num_threads(threads)
@@ -45,12 +46,12 @@ def measure(repeats: int = 50, threads: int = 1) -> dict[str, object]:
         f"kappa={kappa:g}": _median_ms(lambda k=kappa: sample_vmf(mean, k, generator), repeats)
         for kappa in (100.0, 1e4)
     }
-    grads = torch.randn(BATCH, DIM, generator=generator)
+    source = PerExampleGradients(torch.randn(BATCH, DIM, generator=generator))
     calls = {}
-    for name in MECHANISMS:
+    for name in mechanism_names():
         mech = build_mechanism(name, {})
         calls[name] = _median_ms(
-            lambda m=mech: m.privatize(grads, generator, batch_size=float(BATCH)), repeats
+            lambda m=mech: m.privatize(source, generator, batch_size=float(BATCH)), repeats
         )
     return {
         "vmf_draw_ms": draws,
@@ -67,18 +68,20 @@ def _release_calls(dim: int, batch: int) -> dict[str, Callable[[], object]]:
     """One ``privatize`` per mechanism on random ``(batch, dim)`` gradients, and a VMF draw."""
     import torch
 
-    from fedpriv.mechanisms import MECHANISMS, build_mechanism, make_generator
+    from fedpriv.gradients import PerExampleGradients
+    from fedpriv.mechanisms import build_mechanism, make_generator, mechanism_names
     from fedpriv.special.vmf_sampler import sample_vmf
 
     generator = make_generator(0, 0, 0)
     grads = torch.randn(batch, dim, generator=generator)
+    source = PerExampleGradients(grads)
     mean = grads.sum(0) / grads.sum(0).norm()
 
     def release(name: str) -> Callable[[], object]:
         mech = build_mechanism(name, {})
-        return lambda: mech.privatize(grads, generator, batch_size=float(batch))
+        return lambda: mech.privatize(source, generator, batch_size=float(batch))
 
-    calls = {name: release(name) for name in MECHANISMS}
+    calls = {name: release(name) for name in mechanism_names()}
     calls["vmf_draw_only"] = lambda: sample_vmf(mean, 100.0, generator)
     return calls
 

@@ -1,18 +1,20 @@
 """The Flower ClientApp: one private local update per round.
 
 The server ships the validated fedpriv config (JSON) in every train message, so simulation and
-deployment behave the same. The reply carries
+deployment behave the same; a client validates it once per process (``Config.from_json`` keeps
+the result). The reply carries
 
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
-* ``meta`` (ConfigRecord, never averaged) — the partition id, steps, learning rate, batch
-  size, sampling rate, mechanism name and public parameters, and in audit mode the ids of the
-  records in each batch (ground truth for scoring only).
+* ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport`: partition
+  id, steps, learning rate, expected batch size, sampling rate, declared mechanism and its
+  public parameters; the record ids of each batch only when the simulation-only ground-truth
+  oracle is on (``audit.ground_truth``).
+
+A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it in training.
 """
 
 from __future__ import annotations
-
-import json
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -24,6 +26,7 @@ from fedpriv.config import Config
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.mechanisms.seeding import make_generator
 from fedpriv.models import build_model
+from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
 from fedpriv.training import local_train
 
 __all__ = ["app"]
@@ -45,8 +48,9 @@ def _model(cfg: Config, msg: Message, input_shape: tuple[int, ...]) -> torch.nn.
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """One round of local DP-SGD with this client's mechanism."""
-    cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
-    server_round = int(msg.content["config"]["server-round"])
+    config = msg.content["config"]
+    cfg = Config.from_json(str(config["fedpriv-config"]))
+    server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
     x, y, ids = client_data(cfg.data, cfg.seed, pid, num_parts)
     name, params = mechanism_for(cfg, pid, context.node_config)
@@ -56,28 +60,20 @@ def train(msg: Message, context: Context) -> Message:
         model, x, y, mechanism,
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=make_generator(cfg.seed, pid, server_round),
-        record_ids=ids.tolist(),
+        record_ids=ids.tolist(), proximal_mu=float(config.get("proximal-mu", 0.0)),
     )
-    meta = {
-        "partition-id": pid,
-        "server-round": server_round,
-        "local-examples": int(x.shape[0]),
-        "steps": result.steps,
-        "lr": cfg.train.lr,
-        "batch-size": cfg.train.batch_size,
-        "sampling": cfg.train.sampling,
-        "sample-rate": result.sample_rate,
-        "batch-sizes": json.dumps(result.batch_sizes),
-        "mechanism": mechanism.name,
-        "mechanism-params": json.dumps(mechanism.params(), sort_keys=True),
-        "formal-guarantee": mechanism.formal_guarantee,
-    }
-    if cfg.audit.enabled and cfg.audit.ground_truth:
-        meta["record-ids"] = json.dumps(result.batch_indices)
+    oracle = cfg.audit.enabled and cfg.audit.ground_truth
+    report = ClientReport(
+        partition_id=pid, server_round=server_round, local_examples=int(x.shape[0]),
+        local_steps=result.steps, lr=cfg.train.lr, batch_size=float(cfg.train.batch_size),
+        sampling=cfg.train.sampling, sample_rate=result.sample_rate, mechanism=mechanism.name,
+        mechanism_params=mechanism.params(),
+        oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))) if oracle else None,
+    )
     content = RecordDict({
         "arrays": ArrayRecord(model.state_dict()),
         "metrics": MetricRecord({"num-examples": int(x.shape[0]), "train-loss": result.loss}),
-        "meta": ConfigRecord(meta),
+        REPORT_RECORD: ConfigRecord(report.to_config()),
     })
     return Message(content=content, reply_to=msg)
 

@@ -2,7 +2,8 @@
 
 In a deployment a SuperNode can set its mechanism in ``--node-config``, e.g.
 ``partition-id=0 num-partitions=2 mechanism='vmf' kappa=100``; those keys win over the run
-config. Node-config keys use dashes (``noise-multiplier``); they map to the mechanism keys.
+config. Node-config keys use dashes (``noise-multiplier``); they map to the mechanism keys
+(:func:`fedpriv.config.node_config_keys`), and the mechanism validates their values.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedpriv.config import NODE_CONFIG_MECHANISM_KEYS, Config
+from fedpriv.config import Config, node_config_keys
 
 __all__ = ["mechanism_for"]
 
@@ -20,11 +21,11 @@ def mechanism_for(
 ) -> tuple[str, dict[str, Any]]:
     """``(name, params)`` for this client: config, then overrides, then the node's config."""
     name, params = cfg.mechanism.for_client(partition_id)
-    for node_key, key in NODE_CONFIG_MECHANISM_KEYS.items():
+    for node_key, key in node_config_keys().items():
         if node_key in node_config:
             value = node_config[node_key]
             if key == "name":
                 name = str(value)
             else:
-                params[key] = float(value)
+                params[key] = value
     return name, params

@@ -14,6 +14,7 @@ The same dotted keys work as ``fedpriv simulate --set train.lr=0.1`` and as Flow
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import tomllib
@@ -25,6 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.mechanisms.registry import (
+    accountable,
+    mechanism_class,
+    parameter_field,
+    parameter_names,
+)
 
 __all__ = [
     "AuditConfig",
@@ -32,14 +39,16 @@ __all__ = [
     "DataConfig",
     "MAX_SEED",
     "MechanismConfig",
-    "NODE_CONFIG_MECHANISM_KEYS",
     "ModelConfig",
+    "STRATEGY_PARAMETERS",
     "SimulationConfig",
+    "StrategyConfig",
     "SweepConfig",
     "TrainConfig",
     "apply_override",
     "config_from_dict",
     "load_config",
+    "node_config_keys",
     "parse_override",
 ]
 
@@ -102,40 +111,70 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class MechanismConfig:
-    """``[mechanism]`` and ``[[mechanism.overrides]]`` (per-client mechanisms by partition id)."""
+    """``[mechanism]`` and ``[[mechanism.overrides]]`` (per-client mechanisms by partition id).
 
-    name: str = rule(*_one_of("none", "clip", "gaussian", "laplace", "vmf"), default="gaussian")
-    clip: float = rule("a number > 0", _positive, default=1.0)
-    clip_per_layer: list[float] | None = rule(
-        "a non-empty list of numbers > 0, one per layer",
-        lambda v: bool(v) and all(c > 0 for c in v),
-        default=None,
-    )
-    noise_multiplier: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
-    laplace_scale: float = rule("a number > 0", _positive, default=1.0)
-    kappa: float = rule("a number > 0", _positive, default=100.0)
-    vmf_scale: float | None = rule("a number > 0 (default: clip)", _positive, default=None)
-    vmf_keep_norm: bool = rule("true or false", default=False)
-    overrides: list[dict[str, Any]] = rule(
-        "a list of tables with `clients = [ids]` and mechanism keys", default_factory=list
-    )
+    The table is flat, as in TOML: ``name`` plus any parameter a registered mechanism declares
+    (``clip``, ``noise_multiplier``, ``kappa``, ...; :mod:`fedpriv.mechanisms.registry`), each
+    checked by the mechanism's own declaration. A parameter left out takes the mechanism's
+    default; one the chosen mechanism does not use is ignored (an override may switch to a
+    mechanism that uses it).
+    """
 
-    def params(self) -> dict[str, Any]:
-        """The mechanism parameters (everything but ``name`` and ``overrides``), unset dropped."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        for key in ("name", "overrides"):
-            out.pop(key)
-        return {k: v for k, v in out.items() if v is not None}
+    name: str = "gaussian"
+    params: dict[str, Any] = field(default_factory=dict)
+    overrides: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_raw(cls, raw: Mapping[str, Any], prefix: str) -> MechanismConfig:
+        """Validate a ``[mechanism]`` table (keys named ``f"{prefix}<key>"`` in errors)."""
+        if not isinstance(raw, Mapping):
+            raise InputError(prefix.rstrip("."), raw, "a table")
+        raw = dict(raw)
+        name = raw.pop("name", cls.name)
+        mechanism_class(name, f"{prefix}name")
+        overrides = raw.pop("overrides", [])
+        if not (isinstance(overrides, list) and all(isinstance(o, dict) for o in overrides)):
+            raise InputError(f"{prefix}overrides", overrides,
+                             "a list of tables with `clients = [ids]` and mechanism keys")
+        return cls(name, _mechanism_params(raw, prefix), overrides)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The flat table again."""
+        out = {"name": self.name, **self.params}
+        return {**out, "overrides": list(self.overrides)} if self.overrides else out
+
+    def value(self, key: str) -> Any:
+        """The value this table gives a mechanism parameter, else the parameter's default."""
+        if key in self.params:
+            return self.params[key]
+        declared = parameter_field(key)
+        if declared is None:
+            raise KeyError(key)
+        return declared.default
 
     def for_client(self, client_id: int) -> tuple[str, dict[str, Any]]:
         """``(name, params)`` of the mechanism client ``client_id`` uses (last override wins)."""
-        name, params = self.name, self.params()
+        name, params = self.name, dict(self.params)
         for override in self.overrides:
             if client_id in override["clients"]:
                 extra = {k: v for k, v in override.items() if k != "clients"}
                 name = extra.pop("name", name)
                 params.update(extra)
         return name, params
+
+
+def _mechanism_params(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+    """Each key checked as a parameter some registered mechanism declares, by its checker."""
+    params = {}
+    for key, value in raw.items():
+        declared = parameter_field(key)
+        if declared is None:
+            known = ["name", "overrides", *parameter_names()]
+            raise InputError(f"{prefix}{key}", value, f"a known key: one of {known}")
+        params[key] = declared.metadata["check"](f"{prefix}{key}", value)
+        if isinstance(params[key], tuple):
+            params[key] = list(params[key])
+    return params
 
 
 @dataclass(frozen=True)
@@ -148,9 +187,8 @@ class AuditConfig:
     threat_model: str = rule(*_one_of("record", "batch"), default="record")
     ground_truth: bool = rule("true or false", default=True)
     attacks: list[str] = rule(
-        "a list of attack names from ['dlg', 'idlg', 'iga']",
-        lambda v: all(a in ("dlg", "idlg", "iga") for a in v),
-        default_factory=list,
+        "a list of attack names (checked against the attack registry before the run starts)",
+        lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
     )
     every: int = rule("an integer >= 1", _positive, default=1)
     clients: str | int | list[int] = rule(
@@ -170,16 +208,65 @@ class AuditConfig:
     bayes_distractors: int = rule("an integer >= 0", lambda v: v >= 0, default=15)
 
 
-#: Mechanism keys a SuperNode can set in ``--node-config`` (Flower's dashed style), mapped to
-#: the ``[mechanism]`` key they override; the ClientApp reads them, ``deploy-local`` writes them.
-NODE_CONFIG_MECHANISM_KEYS: dict[str, str] = {
-    "mechanism": "name",
-    "clip": "clip",
-    "noise-multiplier": "noise_multiplier",
-    "laplace-scale": "laplace_scale",
-    "kappa": "kappa",
-    "vmf-scale": "vmf_scale",
+def node_config_keys() -> dict[str, str]:
+    """Mechanism keys a SuperNode can set in ``--node-config`` (Flower's dashed style) → the
+    ``[mechanism]`` key they override; the ClientApp reads them, ``deploy-local`` writes them."""
+    keys = {"mechanism": "name"}
+    keys.update({name.replace("_", "-"): name for name in parameter_names()})
+    return keys
+
+
+#: Flower strategy → the ``[strategy]`` parameters it takes (Flower's own defaults when unset).
+STRATEGY_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "fedavg": (),
+    "fedavgm": ("server_learning_rate", "server_momentum"),
+    "fedprox": ("proximal_mu",),
+    "fedadam": ("eta", "eta_l", "beta_1", "beta_2", "tau"),
+    "fedyogi": ("eta", "eta_l", "beta_1", "beta_2", "tau"),
+    "fedadagrad": ("eta", "eta_l", "tau"),
+    "fedmedian": (),
+    "fedtrimmedavg": ("beta",),
+    "krum": ("num_malicious_nodes",),
+    "multikrum": ("num_malicious_nodes", "num_nodes_to_select"),
+    "bulyan": ("num_malicious_nodes",),
 }
+
+
+def _unit_interval(v: Any) -> bool:
+    return 0 <= v < 1
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """``[strategy]``: the Flower strategy that aggregates, wrapped by the auditing server.
+
+    Every reply is audited before the strategy sees it; rejected replies never reach it.
+    Parameters left unset take Flower's defaults; setting one the chosen strategy does not take
+    is an error.
+    """
+
+    name: str = rule(*_one_of(*STRATEGY_PARAMETERS), default="fedavg")
+    server_learning_rate: float | None = rule("a number > 0", _positive, default=None)
+    server_momentum: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    proximal_mu: float | None = rule("a number >= 0", lambda v: v >= 0, default=None)
+    eta: float | None = rule("a number > 0 (server learning rate)", _positive, default=None)
+    eta_l: float | None = rule("a number > 0 (client learning rate)", _positive, default=None)
+    beta_1: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    beta_2: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    tau: float | None = rule("a number > 0 (adaptivity)", _positive, default=None)
+    beta: float | None = rule("a number in (0, 0.5) (fraction trimmed at each end)",
+                              lambda v: 0 < v < 0.5, default=None)
+    num_malicious_nodes: int | None = rule("an integer >= 0", lambda v: v >= 0, default=None)
+    num_nodes_to_select: int | None = rule("an integer >= 1", _positive, default=None)
+    join_timeout: float = rule("a number of seconds > 0 to wait for every node before round 1",
+                               _positive, default=600.0)
+    round_timeout: float = rule("a number of seconds > 0 to wait for a round's replies",
+                                _positive, default=3600.0)
+
+    def params(self) -> dict[str, Any]:
+        """The chosen strategy's parameters that are set."""
+        return {k: getattr(self, k) for k in STRATEGY_PARAMETERS[self.name]
+                if getattr(self, k) is not None}
 
 
 @dataclass(frozen=True)
@@ -219,9 +306,10 @@ class SweepConfig:
         default_factory=lambda: [1.0, 10.0, 100.0],
     )
     mechanisms: list[str] = rule(
-        *_subset_of("gaussian", "vmf", "laplace"), default_factory=lambda: ["gaussian", "vmf"]
+        *_subset_of(*accountable()), default_factory=lambda: ["gaussian", "vmf"]
     )
-    attack: str = rule(*_one_of("iga", "dlg", "idlg"), default="iga")
+    attack: str = rule("an attack name (checked against the attack registry)", bool,
+                       default="iga")
     attack_iterations: int = rule("an integer >= 1", _positive, default=2000)
     attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", _positive, default=1)
 
@@ -237,12 +325,15 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     mechanism: MechanismConfig = field(default_factory=MechanismConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (TOML/JSON-serialisable, ``None`` dropped)."""
-        return _drop_none(dataclasses.asdict(self))
+        out = _drop_none(dataclasses.asdict(self))
+        out["mechanism"] = self.mechanism.to_dict()
+        return out
 
     def to_json(self) -> str:
         """Compact JSON of :meth:`to_dict` (how the server ships the config to clients)."""
@@ -250,8 +341,14 @@ class Config:
 
     @classmethod
     def from_json(cls, text: str) -> Config:
-        """Inverse of :meth:`to_json`, validating again."""
-        return config_from_dict(json.loads(text))
+        """Inverse of :meth:`to_json`, validating again — once per process for each distinct
+        text (a client receives the same config with every message of a run)."""
+        return _config_from_json(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _config_from_json(text: str) -> Config:
+    return config_from_dict(json.loads(text))
 
 
 def _drop_none(obj: Any) -> Any:
@@ -317,6 +414,9 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     values: dict[str, Any] = {}
     for name, value in raw.items():
         key, annotation = f"{prefix}{name}", hints[name]
+        if hasattr(annotation, "from_raw"):
+            values[name] = annotation.from_raw(value, f"{key}.")
+            continue
         if dataclasses.is_dataclass(annotation):
             values[name] = _build(annotation, value, f"{key}.")
             continue
@@ -334,10 +434,10 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
 
 
 def _check_overrides(cfg: Config) -> None:
-    """Validate ``[[mechanism.overrides]]`` and build every client's mechanism once."""
+    """Validate ``[[mechanism.overrides]]`` and build every distinct mechanism the clients use
+    once (clients sharing a mechanism share the check: O(overrides), not O(clients))."""
     from fedpriv.mechanisms import build_mechanism
 
-    mech_keys = {f.name for f in dataclasses.fields(MechanismConfig)} - {"overrides"}
     for i, override in enumerate(cfg.mechanism.overrides):
         key = f"mechanism.overrides[{i}]"
         clients = override.get("clients")
@@ -346,13 +446,15 @@ def _check_overrides(cfg: Config) -> None:
         bad = [c for c in clients if not 0 <= c < cfg.data.num_clients]
         if bad:
             raise InputError(f"{key}.clients", bad, f"ids in [0, {cfg.data.num_clients - 1}]")
-        extra = sorted(set(override) - mech_keys - {"clients"})
-        if extra:
-            raise InputError(f"{key}.{extra[0]}", override[extra[0]], f"one of {sorted(mech_keys)}")
-        _build(MechanismConfig, {k: v for k, v in override.items() if k != "clients"}, f"{key}.")
-    for client_id in range(cfg.data.num_clients):
+        table = {k: v for k, v in override.items() if k != "clients"}
+        MechanismConfig.from_raw(table, f"{key}.")
+    seen = set()
+    for client_id in range(cfg.data.num_clients if cfg.mechanism.overrides else 1):
         name, params = cfg.mechanism.for_client(client_id)
-        build_mechanism(name, params, key_prefix="mechanism")
+        distinct = json.dumps([name, params], sort_keys=True)
+        if distinct not in seen:
+            seen.add(distinct)
+            build_mechanism(name, params, key_prefix="mechanism")
 
 
 def config_from_dict(raw: Mapping[str, Any]) -> Config:
@@ -363,6 +465,13 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         bad = [c for c in cfg.audit.clients if not 0 <= c < cfg.data.num_clients]
         if bad:
             raise InputError("audit.clients", bad, f"ids in [0, {cfg.data.num_clients - 1}]")
+    own = STRATEGY_PARAMETERS[cfg.strategy.name]
+    for key in STRATEGY_PARAMETERS:
+        for param in STRATEGY_PARAMETERS[key]:
+            if param not in own and getattr(cfg.strategy, param) is not None:
+                raise InputError(f"strategy.{param}", getattr(cfg.strategy, param),
+                                 f"unset: not a parameter of {cfg.strategy.name} (its "
+                                 f"parameters: {list(own) or 'none'})")
     if cfg.sweep.attack_clients > cfg.data.num_clients:
         raise InputError(
             "sweep.attack_clients", cfg.sweep.attack_clients,

@@ -1,18 +1,42 @@
-"""Argument checks shared by the numeric modules (accounting, leakage); each raises
-:class:`~fedpriv.errors.InputError` naming the argument, the value and what is allowed."""
+"""The one set of argument checks: every module that validates an input calls these.
+
+Each checker takes the key the value came from (a config key, a command-line flag, a
+mechanism parameter) and the value, returns the value normalised, and raises
+:class:`~fedpriv.errors.InputError` naming the key, the value and what is allowed. Numbers
+must be real numbers (Python or NumPy): booleans and strings are refused — a layer that reads
+text (argparse, ``--set``, Flower node config) converts it first.
+"""
 
 from __future__ import annotations
 
 import math
+import numbers
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fedpriv.errors import InputError
 
-__all__ = ["check_dim", "check_nonnegative", "check_positive", "check_rate", "number"]
+__all__ = [
+    "Check",
+    "check_dim",
+    "check_flag",
+    "check_int_range",
+    "check_nonnegative",
+    "check_positive",
+    "check_positive_list",
+    "check_range",
+    "check_rate",
+    "number",
+]
+
+Check = Callable[[str, Any], Any]
+"""A checker: ``(key, value) -> normalised value``, raising InputError."""
 
 
 def number(value: Any) -> float:
-    """``value`` as a float, or NaN when it is not a number (so range checks refuse it)."""
+    """``value`` as a float, or NaN when it is not a real number (so range checks refuse it)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return math.nan
     try:
         return float(value)
     except (TypeError, ValueError, OverflowError):
@@ -35,15 +59,28 @@ def check_nonnegative(key: str, value: Any) -> float:
     return v
 
 
+def check_range(key: str, value: Any, low: float, high: float, *, what: str = "") -> float:
+    """A finite number in ``[low, high]`` (``what`` names it in the message)."""
+    v = number(value)
+    if not (math.isfinite(v) and low <= v <= high):
+        raise InputError(key, value, f"{what or 'a number'} in [{low:g}, {high:g}]")
+    return v
+
+
 def check_dim(key: str, dim: Any, minimum: int = 1) -> int:
     """An integer ``>= minimum`` (a dimension or a count; ``1e5`` is accepted, ``2.5`` not)."""
-    try:
-        whole = not isinstance(dim, bool) and float(dim) == int(dim)
-    except (TypeError, ValueError, OverflowError):
-        whole = False
-    if not whole or dim < minimum:
+    v = number(dim)
+    if not (math.isfinite(v) and v == int(v) and v >= minimum):
         raise InputError(key, dim, f"an integer >= {minimum}")
-    return int(dim)
+    return int(v)
+
+
+def check_int_range(key: str, value: Any, low: int, high: int, *, what: str = "") -> int:
+    """An integer in ``[low, high]`` — the bound that keeps a count from running away."""
+    v = number(value)
+    if not (math.isfinite(v) and v == int(v) and low <= v <= high):
+        raise InputError(key, value, f"{what or 'an integer'} in [{low:,}, {high:,}]")
+    return int(v)
 
 
 def check_rate(key: str, rate: Any) -> float:
@@ -52,3 +89,30 @@ def check_rate(key: str, rate: Any) -> float:
     if not 0.0 < q <= 1.0:
         raise InputError(key, rate, "a sampling rate in (0, 1]")
     return q
+
+
+def check_flag(key: str, value: Any) -> bool:
+    """A boolean."""
+    if not isinstance(value, bool):
+        raise InputError(key, value, "true or false")
+    return value
+
+
+def check_positive_list(key: str, value: Any) -> tuple[float, ...]:
+    """A non-empty list of finite numbers ``> 0``, or a comma-separated string of them (Flower's
+    node config holds scalars only)."""
+    allowed = "a non-empty list of finite numbers > 0 (or a comma-separated string of them)"
+    items: Sequence[object]
+    if isinstance(value, str):
+        try:
+            items = [float(part) for part in value.split(",")]
+        except ValueError:
+            raise InputError(key, value, allowed) from None
+    elif isinstance(value, list | tuple):
+        items = value
+    else:
+        raise InputError(key, value, allowed)
+    values = tuple(number(item) for item in items)
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        raise InputError(key, value, allowed)
+    return values

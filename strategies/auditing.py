@@ -1,59 +1,94 @@
-"""FedAvg with an honest-but-curious server: every reply is shown to an auditor first.
+"""Auditing around any Flower strategy: every reply is shown to the auditor first.
 
-The strategy remembers the parameters θ it broadcast each round; for every reply the
-:class:`~strategies.auditor.Auditor` sees θ, the client's new parameters and its metadata,
-records the update, and says whether the reply is fit to aggregate (finite, right shapes).
-Rejected and failed replies never reach aggregation, so a non-finite update cannot poison the
-global model; otherwise aggregation is exactly FedAvg's.
+:class:`AuditingStrategy` wraps an inner Flower strategy as Flower's own DP wrappers do
+(``DifferentialPrivacyServerSideFixedClipping(strategy, ...)``): it remembers the parameters θ
+the inner strategy broadcasts each round, hands every reply to the
+:class:`~strategies.auditor.Auditor` — which records it and says whether it is fit to
+aggregate — and passes only the accepted replies, in client order, to the inner strategy's
+aggregation. A rejected, failed or non-finite reply never reaches aggregation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable
 
-import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import InconsistentMessageReplies
-from flwr.serverapp.strategy import FedAvg
+from flwr.serverapp.strategy import Result, Strategy
 
+from fedpriv.errors import InputError
 from strategies.auditor import Auditor
 
-__all__ = ["AuditingFedAvg"]
+__all__ = ["AuditingStrategy"]
+
+_POLL_SECONDS = 0.5
 
 
-class AuditingFedAvg(FedAvg):
-    """FedAvg that reports every broadcast and every reply to an :class:`Auditor`.
+class AuditingStrategy(Strategy):
+    """Wrap ``inner`` so that ``auditor`` sees every broadcast and every reply.
 
     Parameters
     ----------
+    inner
+        The Flower strategy that samples clients and aggregates (any of
+        :data:`strategies.aggregation.STRATEGIES`).
     auditor
-        Receives ``begin_round``, ``on_reply`` and ``end_round`` calls.
+        Receives ``begin_round``, ``accepted`` and ``end_round`` calls.
+    num_nodes
+        Nodes to wait for before round 1 (``data.num_clients``).
+    join_timeout
+        Seconds to wait for them (``strategy.join_timeout``); then InputError naming the key.
     round_offset
         Rounds already completed by an earlier run (``--resume``): Flower counts from 1, the
         audit store and the clients' seeds use ``offset + round``.
-    **kwargs
-        Passed to :class:`flwr.serverapp.strategy.FedAvg`.
     """
 
-    def __init__(self, auditor: Auditor, round_offset: int = 0, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(
+        self, inner: Strategy, auditor: Auditor, *, num_nodes: int, join_timeout: float,
+        round_offset: int = 0,
+    ) -> None:
+        self.inner = inner
         self.auditor = auditor
+        self.num_nodes = num_nodes
+        self.join_timeout = join_timeout
         self.round_offset = round_offset
-        self._broadcast: list[np.ndarray] = []
+        self._broadcast: list = []
+
+    def summary(self) -> None:
+        self.inner.summary()
+
+    def start(
+        self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
+        timeout: float = 3600, train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Wait for every node, then run Flower's loop with this wrapper as the strategy."""
+        self._wait_for_nodes(grid)
+        return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
+                             evaluate_config, evaluate_fn)
+
+    def _wait_for_nodes(self, grid: Grid) -> None:
+        deadline = time.monotonic() + self.join_timeout
+        while len(list(grid.get_node_ids())) < self.num_nodes:
+            if time.monotonic() > deadline:
+                joined = len(list(grid.get_node_ids()))
+                raise InputError("strategy.join_timeout", self.join_timeout,
+                                 f"enough seconds for all {self.num_nodes} nodes to join "
+                                 f"(data.num_clients; {joined} joined)")
+            time.sleep(_POLL_SECONDS)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Remember θ, then sample clients as FedAvg does; the round number sent is absolute."""
+        """Remember θ and open the round, then let the inner strategy sample; the round number
+        the clients see is absolute."""
         absolute = server_round + self.round_offset
         self._broadcast = arrays.to_numpy_ndarrays()
         self.auditor.begin_round(absolute, self._broadcast)
-        messages = list(super().configure_train(server_round, arrays, config, grid))
-        # The first round waits for every node to join; later rounds train whoever is still
-        # there, so a node that died is a failed reply and not a round that waits forever.
-        self.min_available_nodes = self.min_train_nodes = 1
+        messages = list(self.inner.configure_train(server_round, arrays, config, grid))
         for msg in messages:
             msg.content["config"]["server-round"] = absolute
         return messages
@@ -61,15 +96,26 @@ class AuditingFedAvg(FedAvg):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        """Audit every reply, then FedAvg over the accepted ones, summed in client order
-        (floating-point sums depend on order; replies arrive in any order, and a resumed
-        run must aggregate exactly as an uninterrupted one). Replies that Flower still finds
-        inconsistent with each other are recorded and the round keeps the old θ."""
+        """Audit every reply, then aggregate the accepted ones with the inner strategy. A round
+        the inner strategy cannot aggregate (e.g. Krum with too few replies) keeps the old θ
+        and is recorded."""
         absolute = server_round + self.round_offset
-        accepted = [m for m in replies if self.auditor.on_reply(absolute, m, self._broadcast)]
-        accepted.sort(key=lambda m: int(m.content["meta"]["partition-id"]))
-        try:
-            return super().aggregate_train(server_round, accepted)
-        except InconsistentMessageReplies as exc:
-            self.auditor.store.record_failure(absolute, "malformed", str(exc))
+        accepted = self.auditor.accepted(absolute, list(replies), self._broadcast)
+        if not accepted:
             return None, None
+        try:
+            return self.inner.aggregate_train(server_round, [r.message for r in accepted])
+        except (InconsistentMessageReplies, ValueError) as exc:
+            self.auditor.record_failure(absolute, "malformed",
+                                        f"{type(self.inner).__name__} could not aggregate: {exc}")
+            return None, None
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.inner.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        return self.inner.aggregate_evaluate(server_round, replies)

@@ -7,7 +7,7 @@ rebuilds ``report.json`` after each round, so a killed run keeps everything it f
 ``resume=True`` continues a run directory: incomplete rounds are discarded, the global model
 is the stored aggregate of the last completed round, every client's privacy ledger is
 rebuilt from the stored updates, and Flower's rounds are shifted by the number of completed
-rounds (``AuditingFedAvg.round_offset``) so that round numbers — and with them the clients'
+rounds (``AuditingStrategy.round_offset``) so that round numbers — and with them the clients'
 seeds, derived from (seed, partition id, absolute round) — are those of an uninterrupted run.
 With ``train.fraction_train = 1`` (every client every round) the resumed rounds reproduce the
 uninterrupted run exactly; with a smaller fraction Flower samples clients with Python's
@@ -31,7 +31,8 @@ from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
 from fedpriv.models import build_model
-from strategies.auditing import AuditingFedAvg
+from strategies.aggregation import build_strategy
+from strategies.auditing import AuditingStrategy
 from strategies.auditor import Auditor
 from strategies.evaluation import make_evaluate_fn
 
@@ -55,15 +56,10 @@ def initial_model(cfg: Config) -> torch.nn.Module:
         return build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
 
 
-def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingFedAvg:
-    n = cfg.data.num_clients
-    return AuditingFedAvg(
-        auditor,
-        round_offset=round_offset,
-        fraction_train=cfg.train.fraction_train,
-        fraction_evaluate=0.0,
-        min_train_nodes=max(1, round(cfg.train.fraction_train * n)),
-        min_available_nodes=n,
+def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingStrategy:
+    return AuditingStrategy(
+        build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
+        join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
     )
 
 
@@ -176,6 +172,7 @@ def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> 
         grid=grid,
         initial_arrays=arrays,
         num_rounds=cfg.rounds - done,
+        timeout=cfg.strategy.round_timeout,
         train_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
         evaluate_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
         evaluate_fn=_evaluate_fn(cfg, store, auditor, done, bar),

@@ -4,10 +4,9 @@ For each selected update — status ``ok``, in a completed round — the server'
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
 public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
-seeds (:func:`strategies.auditor.attack_job`, ``--iterations`` aside), are scored against the
-stored ground truth where the run kept one (the records of every local step of that round;
-the live auditor scores against the first step's batch, which is the same batch when
-``local_steps = 1``), and are written to the store's ``attacks`` table; then the report is
+seeds (:func:`attacks.plan.attack_job`, ``--iterations`` aside), are scored against the stored
+ground truth where the run kept one (every record of that round, as the live auditor scores),
+and are written to the store's ``attacks`` table; then the report is
 rebuilt. The store's verification is the usual one: a missing or altered tensor file, or a
 damaged database, is a :class:`fedpriv.audit.StoreError` naming the file.
 """
@@ -21,12 +20,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from attacks.plan import attack_job, attack_scores
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
-from strategies.auditor import attack_job, attack_scores
 from strategies.federation import dataset_of
 
 __all__ = ["audit_run"]
@@ -59,17 +58,11 @@ def _selected(
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     """What the server saw of ``update``, from the store alone (no ground truth)."""
     dataset = dataset_of(cfg)  # input shape and classes of the run's model
-    return ServerView(
-        model_name=cfg.model.name,
-        input_shape=dataset.input_shape,
-        num_classes=dataset.num_classes,
-        global_params=list(store.load_global(update.round).values()),
-        update=list(store.load_update(update.update_id).values()),
-        learning_rate=float(update.lr),
-        batch_size=float(update.batch_size),
-        local_steps=int(update.local_steps),
-        mechanism=str(update.mechanism),
-        mechanism_params=update.mechanism_params,
+    return ServerView.from_update(
+        (cfg.model.name, dataset.input_shape, dataset.num_classes),
+        list(store.load_global(update.round).values()),
+        list(store.load_update(update.update_id).values()),
+        update,
     )
 
 

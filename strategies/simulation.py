@@ -50,20 +50,24 @@ def _backend_config(cfg: Config) -> dict[str, Any]:
 def check_runnable(cfg: Config) -> None:
     """Check in this process, before Ray starts, what would otherwise fail inside it.
 
-    The data set loads (a torchvision set's files are under ``data.root``), the partition
-    gives every client at least one record, the model builds, every client's mechanism fits
-    the model's layers (``clip_per_layer``), and — with auditing on — the accountant can
-    account each distinct mechanism's whole run (``rounds × local_steps`` releases).
+    The attack names are registered, the data set loads (a torchvision set's files are under
+    ``data.root``), the partition gives every client at least one record, the model builds,
+    every client's mechanism fits the model's layers (``clip_per_layer``), and — with auditing
+    on — the accountant can account each distinct mechanism's whole run (``rounds ×
+    local_steps`` releases).
 
     Raises
     ------
     InputError
         Naming the config key at fault.
     """
+    from attacks.registry import check_attack_names
     from fedpriv.data import partition_indices
     from fedpriv.models import build_model
     from strategies.federation import dataset_of
 
+    check_attack_names(cfg.audit.attacks, "audit.attacks")
+    check_attack_names([cfg.sweep.attack], "sweep.attack")
     dataset = dataset_of(cfg)
     d = cfg.data
     parts = partition_indices(
@@ -75,21 +79,26 @@ def check_runnable(cfg: Config) -> None:
 
 
 def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> None:
+    """Each distinct mechanism fits the model and, with auditing on, can be accounted over the
+    whole run (``rounds × local_steps`` releases at the client's rate): once per distinct
+    (mechanism, rate), not once per client."""
     from fedpriv.accounting import ClientAccountant
     from fedpriv.mechanisms import build_mechanism
 
     seen: set[str] = set()
+    dim = sum(layer_sizes)
     for client_id, n in enumerate(sizes):
         name, params = cfg.mechanism.for_client(client_id)
         mech = build_mechanism(name, params)
+        q = min(cfg.train.batch_size, n) / n
+        key = repr((mech.name, sorted(mech.params().items()), q))
+        if key in seen:
+            continue
+        seen.add(key)
         mech.check_layers(layer_sizes)
-        key = repr((mech.name, sorted(mech.params().items())))
-        if cfg.audit.enabled and key not in seen:
-            seen.add(key)
+        if cfg.audit.enabled:
             accountant = ClientAccountant(cfg.audit.accountant)
-            q = min(cfg.train.batch_size, n) / n
-            steps = cfg.rounds * cfg.train.local_steps
-            accountant.record(mech.name, mech.params(), q, steps, dim=sum(layer_sizes))
+            accountant.record(mech.release(dim), q, cfg.rounds * cfg.train.local_steps)
             accountant.result(cfg.audit.delta)
 
 

@@ -19,6 +19,8 @@ from fedpriv.accounting.approach1 import (
 )
 from fedpriv.accounting.events import Release, ReleaseEvent
 from fedpriv.accounting.rdp import laplace_rdp, vmf_rdp
+from fedpriv.mechanisms.laplace import LaplaceRelease
+from fedpriv.mechanisms.vmf import VMFRelease
 
 
 @pytest.mark.parametrize(
@@ -75,7 +77,7 @@ def test_amplification() -> None:
 
 @pytest.mark.parametrize(
     ("release", "q", "steps", "winner"),
-    [(Release("laplace", 1.0), 0.1, 3, "approach1"), (Release("vmf", 5.0, 50), 0.01, 10, "rdp")],
+    [(LaplaceRelease(1.0), 0.1, 3, "approach1"), (VMFRelease(5.0, 50), 0.01, 10, "rdp")],
 )
 def test_best_is_the_least_route(release: Release, q: float, steps: int, winner: str) -> None:
     events = [ReleaseEvent(release, q, steps)]

@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedpriv.accounting.calibrate import calibrate
+from fedpriv.accounting.calibrate import calibrate as calibrate_release
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import release_class
+
+
+def calibrate(mechanism: str, target: float, *, dim: int | None = None, **kwargs):
+    """Calibrate the named mechanism, starting where its release class says."""
+    return calibrate_release(release_class(mechanism).calibration_start(dim), target, **kwargs)
 
 
 @settings(max_examples=20, deadline=None)

@@ -6,7 +6,8 @@ import pytest
 
 from fedpriv.accounting.accountant import epsilon
 from fedpriv.accounting.api import account
-from fedpriv.accounting.events import Release, ReleaseEvent
+from fedpriv.accounting.events import ReleaseEvent
+from fedpriv.mechanisms.gaussian import GaussianRelease
 
 REF = dict(sigma=1.23, q=128 / 60000, steps=1407, delta=1 / 60000)
 SETTINGS = [(1.23, 128 / 60000, 1407, 1 / 60000), (1.0, 0.01, 300, 1e-5), (3.0, 0.1, 40, 1e-6)]
@@ -22,7 +23,7 @@ def _dp_accounting(kind: str, sigma: float, q: float, steps: int, delta: float) 
 
 
 def _mine(kind: str, sigma: float, q: float, steps: int, delta: float) -> float:
-    events = [ReleaseEvent(Release("gaussian", sigma), q, steps)]
+    events = [ReleaseEvent(GaussianRelease(sigma), q, steps)]
     return epsilon(events, delta, accountant=kind, route="rdp").epsilon
 
 

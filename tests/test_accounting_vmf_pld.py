@@ -8,8 +8,10 @@ import pytest
 from scipy import integrate, optimize
 
 from fedpriv.accounting.accountant import epsilon
-from fedpriv.accounting.events import Release, ReleaseEvent
+from fedpriv.accounting.events import ReleaseEvent
 from fedpriv.accounting.vmf_pld import vmf_pld
+from fedpriv.mechanisms.laplace import LaplaceRelease
+from fedpriv.mechanisms.vmf import VMFRelease
 
 
 class _ExactVmf:
@@ -62,7 +64,7 @@ def test_all_routes_upper_bound_the_exact_single_release_epsilon() -> None:
     kappa, dim, delta = 2.0, 5, 1e-3
     exact = _ExactVmf(kappa, dim, 1.0)
     truth = optimize.brentq(lambda e: exact.delta(e) - delta, 0.0, 2 * kappa, xtol=1e-12)
-    events = [ReleaseEvent(Release("vmf", kappa, dim), 1.0, 1)]
+    events = [ReleaseEvent(VMFRelease(kappa, dim), 1.0, 1)]
     for route in ("rdp", "approach1"):
         assert epsilon(events, delta, route=route).epsilon >= truth
     pld = epsilon(events, delta, accountant="pld", discretization=1e-4).epsilon
@@ -74,7 +76,7 @@ def test_all_routes_upper_bound_the_exact_single_release_epsilon() -> None:
     [(30.0, 13_700, 128 / 60000, 1407), (2.0, 50, 0.05, 100), (1.0, 3, 0.01, 300)],
 )
 def test_pld_tighter_than_rdp(kappa: float, dim: int, q: float, steps: int) -> None:
-    events = [ReleaseEvent(Release("vmf", kappa, dim), q, steps)]
+    events = [ReleaseEvent(VMFRelease(kappa, dim), q, steps)]
     rdp = epsilon(events, 1 / 60000).epsilon
     pld = epsilon(events, 1 / 60000, accountant="pld").epsilon
     assert 0 < pld <= rdp
@@ -86,9 +88,9 @@ def test_laplace_pld_matches_dp_accounting() -> None:
     acc = pld.PLDAccountant()
     event = dp_event.PoissonSampledDpEvent(0.01, dp_event.LaplaceDpEvent(2.0))
     acc.compose(dp_event.SelfComposedDpEvent(event, 500))
-    mine = epsilon([ReleaseEvent(Release("laplace", 2.0), 0.01, 500)], 1e-5, accountant="pld")
+    mine = epsilon([ReleaseEvent(LaplaceRelease(2.0), 0.01, 500)], 1e-5, accountant="pld")
     assert mine.epsilon == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
-    rdp = epsilon([ReleaseEvent(Release("laplace", 2.0), 0.01, 500)], 1e-5).epsilon
+    rdp = epsilon([ReleaseEvent(LaplaceRelease(2.0), 0.01, 500)], 1e-5).epsilon
     assert mine.epsilon <= rdp
 
 

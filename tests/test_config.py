@@ -22,7 +22,7 @@ def test_set_overrides_any_key_with_toml_typed_values():
         ["rounds=3", "train.lr=0.25", "data.name=mnist", "mechanism.clip_per_layer=[1, 2, 0.5]"],
     )
     assert (cfg.rounds, cfg.train.lr, cfg.data.name) == (3, 0.25, "mnist")
-    assert cfg.mechanism.clip_per_layer == [1, 2, 0.5]
+    assert cfg.mechanism.value("clip_per_layer") == [1, 2, 0.5]
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,9 @@ def test_set_overrides_any_key_with_toml_typed_values():
         ("mechanism.kappa=0", "mechanism.kappa"),
         ("mechanism.clip=0", "mechanism.clip"),
         ("audit.delta=1", "audit.delta"),
-        ("audit.attacks=['magic']", "audit.attacks"),
+        ("audit.attacks=['']", "audit.attacks"),
+        ("strategy.name=fedsgd", "strategy.name"),
+        ("strategy.eta=0.1", "strategy.eta"),
         ("data.partition=zipf", "data.partition"),
         ("data=3", "data"),
         ("train.batch_size=true", "train.batch_size"),
@@ -57,7 +59,7 @@ def test_overrides_give_each_client_its_own_mechanism():
     from fedpriv.config import config_from_dict
 
     cfg = config_from_dict(raw)
-    assert cfg.mechanism.for_client(0) == ("vmf", {**cfg.mechanism.params(), "kappa": 50.0})
+    assert cfg.mechanism.for_client(0) == ("vmf", {**cfg.mechanism.params, "kappa": 50.0})
     assert cfg.mechanism.for_client(2)[0] == cfg.mechanism.name
     raw["mechanism"]["overrides"] = [{"clients": [99], "name": "vmf"}]
     with pytest.raises(InputError, match=r"mechanism.overrides\[0\].clients"):

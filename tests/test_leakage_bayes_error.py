@@ -24,8 +24,10 @@ from fedpriv.leakage.bayes_error import (
     perfect_privacy,
     symmetric_delta,
 )
-from fedpriv.leakage.profiles import subsampled_gaussian_profile, subsampled_laplace_profile
+from fedpriv.leakage.profiles import subsampled_profile
 from fedpriv.leakage.tradeoff import gaussian_tradeoff, laplace_tradeoff, vmf_tradeoff
+from fedpriv.mechanisms.gaussian import GaussianRelease
+from fedpriv.mechanisms.laplace import LaplaceRelease
 
 PP, BNP = perfect_privacy(), blatant_non_privacy()
 
@@ -36,10 +38,10 @@ MECHANISMS = {
     "vmf-p3": lambda: TradeoffCurve.from_function(lambda a: vmf_tradeoff(a, 2.0, 3)),
     "vmf-p13700": lambda: TradeoffCurve.from_function(lambda a: vmf_tradeoff(a, 100.0, 13_700)),
     "subsampled-gaussian": lambda: TradeoffCurve.from_function(
-        subsampled_gaussian_profile(2.0, 0.1, 20).tradeoff
+        subsampled_profile(GaussianRelease(2.0), 0.1, 20).tradeoff
     ),
     "subsampled-laplace": lambda: TradeoffCurve.from_function(
-        subsampled_laplace_profile(2.0, 0.1, 20).tradeoff
+        subsampled_profile(LaplaceRelease(2.0), 0.1, 20).tradeoff
     ),
     "pp": perfect_privacy,
     "bnp": blatant_non_privacy,

@@ -10,7 +10,7 @@ import pytest
 import fedpriv.leakage as leakage
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
-from fedpriv.leakage.specs import SPEC_FORMS, parse_spec
+from fedpriv.leakage.specs import parse_spec, spec_forms
 from workflows.cli.main import main
 
 GAUSSIAN_5 = ["--mechanism", "gaussian", "--dim", "5", "--noise-std", "1"]
@@ -96,11 +96,11 @@ def test_compare_sigma_form_equals_mu_form(capsys: pytest.CaptureFixture[str]) -
     ("a", "b", "flag", "hint"),
     [
         ("gauss:mu=1", "pp", "--a", "gaussian:mu=M"),
-        ("gaussian:mu=-1", "pp", "--a", "mu a number >= 0"),
-        ("gaussian:mu=1,sigma=2", "pp", "--a", "gaussian:sigma=S"),
+        ("gaussian:mu=-1", "pp", "--a", "mu a finite number >= 0"),
+        ("gaussian:mu=1,sigma=2", "pp", "--a", "gaussian:sigma=V"),
         ("gaussian:mu=x", "pp", "--a", "a number for 'mu'"),
         ("gaussian:mu", "pp", "--a", "PARAM=VALUE"),
-        ("pp", "vmf:kappa=1", "--b", "vmf:kappa=K,dim=P"),
+        ("pp", "vmf:kappa=1", "--b", "vmf:kappa=V,dim=V"),
         ("pp", "vmf:kappa=1,dim=1", "--b", "dim an integer >= 2"),
         ("pp", "subsampled-gaussian:sigma=1,q=2,steps=5", "--b", "q a sampling rate"),
         ("pp", "subsampled-laplace:scale=1,q=0.1,steps=2.5", "--b", "steps an integer"),
@@ -131,7 +131,7 @@ def test_every_spec_form_parses_its_usage_example() -> None:
         "subsampled-laplace": "subsampled-laplace:scale=1,q=0.01,steps=500",
         "subsampled-vmf": "subsampled-vmf:kappa=10,dim=50,q=0.1,steps=3", "pp": "pp", "bnp": "bnp",
     }  # fmt: skip
-    assert set(examples) == set(SPEC_FORMS)
+    assert set(examples) == set(spec_forms())
     for name, text in examples.items():
         spec = parse_spec(text, "--a")
         assert spec.name == name and spec.describe()["spec"] == text

@@ -17,12 +17,11 @@ from scipy import optimize, stats
 
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayes_error import TradeoffCurve, delta_divergence
-from fedpriv.leakage.profiles import (
-    subsampled_gaussian_profile,
-    subsampled_laplace_profile,
-    subsampled_vmf_profile,
-)
+from fedpriv.leakage.profiles import subsampled_profile
 from fedpriv.leakage.tradeoff import gaussian_tradeoff, laplace_tradeoff, vmf_tradeoff
+from fedpriv.mechanisms.gaussian import GaussianRelease
+from fedpriv.mechanisms.laplace import LaplaceRelease
+from fedpriv.mechanisms.vmf import VMFRelease
 
 GRID = np.linspace(0.0, 1.0, 4001)
 
@@ -52,38 +51,38 @@ def _subsampled_gaussian_closed_form(alpha: np.ndarray, mu: float, q: float) -> 
 
 @pytest.mark.parametrize("sigma", [0.8, 2.0])
 def test_q1_single_step_is_gaussian(sigma: float) -> None:
-    f = subsampled_gaussian_profile(sigma, 1.0, 1).tradeoff(GRID)
+    f = subsampled_profile(GaussianRelease(sigma), 1.0, 1).tradeoff(GRID)
     assert np.max(np.abs(f - gaussian_tradeoff(GRID, 1 / sigma))) < 1e-5  # spec asks 1e-3
 
 
 def test_q1_composition_is_gaussian_root_t() -> None:
-    f = subsampled_gaussian_profile(4.0, 1.0, 16).tradeoff(GRID)
+    f = subsampled_profile(GaussianRelease(4.0), 1.0, 16).tradeoff(GRID)
     assert np.max(np.abs(f - gaussian_tradeoff(GRID, math.sqrt(16) / 4.0))) < 1e-5
 
 
 @pytest.mark.parametrize("scale", [0.5, 2.0])
 def test_q1_laplace_is_laplace(scale: float) -> None:
-    f = subsampled_laplace_profile(scale, 1.0, 1).tradeoff(GRID)
+    f = subsampled_profile(LaplaceRelease(scale), 1.0, 1).tradeoff(GRID)
     assert np.max(np.abs(f - laplace_tradeoff(GRID, 1 / scale))) < 1e-4
 
 
 @pytest.mark.parametrize(("sigma", "q"), [(1.0, 0.3), (0.8, 0.05)])
 def test_one_subsampled_gaussian_step_matches_closed_form(sigma: float, q: float) -> None:
     alphas = np.linspace(0.0, 1.0, 201)
-    f = subsampled_gaussian_profile(sigma, q, 1).tradeoff(alphas)
+    f = subsampled_profile(GaussianRelease(sigma), q, 1).tradeoff(alphas)
     want = _subsampled_gaussian_closed_form(alphas, 1 / sigma, q)
     assert np.max(np.abs(f - want)) < 1e-4
     assert np.all(f <= want + 1e-9)  # pessimistic PLD: never more private than the truth
 
 
 def test_vmf_profile_matches_direct_vmf_curve() -> None:
-    f = subsampled_vmf_profile(3.0, 3, 1.0, 1).tradeoff(GRID)
+    f = subsampled_profile(VMFRelease(3.0, 3), 1.0, 1).tradeoff(GRID)
     assert np.max(np.abs(f - vmf_tradeoff(GRID, 3.0, 3))) < 5e-5
 
 
 def test_subsampling_and_composition_order() -> None:
     curves = {
-        name: TradeoffCurve.from_function(subsampled_gaussian_profile(3.0, q, t).tradeoff)
+        name: TradeoffCurve.from_function(subsampled_profile(GaussianRelease(3.0), q, t).tradeoff)
         for name, (q, t) in {"few": (0.05, 10), "many": (0.05, 100), "full": (1.0, 10)}.items()
     }
     # more releases or a larger rate leak more: their Bayes error is lower everywhere
@@ -96,8 +95,8 @@ def test_subsampling_and_composition_order() -> None:
 @pytest.mark.parametrize(
     "build",
     [
-        lambda d: subsampled_gaussian_profile(1.0, 0.01, 500, discretization=d),
-        lambda d: subsampled_laplace_profile(1.0, 0.01, 500, discretization=d),
+        lambda d: subsampled_profile(GaussianRelease(1.0), 0.01, 500, discretization=d),
+        lambda d: subsampled_profile(LaplaceRelease(1.0), 0.01, 500, discretization=d),
     ],
 )
 def test_default_discretisation_is_within_target(build) -> None:  # noqa: ANN001
@@ -110,10 +109,10 @@ def test_default_discretisation_is_within_target(build) -> None:  # noqa: ANN001
 @pytest.mark.parametrize(
     ("call", "key"),
     [
-        (lambda: subsampled_gaussian_profile(0.0, 0.1, 1), "sigma"),
-        (lambda: subsampled_gaussian_profile(1.0, 1.5, 1), "q"),
-        (lambda: subsampled_laplace_profile(1.0, 0.1, 0), "steps"),
-        (lambda: subsampled_vmf_profile(1.0, 1, 0.1, 1), "dim"),
+        (lambda: subsampled_profile(GaussianRelease(0.0), 0.1, 1), "noise_multiplier"),
+        (lambda: subsampled_profile(GaussianRelease(1.0), 1.5, 1), "q"),
+        (lambda: subsampled_profile(LaplaceRelease(1.0), 0.1, 0), "steps"),
+        (lambda: subsampled_profile(VMFRelease(1.0, 1), 0.1, 1), "dim"),
     ],
 )
 def test_bad_parameters(call, key: str) -> None:  # noqa: ANN001

@@ -17,11 +17,7 @@ from hypothesis import strategies as st
 from scipy import integrate, optimize, stats
 
 from fedpriv.errors import InputError
-from fedpriv.leakage.profiles import (
-    PrivacyProfile,
-    subsampled_gaussian_profile,
-    subsampled_laplace_profile,
-)
+from fedpriv.leakage.profiles import PrivacyProfile, subsampled_profile
 from fedpriv.leakage.tradeoff import (
     blatant_non_privacy_tradeoff,
     gaussian_tradeoff,
@@ -30,6 +26,8 @@ from fedpriv.leakage.tradeoff import (
     tradeoff_from_privacy_profile,
     vmf_tradeoff,
 )
+from fedpriv.mechanisms.gaussian import GaussianRelease
+from fedpriv.mechanisms.laplace import LaplaceRelease
 
 GRID = np.linspace(0.0, 1.0, 2001)
 
@@ -37,8 +35,8 @@ GRID = np.linspace(0.0, 1.0, 2001)
 @cache
 def _profile(kind: str) -> PrivacyProfile:
     if kind == "gaussian":
-        return subsampled_gaussian_profile(2.0, 0.1, 5)
-    return subsampled_laplace_profile(2.0, 0.1, 5)
+        return subsampled_profile(GaussianRelease(2.0), 0.1, 5)
+    return subsampled_profile(LaplaceRelease(2.0), 0.1, 5)
 
 
 SYMMETRIC = {

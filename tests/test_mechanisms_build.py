@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import MECHANISMS, build_mechanism
+from fedpriv.gradients import PerExampleGradients
+from fedpriv.mechanisms import build_mechanism, mechanism_class, mechanism_names
 
 
 def test_registry_names() -> None:
-    assert set(MECHANISMS) == {"none", "clip", "gaussian", "laplace", "vmf"}
-    assert all(cls.name == name for name, cls in MECHANISMS.items())
+    assert mechanism_names() == ["none", "clip", "gaussian", "laplace", "vmf"]
+    assert all(mechanism_class(name).name == name for name in mechanism_names())
 
 
 def test_import_does_not_import_torch() -> None:
@@ -52,7 +53,7 @@ def test_params_round_trip(name: str, params: dict) -> None:
     mech = build_mechanism(name, params)
     again = build_mechanism(name, mech.params())
     assert again == mech and again.params() == mech.params()
-    assert all(isinstance(v, float | int | str | bool) for v in mech.params().values())
+    assert all(isinstance(v, float | int | str | bool | list) for v in mech.params().values())
 
 
 def test_sensitivity_and_guarantee() -> None:
@@ -71,7 +72,7 @@ def test_sensitivity_and_guarantee() -> None:
         ("vmf", (("vmf_keep_norm", True),)): False,
     }
     for (name, extra), expected in guarantees.items():
-        assert build_mechanism(name, dict(extra)).formal_guarantee is expected
+        assert build_mechanism(name, dict(extra)).release(10).formal_guarantee is expected
 
 
 @pytest.mark.parametrize(
@@ -111,19 +112,21 @@ def test_unused_parameters_are_ignored() -> None:
 
 
 def test_per_layer_bounds_must_match_model_layers() -> None:
-    mech = build_mechanism("gaussian", {"clip_per_layer": [1.0, 1.0]}, key_prefix="m")
+    mech = build_mechanism("gaussian", {"clip_per_layer": [1.0, 1.0]})
     grads = torch.zeros(2, 6)
     with pytest.raises(InputError) as info:
-        mech.privatize(grads, torch.Generator(), batch_size=2.0, layer_sizes=[2, 2, 2])
-    assert info.value.key == "m.clip_per_layer"
+        mech.privatize(PerExampleGradients(grads, None, (2, 2, 2)), torch.Generator(),
+                       batch_size=2.0)
+    assert info.value.key == "mechanism.clip_per_layer"
     with pytest.raises(InputError):
-        mech.privatize(grads, torch.Generator(), batch_size=2.0)
+        mech.privatize(PerExampleGradients(grads), torch.Generator(), batch_size=2.0)
 
 
 @pytest.mark.parametrize("batch_size", [0.0, -1.0, math.nan])
 def test_bad_batch_size(batch_size: float) -> None:
     with pytest.raises(ValueError):
-        build_mechanism("none", {}).privatize(torch.ones(1, 3), None, batch_size=batch_size)
+        build_mechanism("none", {}).privatize(PerExampleGradients(torch.ones(1, 3)), None,
+                                              batch_size=batch_size)
 
 
 @pytest.mark.parametrize("name", ["none", "clip", "gaussian", "laplace", "vmf"])

@@ -16,8 +16,9 @@ import pytest
 import torch
 from scipy import stats
 
+from fedpriv.gradients import PerExampleGradients
+from fedpriv.gradients.clipping import clip_flat
 from fedpriv.mechanisms import build_mechanism, make_generator
-from fedpriv.mechanisms.clipping import clip_flat
 from fedpriv.mechanisms.seeding import derive_seed
 from fedpriv.special.bessel import log_iv
 
@@ -37,7 +38,7 @@ def _big_example(dim: int) -> torch.Tensor:
 def _recovered_noise(name: str, params: dict, norm_ord: int = 2) -> np.ndarray:
     grads, batch_size = _big_example(DIM), 4.0
     release = build_mechanism(name, params).privatize(
-        grads, make_generator(1, 2, 3), batch_size=batch_size
+        PerExampleGradients(grads), make_generator(1, 2, 3), batch_size=batch_size
     )
     clipped_sum = clip_flat(grads, params["clip"], norm_ord).sum(0)
     return (batch_size * release - clipped_sum).numpy()
@@ -48,9 +49,11 @@ def test_none_and_clip_are_means_over_the_expected_batch() -> None:
         [[0.01], [1.0], [10.0]], dtype=torch.float64
     )
     gen = torch.Generator()
-    raw = build_mechanism("none", {}).privatize(grads, gen, batch_size=4.0)
+    raw = build_mechanism("none", {}).privatize(PerExampleGradients(grads), gen, batch_size=4.0)
     torch.testing.assert_close(raw, grads.sum(0) / 4.0, rtol=1e-15, atol=0)
-    clipped = build_mechanism("clip", {"clip": 2.0}).privatize(grads, gen, batch_size=4.0)
+    clipped = build_mechanism("clip", {"clip": 2.0}).privatize(
+        PerExampleGradients(grads), gen, batch_size=4.0
+    )
     norms = grads.norm(dim=1)
     expected = (grads * torch.clamp(2.0 / norms, max=1.0)[:, None]).sum(0) / 4.0
     torch.testing.assert_close(clipped, expected, rtol=1e-12, atol=0)
@@ -69,7 +72,8 @@ def test_gaussian_per_layer_noise_std() -> None:
     bounds, sizes = [0.5, 1.5, 2.0], [50_000, 100_000, 50_000]
     mech = build_mechanism("gaussian", {"clip_per_layer": bounds, "noise_multiplier": 1.2})
     release = mech.privatize(
-        torch.zeros(1, DIM), make_generator(0, 0, 0), batch_size=1.0, layer_sizes=sizes
+        PerExampleGradients(torch.zeros(1, DIM), None, tuple(sizes)), make_generator(0, 0, 0),
+        batch_size=1.0,
     )
     noise = release.double().numpy()
     assert _within(noise**2, (1.2**2) * sum(b * b for b in bounds))
@@ -88,14 +92,15 @@ def test_laplace_noise_law(scale: float, clip: float) -> None:
 def test_laplace_clips_in_l1() -> None:
     grads = torch.tensor([[3.0, -4.0, 0.0], [0.1, 0.1, 0.1]], dtype=torch.float64)
     mech = build_mechanism("laplace", {"clip": 1.0, "laplace_scale": 1e-12})
-    release = mech.privatize(grads, make_generator(0, 0, 0), batch_size=1.0)
+    release = mech.privatize(PerExampleGradients(grads), make_generator(0, 0, 0), batch_size=1.0)
     expected = torch.tensor([3 / 7 + 0.1, -4 / 7 + 0.1, 0.1], dtype=torch.float64)
     torch.testing.assert_close(release, expected, rtol=0, atol=1e-9)
 
 
 def _vmf_releases(params: dict, grads: torch.Tensor, count: int) -> torch.Tensor:
     mech, gen = build_mechanism("vmf", params), make_generator(5, 6, 7)
-    return torch.stack([mech.privatize(grads, gen, batch_size=8.0) for _ in range(count)])
+    source = PerExampleGradients(grads)
+    return torch.stack([mech.privatize(source, gen, batch_size=8.0) for _ in range(count)])
 
 
 def test_vmf_direction_is_that_of_the_clipped_sum() -> None:
@@ -124,33 +129,34 @@ def test_vmf_zero_sum_gives_uniform_direction() -> None:
 def test_vmf_keep_norm_releases_mean_clipped_norm_without_guarantee() -> None:
     grads = torch.tensor([[0.3, 0.4], [3.0, 4.0], [0.0, -2.0]], dtype=torch.float64)
     mech = build_mechanism("vmf", {"clip": 1.0, "kappa": 50.0, "vmf_keep_norm": True})
-    release = mech.privatize(grads, make_generator(0, 0, 0), batch_size=4.0)
+    release = mech.privatize(PerExampleGradients(grads), make_generator(0, 0, 0), batch_size=4.0)
     clipped_sum = torch.tensor([0.3 + 0.6, 0.4 + 0.8 - 1.0], dtype=torch.float64)
     assert float(release.norm()) == pytest.approx(float(clipped_sum.norm()) / 4.0, rel=1e-12)
-    assert not mech.formal_guarantee
-    assert np.isinf(mech.rdp(np.array([2.0, 8.0]), 2)).all()
-    assert math.isinf(mech.pure_ldp_epsilon(1.0))
-    assert math.isinf(mech.log_bayes_capacity(2, 1.0))
-    assert np.array_equal(mech.tradeoff(np.linspace(0, 1, 5), 2), np.zeros(5))
+    assert not mech.release(2).formal_guarantee
+    release = mech.release(2)
+    assert np.isinf(release.rdp(np.array([2.0, 8.0]))).all()
+    assert math.isinf(release.pure_ldp_epsilon(1.0))
+    assert math.isinf(release.log_bayes_capacity(2, 1.0))
+    assert np.array_equal(release.tradeoff(np.linspace(0, 1, 5)), np.zeros(5))
 
 
 @pytest.mark.parametrize("name", ["none", "clip", "gaussian", "laplace", "vmf"])
 def test_same_seed_same_release(name: str) -> None:
     grads = torch.randn(16, 300, generator=torch.Generator().manual_seed(0))
     mech = build_mechanism(name, {})
-    first = mech.privatize(grads, make_generator(9, 3, 4), batch_size=16.0)
-    again = mech.privatize(grads, make_generator(9, 3, 4), batch_size=16.0)
+    first = mech.privatize(PerExampleGradients(grads), make_generator(9, 3, 4), batch_size=16.0)
+    again = mech.privatize(PerExampleGradients(grads), make_generator(9, 3, 4), batch_size=16.0)
     assert first.shape == (300,) and first.dtype == torch.float32
     assert torch.equal(first, again)
     if name in ("gaussian", "laplace", "vmf"):
-        other = mech.privatize(grads, make_generator(9, 3, 5), batch_size=16.0)
+        other = mech.privatize(PerExampleGradients(grads), make_generator(9, 3, 5), batch_size=16.0)
         assert not torch.equal(first, other)
 
 
 @pytest.mark.parametrize("name", ["none", "clip", "gaussian", "laplace", "vmf"])
 def test_empty_batch(name: str) -> None:
     release = build_mechanism(name, {}).privatize(
-        torch.zeros(0, 7), make_generator(0, 0, 0), batch_size=3.0
+        PerExampleGradients(torch.zeros(0, 7)), make_generator(0, 0, 0), batch_size=3.0
     )
     assert release.shape == (7,) and torch.isfinite(release).all()
 
@@ -159,7 +165,9 @@ def test_empty_batch(name: str) -> None:
 def test_non_finite_gradients_propagate(name: str) -> None:
     grads = torch.ones(2, 4)
     grads[1, 2] = math.nan
-    release = build_mechanism(name, {}).privatize(grads, make_generator(0, 0, 0), batch_size=2.0)
+    release = build_mechanism(name, {}).privatize(
+        PerExampleGradients(grads), make_generator(0, 0, 0), batch_size=2.0
+    )
     assert torch.isnan(release).any()
 
 

@@ -20,7 +20,8 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedpriv.accounting import Release, ReleaseEvent, epsilon
+from fedpriv.accounting import ReleaseEvent, epsilon
+from fedpriv.mechanisms import make_release
 
 SLACK = 1e-6
 PARAMETER = {
@@ -37,7 +38,7 @@ CHECKED = settings(max_examples=40, deadline=None, derandomize=True)
 
 
 def _eps(mechanism: str, parameter: float, q: float, count: int, delta: float, dim: int) -> float:
-    release = Release(mechanism, parameter, dim if mechanism == "vmf" else None)
+    release = make_release(mechanism, parameter, dim)
     return epsilon([ReleaseEvent(release, q, count)], delta).epsilon
 
 

@@ -44,6 +44,7 @@ def _refused(capsys, args: list[str], key: str) -> str:
         (["mechanism.name=vmf", "mechanism.kappa=5000", "audit.accountant=pld"], "accountant"),
         (["mechanism.noise_multiplier=nan"], "mechanism.noise_multiplier"),
         (["train.lr=inf"], "train.lr"),
+        (["audit.attacks=['magic']"], "audit.attacks"),
     ],
 )
 def test_settings_that_would_fail_inside_ray_are_refused_first(tmp_path, capsys, sets, key):

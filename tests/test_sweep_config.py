@@ -46,7 +46,7 @@ def test_study_presets_span_the_published_range():
         ("mechanisms", []),
         ("mechanisms", ["none"]),
         ("mechanisms", ["gaussian", "gaussian"]),
-        ("attack", "breaching"),
+        ("attack", ""),
         ("attack_iterations", 0),
         ("attack_iterations", 1.5),
         ("attack_clients", 0),

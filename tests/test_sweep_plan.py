@@ -7,12 +7,13 @@ import math
 import numpy as np
 import pytest
 
-from fedpriv.accounting import Release, ReleaseEvent, epsilon
+from fedpriv.accounting import ReleaseEvent, epsilon
 from fedpriv.config import config_from_dict
 from fedpriv.data import load_dataset, partition_indices
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import make_release
 from workflows.sweep import cell_config, cell_key, check_sweepable, plan_cell, sweep_setting
-from workflows.sweep.plan import SweepSetting, gaussian_equivalent_sigma
+from workflows.sweep.plan import SweepSetting
 
 RAW = {
     "rounds": 20,
@@ -44,8 +45,7 @@ def test_setting_uses_the_largest_client_rate_and_every_release(cfg):
 
 
 def _reaccount(cell, setting):
-    release = Release.from_params(cell.mechanism, {cell.parameter_name: cell.parameter},
-                                  setting.dim)
+    release = make_release(cell.mechanism, cell.parameter, setting.dim)
     events = [ReleaseEvent(release, setting.sample_rate, setting.steps)]
     return epsilon(events, setting.delta, accountant=setting.accountant).epsilon
 
@@ -79,7 +79,7 @@ def test_unreachable_target_names_the_sweep_key():
 def test_cell_config_sets_the_mechanism_and_attacks_round_one(cfg):
     cell = plan_cell(SETTING, "vmf", 10.0)
     run = cell_config(cfg, cell)
-    assert run.mechanism.name == "vmf" and run.mechanism.kappa == cell.parameter
+    assert run.mechanism.name == "vmf" and run.mechanism.value("kappa") == cell.parameter
     assert run.audit.attacks == ["iga"] and run.audit.iterations == 50
     assert run.audit.clients == 2 and run.audit.every == cfg.rounds  # round 1 only
     assert run.train == cfg.train and run.data == cfg.data and run.seed == cfg.seed
@@ -87,10 +87,10 @@ def test_cell_config_sets_the_mechanism_and_attacks_round_one(cfg):
 
 def test_gaussian_equivalent_sigma():
     g, v = plan_cell(SETTING, "gaussian", 5.0), plan_cell(SETTING, "vmf", 5.0)
-    assert gaussian_equivalent_sigma(g, 100) == g.parameter
-    assert gaussian_equivalent_sigma(v, 13_700) == pytest.approx(
+    assert g.release(100).gaussian_equivalent(100) == g.parameter
+    assert v.release(13_700).gaussian_equivalent(13_700) == pytest.approx(
         math.sqrt(13_700) / (2 * v.parameter))
-    assert gaussian_equivalent_sigma(plan_cell(SETTING, "laplace", 5.0), 10) is None
+    assert plan_cell(SETTING, "laplace", 5.0).release(10).gaussian_equivalent(10) is None
 
 
 @pytest.mark.parametrize(
@@ -98,6 +98,7 @@ def test_gaussian_equivalent_sigma():
     [
         ({"mechanism": {"overrides": [{"clients": [0], "name": "none"}]}}, "mechanism.overrides"),
         ({"audit": {"enabled": False}}, "audit.enabled"),
+        ({"sweep": {"attack": "breaching"}}, "sweep.attack"),
         ({"audit": {"ground_truth": False}}, "audit.ground_truth"),
     ],
 )

@@ -65,8 +65,8 @@ def finished(cfg, tmp_path_factory):
 
 def test_every_cell_runs_once_with_its_calibrated_mechanism(finished):
     _, runner, result = finished
-    ran = sorted((c.mechanism.name, c.mechanism.kappa if c.mechanism.name == "vmf"
-                  else c.mechanism.noise_multiplier) for c, _ in runner.calls)
+    ran = sorted((c.mechanism.name, c.mechanism.value("kappa") if c.mechanism.name == "vmf"
+                  else c.mechanism.value("noise_multiplier")) for c, _ in runner.calls)
     assert [m for m, _ in ran] == ["gaussian", "gaussian", "vmf", "vmf"]
     by_row = sorted((r["mechanism"], r[r["parameter_name"]]) for r in result["rows"])
     assert ran == by_row
@@ -132,7 +132,7 @@ def test_rows_csv_and_json_follow_the_contract(finished):
 def test_log_capacity_is_that_of_one_update_at_record_level(finished, cfg):
     """local_steps releases; radius C; Gaussian noise std σC on the sum (privacy-math §5)."""
     _, _, result = finished
-    clip, steps = cfg.mechanism.clip, cfg.train.local_steps
+    clip, steps = cfg.mechanism.value("clip"), cfg.train.local_steps
     for row in result["rows"]:
         if row["mechanism"] == "gaussian":
             one = log_capacity_gaussian(row["dim"], clip, row["noise_multiplier"] * clip)

@@ -2,8 +2,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fedpriv.gradients import PerExampleGradients, per_example_gradients, vmap_per_example_gradients
 from fedpriv.models import build_model
-from fedpriv.training import per_example_gradients, sample_batch, vmap_per_example_gradients
+from fedpriv.training import sample_batch
 
 
 def _loop_gradients(model, x, y):
@@ -71,10 +72,11 @@ def test_ghost_route_releases_exactly_what_privatize_releases(name, per_layer):
     sizes = [p.numel() for p in model.parameters()]
     grads, _ = vmap_per_example_gradients(model, x, y)
     expected = mech.privatize(
-        grads, torch.Generator().manual_seed(9), batch_size=32.0, layer_sizes=sizes
+        PerExampleGradients(grads, None, tuple(sizes)), torch.Generator().manual_seed(9),
+        batch_size=32.0,
     )
     got, losses = private_release(
-        model, x, y, mech, torch.Generator().manual_seed(9), batch_size=32.0, layer_sizes=sizes
+        model, x, y, mech, torch.Generator().manual_seed(9), batch_size=32.0
     )
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     assert losses.shape == (32,)

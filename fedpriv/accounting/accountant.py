@@ -13,12 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from fedpriv.accounting.approach1 import Approach1
 from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
 from fedpriv.accounting.routes import (
-    PLD_DISCRETIZATION,
     approach1_route,
     grouped_counts,
     pld_epsilon,
@@ -90,8 +88,8 @@ def epsilon(
         For ``rdp``: ``"best"`` (least of the RDP conversion and approach 1, the latter only
         on a homogeneous ledger), ``"rdp"`` or ``"approach1"``. Ignored for ``pld``.
     discretization
-        PLD value discretisation; default: the finest of :data:`PLD_DISCRETIZATION` over the
-        mechanisms in the ledger (PLDs compose only on a common grid).
+        PLD value discretisation; default: the finest ``pld_discretization`` of the releases in
+        the ledger (PLDs compose only on a common grid).
     """
     _check_choices(accountant, route, delta)
     events = tuple(events)
@@ -100,7 +98,7 @@ def epsilon(
     if not all(e.release.formal_guarantee for e in events):
         return _no_guarantee(events, delta, accountant)
     if accountant == "pld":
-        step = discretization or min(PLD_DISCRETIZATION[e.release.mechanism] for e in events)
+        step = discretization or min(e.release.pld_discretization for e in events)
         eps = pld_epsilon(events, delta, step)
         return AccountingResult(eps, delta, "pld", "pld", None, {"pld": eps}, (), None, step)
     return _rdp_accountant(events, delta, route)
@@ -163,8 +161,10 @@ class ClientAccountant:
 
     Examples
     --------
+    >>> from fedpriv.mechanisms import build_mechanism
     >>> acc = ClientAccountant()
-    >>> _ = acc.record("gaussian", {"noise_multiplier": 1.0}, sample_rate=0.01, steps=10)
+    >>> release = build_mechanism("gaussian", {"noise_multiplier": 1.0}).release(dim=100)
+    >>> _ = acc.record(release, sample_rate=0.01, steps=10)
     >>> acc.epsilon(1e-5) > 0
     True
     """
@@ -181,20 +181,8 @@ class ClientAccountant:
         """The recorded ledger, oldest first."""
         return tuple(self._events)
 
-    def record(
-        self,
-        mechanism_name: str,
-        params: Mapping[str, Any],
-        sample_rate: float,
-        steps: int,
-        *,
-        dim: int | None = None,
-    ) -> ReleaseEvent:
-        """Record ``steps`` releases of ``mechanism_name`` (public ``params``) at rate ``q``.
-
-        ``dim`` (the number of released coordinates) is required for ``vmf``.
-        """
-        release = Release.from_params(mechanism_name, params, dim)
+    def record(self, release: Release, sample_rate: float, steps: int) -> ReleaseEvent:
+        """Record ``steps`` Poisson-sampled releases at rate ``sample_rate``."""
         event = ReleaseEvent(release, sample_rate, steps)
         self._events.append(event)
         return event

@@ -1,9 +1,12 @@
 """The library function behind ``fedpriv account``: validate the flags, account, return JSON.
 
 Every bad input raises :class:`~fedpriv.errors.InputError` naming the command-line flag,
-before any work starts. Defaults: the PLD accountant for the Gaussian (tight, through
-dp-accounting); the RDP accountant with route ``best`` for Laplace and VMF (fast, and the only
-one with a reported optimal order; ``--accountant pld`` gives the tight number on request).
+before any work starts. The mechanism is looked up in the registry
+(:func:`fedpriv.mechanisms.release_class`); its release class says which noise parameter it
+takes (``--noise-multiplier``, ``--laplace-scale``, ``--kappa``: the parameter's name with
+dashes) and its default accountant — PLD for the Gaussian (tight, through dp-accounting), RDP
+with route ``best`` for Laplace and VMF (fast, and the only one with a reported optimal order;
+``--accountant pld`` gives the tight number on request).
 """
 
 from __future__ import annotations
@@ -14,30 +17,17 @@ from typing import Any
 
 from fedpriv.accounting.accountant import ACCOUNTANTS, ROUTES, AccountingResult, epsilon
 from fedpriv.accounting.calibrate import calibrate
-from fedpriv.accounting.events import NEIGHBOURING_RELATION, PARAMETER_KEYS, Release, ReleaseEvent
+from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
 from fedpriv.errors import InputError
+from fedpriv.mechanisms.registry import release_class
+from fedpriv.validate import check_dim, check_positive
 
-__all__ = ["COMPOSE", "DEFAULT_ACCOUNTANT", "FLAGS", "UNIT", "account"]
+__all__ = ["COMPOSE", "UNIT", "account", "flag"]
 
 log = logging.getLogger(__name__)
 
 COMPOSE = ("per-step", "per-epoch")
-DEFAULT_ACCOUNTANT = {"gaussian": "pld", "laplace": "rdp", "vmf": "rdp"}
 UNIT = "record-level (one training example of one client)"
-FLAGS = {
-    "noise_multiplier": "--noise-multiplier",
-    "laplace_scale": "--laplace-scale",
-    "kappa": "--kappa",
-    "dim": "--dim",
-    "sample_rate": "--sample-rate",
-    "steps": "--steps",
-    "delta": "--delta",
-    "accountant": "--accountant",
-    "route": "--route",
-    "target_epsilon": "--target-epsilon",
-    "mechanism": "--mechanism",
-}
-"""Library input keys → the flags that carry them."""
 
 PER_EPOCH_WARNING = (
     "per-epoch composition (T = epochs) is a compatibility switch: it counts one release per "
@@ -45,43 +35,28 @@ PER_EPOCH_WARNING = (
 )
 
 
+def flag(key: str) -> str:
+    """The command-line flag that carries a library input key (``sample_rate`` →
+    ``--sample-rate``); keys that already are flags pass through."""
+    return key if key.startswith("--") else "--" + key.replace("_", "-")
+
+
 def _fail(key: str, value: Any, allowed: str) -> InputError:
-    return InputError(FLAGS.get(key, key), value, allowed)
+    return InputError(flag(key), value, allowed)
 
 
-def _positive(key: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    if not (math.isfinite(v) and v > 0.0):
-        raise _fail(key, value, "a finite number > 0")
-    return v
-
-
-def _whole(key: str, value: Any, minimum: int) -> int:
-    try:
-        ok = not isinstance(value, bool) and float(value) == int(value) and value >= minimum
-    except (TypeError, ValueError, OverflowError):
-        ok = False
-    if not ok:
-        raise _fail(key, value, f"an integer >= {minimum}")
-    return int(value)
-
-
-def _noise(mechanism: str, given: dict[str, Any], target: Any) -> float | None:
+def _noise(own: str, given: dict[str, Any], target: Any) -> float | None:
     """The mechanism's own noise parameter, or None when calibrating; others are rejected."""
-    own = PARAMETER_KEYS[mechanism]
     for key, value in given.items():
         if key != own and value is not None:
-            raise _fail(key, value, f"not set: it is not a parameter of {mechanism} "
-                        f"(use {FLAGS[own]})")
-    if given[own] is not None and target is not None:
-        raise _fail("target_epsilon", target, f"omitted when {FLAGS[own]} is given "
+            raise _fail(key, value, f"not set: it is not a parameter of this mechanism "
+                        f"(use {flag(own)})")
+    if given.get(own) is not None and target is not None:
+        raise _fail("target_epsilon", target, f"omitted when {flag(own)} is given "
                     "(--target-epsilon calibrates it)")
-    if given[own] is None and target is None:
+    if given.get(own) is None and target is None:
         raise _fail(own, None, "a number > 0 (or --target-epsilon to calibrate it)")
-    return None if given[own] is None else _positive(own, given[own])
+    return None if given.get(own) is None else check_positive(flag(own), given[own])
 
 
 def _releases(compose: str, sample_rate: float, steps: Any, epochs: Any) -> int:
@@ -91,20 +66,18 @@ def _releases(compose: str, sample_rate: float, steps: Any, epochs: Any) -> int:
     if compose == "per-epoch":
         if epochs is None:
             raise InputError("--compose", compose, "per-step, or per-epoch with --epochs E")
-        return _whole("--epochs", epochs, 1)
+        return check_dim("--epochs", epochs)
     if steps is not None:
-        return _whole("steps", steps, 1)
-    return math.ceil(round(_positive("--epochs", epochs) / sample_rate, 9))
+        return check_dim("--steps", steps)
+    return math.ceil(round(check_positive("--epochs", epochs) / sample_rate, 9))
 
 
 def _choices(
-    mechanism: str, compose: str, accountant: str | None, route: str | None
+    release_type: type[Release], compose: str, accountant: str | None, route: str | None
 ) -> tuple[str, str]:
-    if mechanism not in PARAMETER_KEYS:
-        raise _fail("mechanism", mechanism, f"one of {', '.join(PARAMETER_KEYS)}")
     if compose not in COMPOSE:
         raise InputError("--compose", compose, f"one of {', '.join(COMPOSE)}")
-    accountant = accountant or DEFAULT_ACCOUNTANT[mechanism]
+    accountant = accountant or release_type.default_accountant
     if accountant not in ACCOUNTANTS:
         raise _fail("accountant", accountant, f"one of {', '.join(ACCOUNTANTS)}")
     if accountant == "pld" and route is not None:
@@ -121,54 +94,58 @@ def account(
     delta: Any = None,
     steps: Any = None,
     epochs: Any = None,
-    noise_multiplier: Any = None,
-    kappa: Any = None,
-    laplace_scale: Any = None,
     dim: Any = None,
     compose: str = "per-step",
     accountant: str | None = None,
     route: str | None = None,
     target_epsilon: Any = None,
+    **noise: Any,
 ) -> dict[str, Any]:
     """ε at δ of ``T`` Poisson-sampled releases, or the noise calibrated to a target ε.
 
-    Arguments mirror the flags of ``fedpriv account`` (architecture.md); see the module
-    docstring for defaults. Returns the JSON object: ``epsilon``, ``delta``, ``accountant``,
-    ``route``, ``optimal_order``, the noise parameter, ``steps``, ``sample_rate``, ``compose``,
+    Arguments mirror the flags of ``fedpriv account`` (architecture.md); ``noise`` holds the
+    noise parameters given by name (``noise_multiplier=1.1``; exactly the mechanism's own, unless
+    calibrating). Returns the JSON object: ``epsilon``, ``delta``, ``accountant``, ``route``,
+    ``optimal_order``, the noise parameter, ``steps``, ``sample_rate``, ``compose``,
     ``neighbouring_relation``, ``unit``, ``warnings`` and details.
     """
-    accountant, route = _choices(mechanism, compose, accountant, route)
-    given = {"noise_multiplier": noise_multiplier, "laplace_scale": laplace_scale, "kappa": kappa}
-    value = _noise(mechanism, given, target_epsilon)
-    q = _positive("sample_rate", sample_rate)
+    release_type = release_class(mechanism, "--mechanism")
+    accountant, route = _choices(release_type, compose, accountant, route)
+    own = release_type.parameter_name
+    value = _noise(own, noise, target_epsilon)
+    q = check_positive("--sample-rate", sample_rate)
     if q > 1.0:
         raise _fail("sample_rate", sample_rate, "a sampling rate in (0, 1]")
-    d = _positive("delta", delta)
+    d = check_positive("--delta", delta)
     if d >= 1.0:
         raise _fail("delta", delta, "a number in (0, 1)")
-    dims = None if dim is None else _whole("dim", dim, 1)
-    if mechanism == "vmf" and (dims is None or dims < 2):
-        raise _fail("dim", dim, "an integer >= 2 for vmf (the number of model parameters)")
-    target = None if target_epsilon is None else _positive("target_epsilon", target_epsilon)
+    dims = None if dim is None else check_dim("--dim", dim)
+    target = None if target_epsilon is None else check_positive("--target-epsilon",
+                                                                 target_epsilon)
     steps_t = _releases(compose, q, steps, epochs)
-    setting = dict(mechanism=mechanism, sample_rate=q, steps=steps_t, dim=dims, delta=d)
     try:
-        result, value, calls = _compute(setting, value, target, accountant, route)
+        template = release_type.calibration_start(dims)
+    except InputError as exc:
+        raise _fail("dim", dim, f"{exc.allowed} for {mechanism} (the number of model "
+                    "parameters)") from None
+    setting = dict(mechanism=mechanism, parameter=own, sample_rate=q, steps=steps_t, dim=dims,
+                   delta=d)
+    try:
+        result, value, calls = _compute(template, setting, value, target, accountant, route)
     except InputError as exc:  # a limit found while computing (e.g. PLD size): name the flag
         raise _fail(exc.key, exc.value, exc.allowed) from exc
     return _report(setting, result, value, target, calls, compose, epochs)
 
 
-def _compute(setting: dict[str, Any], value: float | None, target: float | None,
-             accountant: str, route: str) -> tuple[AccountingResult, float, int]:
-    mech, q, steps, dim, delta = (setting[k] for k in
-                                  ("mechanism", "sample_rate", "steps", "dim", "delta"))
+def _compute(template: Release, setting: dict[str, Any], value: float | None,
+             target: float | None, accountant: str, route: str
+             ) -> tuple[AccountingResult, float, int]:
+    q, steps, delta = (setting[k] for k in ("sample_rate", "steps", "delta"))
     if target is not None:
-        cal = calibrate(mech, target, delta=delta, sample_rate=q, steps=steps, dim=dim,
+        cal = calibrate(template, target, delta=delta, sample_rate=q, steps=steps,
                         accountant=accountant, route=route)
         return cal.result, cal.parameter, cal.evaluations
-    release = Release(mech, value, dim if mech == "vmf" else None)
-    events = [ReleaseEvent(release, q, steps)]
+    events = [ReleaseEvent(template.with_parameter(value), q, steps)]
     return epsilon(events, delta, accountant=accountant, route=route), value, 0
 
 
@@ -180,7 +157,7 @@ def _report(setting: dict[str, Any], result: AccountingResult, value: float,
     for line in warnings:
         log.warning("%s", line)
     out = {
-        "mechanism": setting["mechanism"], PARAMETER_KEYS[setting["mechanism"]]: value,
+        "mechanism": setting["mechanism"], setting["parameter"]: value,
         "dim": setting["dim"], "epsilon": result.epsilon, "delta": result.delta,
         "accountant": result.accountant, "route": result.route,
         "optimal_order": result.optimal_order, "routes": dict(result.routes),

@@ -1,8 +1,12 @@
-"""Calibrate the noise parameter (σ, λ or κ) to a target ε at δ by bisection.
+"""Calibrate a release's noise parameter (σ, λ, κ, ...) to a target ε at δ by bisection.
 
-ε is monotone in the parameter: decreasing in σ and λ, increasing in κ (Biswas et al., Thm. 1,
-for κ ≥ 1; the subsampling bound, the conversion and approach 1 preserve the order). The search
-runs on ``x = log σ``, ``log λ`` or ``−log κ`` (larger ``x`` = more noise): bracket by factors
+Generic over :class:`~fedpriv.accounting.events.Release` (cf. dp-accounting's
+``calibrate_dp_mechanism``, which takes a factory ``parameter -> DpEvent``): the release gives
+the starting point (``calibration_start``), the factory (``with_parameter``) and the direction
+(``more_noise``). ε is monotone in the parameter: decreasing in σ and λ, increasing in κ
+(Biswas et al., Thm. 1, for κ ≥ 1; the subsampling bound, the conversion and approach 1
+preserve the order). The search runs on ``x = more_noise · log(parameter)`` (larger ``x`` =
+more noise): bracket by factors
 of 4 from a starting point, then bisect until the bracket is narrower than ``rtol``. The answer
 is always the bracket end whose ε was computed and found ``≤`` target, so calibration never
 overshoots; the achieved ε is reported with it. Bisection stops once that ε is within ``rtol``
@@ -16,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fedpriv.accounting.accountant import AccountingResult, epsilon
-from fedpriv.accounting.events import PARAMETER_KEYS, Release, ReleaseEvent
+from fedpriv.accounting.events import Release, ReleaseEvent
 from fedpriv.errors import InputError
 
 __all__ = ["Calibration", "calibrate"]
@@ -37,23 +41,13 @@ class Calibration:
     evaluations: int
 
 
-def _parameter(mechanism: str, x: float) -> float:
-    return math.exp(-x) if mechanism == "vmf" else math.exp(x)
-
-
-def _start(mechanism: str, dim: int | None) -> float:
-    """σ = 1, λ = 1, or κ = √p / 2 (the VMF that behaves like a Gaussian with σ ≈ 1)."""
-    return -math.log(max(1.0, math.sqrt(dim) / 2.0)) if mechanism == "vmf" else 0.0
-
-
 def calibrate(
-    mechanism: str,
+    template: Release,
     target_epsilon: float,
     *,
     delta: float,
     sample_rate: float,
     steps: int,
-    dim: int | None = None,
     accountant: str = "rdp",
     route: str = "best",
     discretization: float | None = None,
@@ -63,38 +57,37 @@ def calibrate(
 
     Parameters
     ----------
-    mechanism
-        ``"gaussian"``, ``"laplace"`` or ``"vmf"``.
+    template
+        A release of the mechanism to calibrate; its parameter is the search's starting point
+        (e.g. ``VMFRelease.calibration_start(dim)``).
     target_epsilon
         Target ε > 0 at ``delta``.
-    delta, sample_rate, steps, dim, accountant, route, discretization
-        As in :func:`fedpriv.accounting.accountant.epsilon` (``dim`` for VMF).
+    delta, sample_rate, steps, accountant, route, discretization
+        As in :func:`fedpriv.accounting.accountant.epsilon`.
     rtol
         Relative tolerance on the achieved ε (never above the target).
     """
     if not (math.isfinite(target_epsilon) and target_epsilon > 0):
         raise InputError("target_epsilon", target_epsilon, "a finite number > 0")
-    if mechanism not in PARAMETER_KEYS:
-        raise InputError("mechanism", mechanism, f"one of {', '.join(PARAMETER_KEYS)}")
-    key = PARAMETER_KEYS[mechanism]
+    if template.parameter_name is None:
+        raise InputError("mechanism", template.mechanism, "a mechanism with a noise parameter")
+    sign = template.more_noise
     calls = 0
 
     def account(x: float) -> AccountingResult:
         nonlocal calls
         calls += 1
-        release = Release.from_params(mechanism, {key: _parameter(mechanism, x)}, dim)
-        events = [ReleaseEvent(release, sample_rate, steps)]
+        events = [ReleaseEvent(template.with_parameter(math.exp(sign * x)), sample_rate, steps)]
         return epsilon(events, delta, accountant=accountant, route=route,
                        discretization=discretization)
 
-    x0, factor = _start(mechanism, dim), _FACTOR
+    x0, factor = sign * math.log(template.parameter), _FACTOR
     if accountant == "pld":
-        warm = calibrate(mechanism, target_epsilon, delta=delta, sample_rate=sample_rate,
-                         steps=steps, dim=dim, route="rdp", rtol=rtol)
-        x0 = math.log(warm.parameter) * (-1.0 if mechanism == "vmf" else 1.0)
-        factor = _WARM_FACTOR
+        warm = calibrate(template, target_epsilon, delta=delta, sample_rate=sample_rate,
+                         steps=steps, route="rdp", rtol=rtol)
+        x0, factor = sign * math.log(warm.parameter), _WARM_FACTOR
     safe, x_safe = _bisect(account, x0, target_epsilon, rtol, factor)
-    return Calibration(key, _parameter(mechanism, x_safe), safe, calls)
+    return Calibration(template.parameter_name, math.exp(sign * x_safe), safe, calls)
 
 
 def _bisect(

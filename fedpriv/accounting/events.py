@@ -1,82 +1,163 @@
 """What a client released, apart from how it is accounted (cf. dp-accounting's ``DpEvent``).
 
-A :class:`Release` is one noisy release of a mechanism with the public parameter that governs
-its privacy; a :class:`ReleaseEvent` is ``count`` Poisson-sampled such releases at rate
-``sample_rate``. Accountants consume sequences of events; the audit store records them. The
-neighbouring relation is add/remove-one-example throughout (record-level unit).
+A :class:`Release` is one unsubsampled noisy release of a mechanism, described by the public
+parameter that governs its privacy, in sensitivity units (``noise_multiplier`` σ = Gaussian noise
+std over the ℓ2 bound, ``laplace_scale`` λ = Laplace scale over the ℓ1 bound, ``kappa`` κ for
+the VMF, whose ``dim`` is the dimension of the released vector). Each mechanism defines its own
+frozen subclass next to the mechanism (``fedpriv/mechanisms/<name>.py``), carrying everything
+accounting and leakage need: its RDP curve (privacy-math.md §3), its PLD, its trade-off function
+(§4), its Bayes capacity (§5) and its pure LDP parameter (§6). The accountants, the calibration,
+the capacity tally and the command line are generic over this interface.
 
-Parameters are in sensitivity units: ``noise_multiplier`` σ (Gaussian noise std over the ℓ2
-bound), ``laplace_scale`` λ (Laplace scale over the ℓ1 bound), ``kappa`` κ (VMF; ``dim`` is the
-dimension of the released vector).
+A :class:`ReleaseEvent` is ``count`` Poisson-sampled such releases at rate ``sample_rate``.
+Accountants consume sequences of events; the audit store records them. The neighbouring
+relation is add/remove-one-example throughout (record-level unit).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
 
 from fedpriv.errors import InputError
-from fedpriv.validate import check_dim, check_nonnegative, check_positive, number
+from fedpriv.validate import number
 
-__all__ = ["NEIGHBOURING_RELATION", "PARAMETER_KEYS", "Release", "ReleaseEvent"]
+__all__ = ["NEIGHBOURING_RELATION", "NoGuarantee", "Release", "ReleaseEvent"]
 
 NEIGHBOURING_RELATION = "add/remove"
-PARAMETER_KEYS: dict[str, str] = {
-    "gaussian": "noise_multiplier",
-    "laplace": "laplace_scale",
-    "vmf": "kappa",
-}
-"""Mechanism name → the public parameter its privacy depends on."""
-
-_NON_PRIVATE = ("none", "clip")
 
 
-@dataclass(frozen=True)
-class Release:
-    """One unsubsampled noisy release.
+class Release(ABC):
+    """One unsubsampled noisy release, in sensitivity units (subclasses are frozen dataclasses).
 
-    Attributes
-    ----------
+    Class attributes
+    ----------------
     mechanism
-        ``"gaussian"``, ``"laplace"``, ``"vmf"``, or ``"none"`` / ``"clip"`` (no guarantee).
-    parameter
-        σ, λ or κ (see :data:`PARAMETER_KEYS`); ``None`` for ``none`` / ``clip``.
-    dim
-        Dimension of the released vector (VMF only).
-    formal_guarantee
-        False for ``none``, ``clip``, σ = 0, and VMF releasing the true norm (``vmf_keep_norm``).
+        The registry name of the mechanism that makes this release.
+    parameter_name
+        The public parameter its privacy depends on (``None`` when it has none).
+    more_noise
+        ``+1`` if a larger parameter means more noise (σ, λ), ``−1`` if less (κ); calibration
+        searches in this direction.
+    default_accountant
+        ``"pld"`` or ``"rdp"``: what ``fedpriv account`` uses unless told otherwise.
+    pld_discretization
+        Default value discretisation of its PLD.
+    parameter_help
+        One line on the parameter (command-line help).
+    spec_names
+        Short names accepted in ``fedpriv compare`` specs (``sigma`` for ``noise_multiplier``).
+    absolute_noise
+        The name of the noise scale in absolute units (``parameter × sensitivity``: ``noise_std``
+        for the Gaussian), as ``fedpriv capacity`` takes it; ``None`` when the parameter is
+        scale-free (κ).
     """
 
-    mechanism: str
-    parameter: float | None = None
-    dim: int | None = None
-    formal_guarantee: bool = True
+    mechanism: ClassVar[str]
+    parameter_name: ClassVar[str | None] = None
+    more_noise: ClassVar[int] = 1
+    default_accountant: ClassVar[str] = "rdp"
+    pld_discretization: ClassVar[float] = 1e-4
+    parameter_help: ClassVar[str] = ""
+    spec_names: ClassVar[dict[str, str]] = {}
+    absolute_noise: ClassVar[str | None] = None
+
+    @property
+    def parameter(self) -> float | None:
+        """The value of :attr:`parameter_name` (``None`` for a release without one)."""
+        return None if self.parameter_name is None else getattr(self, self.parameter_name)
+
+    @property
+    def formal_guarantee(self) -> bool:
+        """Whether the release satisfies a differential-privacy guarantee."""
+        return True
+
+    def with_parameter(self, value: float) -> Release:
+        """The same release with another value of its parameter (calibration's factory)."""
+        if self.parameter_name is None:
+            raise InputError("mechanism", self.mechanism, "a mechanism with a noise parameter")
+        return replace(self, **{self.parameter_name: value})
+
+    @abstractmethod
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        """RDP ``τ_α`` of the release at each order (privacy-math.md §3)."""
+
+    def subsampled_rdp(self, orders: tuple[float, ...], sample_rate: float) -> np.ndarray:
+        """RDP of the Poisson-subsampled release: Zhu & Wang (2019, Thm. 5) over :meth:`rdp`,
+        capped by the unsubsampled curve (:func:`fedpriv.accounting.subsampling.subsampled_rdp`).
+        A mechanism with a tighter maintained analysis overrides this."""
+        from fedpriv.accounting.subsampling import subsampled_rdp
+
+        return subsampled_rdp(np.array(orders), self.rdp, sample_rate)
+
+    @abstractmethod
+    def pld(self, sample_rate: float, discretization: float) -> Any:
+        """Pessimistic dp-accounting ``PrivacyLossDistribution`` of one Poisson-subsampled
+        release (``sample_rate = 1``: the release itself)."""
+
+    @abstractmethod
+    def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
+        """Trade-off function ``f(α)`` of one release (privacy-math.md §4)."""
+
+    @abstractmethod
+    def log_bayes_capacity(self, dim: int, radius: float) -> float:
+        """``log C_Bayes`` of one release for secrets within ``radius`` sensitivities
+        (privacy-math.md §5; ``radius = 1``: record level, ``L``: batch level)."""
+
+    def pure_ldp_epsilon(self, radius: float) -> float:
+        """Pure LDP parameter ξ of one release for secrets within ``radius`` sensitivities (the
+        MBP bound of privacy-math.md §6); ``inf`` when the release has no finite one."""
+        return math.inf
 
     @classmethod
-    def from_params(
-        cls, mechanism: str, params: Mapping[str, Any], dim: int | None = None,
-        key_prefix: str = "mechanism",
-    ) -> Release:
-        """Build from a mechanism name and its public parameters (``Mechanism.params()``)."""
-        if mechanism in _NON_PRIVATE:
-            return cls(mechanism, None, None, False)
-        if mechanism not in PARAMETER_KEYS:
-            allowed = ", ".join([*PARAMETER_KEYS, *_NON_PRIVATE])
-            raise InputError(f"{key_prefix}.name", mechanism, f"one of {allowed}")
-        key = PARAMETER_KEYS[mechanism]
-        zero_ok = key == "noise_multiplier"  # σ = 0 is a valid (non-private) setting
-        check = check_nonnegative if zero_ok else check_positive
-        value = check(f"{key_prefix}.{key}", params.get(key))
-        if mechanism != "vmf":
-            return cls(mechanism, value, None, value > 0.0)
-        keep_norm = bool(params.get("vmf_keep_norm", False))
-        return cls(mechanism, value, check_dim(f"{key_prefix}.dim", dim, minimum=2), not keep_norm)
+    def calibration_start(cls, dim: int | None) -> Release:
+        """A release to start calibration from (its parameter is the search's first point)."""
+        raise InputError("mechanism", cls.mechanism, "a mechanism with a noise parameter")
+
+    def gaussian_equivalent(self, dim: int) -> float | None:
+        """σ of the Gaussian release this one resembles, where one does (else None)."""
+        return None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the audit store."""
-        return asdict(self)
+        return {"mechanism": self.mechanism, **asdict(self)}  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True)
+class NoGuarantee(Release):
+    """A release without a formal guarantee: no noise (``none``, ``clip``), σ = 0, or the VMF
+    with its true norm released. Infinite RDP, LDP parameter and capacity; the blatantly
+    non-private trade-off ``f ≡ 0``."""
+
+    name: str = "none"
+
+    @property
+    def mechanism(self) -> str:  # type: ignore[override]
+        """The mechanism that made the release (``none``, ``clip``, ``gaussian`` with σ = 0...)."""
+        return self.name
+
+    @property
+    def formal_guarantee(self) -> bool:
+        return False
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        return np.full(np.shape(orders), math.inf)
+
+    def pld(self, sample_rate: float, discretization: float) -> Any:
+        raise InputError("mechanism", self.name, "a mechanism with a formal guarantee")
+
+    def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
+        return np.zeros(np.shape(alpha))
+
+    def log_bayes_capacity(self, dim: int, radius: float) -> float:
+        return math.inf
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.name, "formal_guarantee": False}
 
 
 @dataclass(frozen=True)
@@ -104,6 +185,5 @@ class ReleaseEvent:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the audit store."""
-        return asdict(self)
-
-
+        return {"release": self.release.as_dict(), "sample_rate": self.sample_rate,
+                "count": self.count}

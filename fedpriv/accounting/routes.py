@@ -1,14 +1,14 @@
 """The accounting routes over a ledger of :class:`~fedpriv.accounting.events.ReleaseEvent`.
 
-* ``rdp``: per-step curves (Gaussian: dp-accounting's subsampled Gaussian; Laplace, VMF: the
-  closed forms of ``rdp.py`` amplified by ``subsampling.py``), summed over the ledger
-  (composition adds RDP), converted by ``conversion.py``.
-* ``approach1``: ``approach1.py`` on a homogeneous ledger (one mechanism, parameter and rate).
-* ``pld``: per-step PLDs (dp-accounting's Gaussian/Laplace, ``vmf_pld.py``), self-composed
-  per count and composed across the ledger with dp-accounting.
+* ``rdp``: each release's Poisson-subsampled RDP curve (:meth:`Release.subsampled_rdp`),
+  summed over the ledger (composition adds RDP), converted by ``conversion.py``.
+* ``approach1``: ``approach1.py`` on a homogeneous ledger (one release and sampling rate).
+* ``pld``: each release's PLD (:meth:`Release.pld`), self-composed per count and composed
+  across the ledger with dp-accounting.
 
-Per-step curves and PLDs are cached by ``(release, sample_rate)``, self-composed PLDs by
-``(release, sample_rate, count)``, so that many clients with the same settings cost one
+Nothing here knows a mechanism by name: everything mechanism-specific is a method of the
+release. Per-step curves and PLDs are cached by ``(release, sample_rate)``, self-composed PLDs
+by ``(release, sample_rate, count)``, so that many clients with the same settings cost one
 computation per round. Events are grouped by their step before composing (composition is
 commutative), so a ledger of 40 rounds costs as much as one event with the summed count.
 """
@@ -25,40 +25,15 @@ import numpy as np
 from fedpriv.accounting.approach1 import Approach1, approach1
 from fedpriv.accounting.conversion import DEFAULT_ORDERS, Conversion, rdp_to_epsilon
 from fedpriv.accounting.events import Release, ReleaseEvent
-from fedpriv.accounting.rdp import gaussian_rdp, laplace_rdp, vmf_rdp
-from fedpriv.accounting.subsampling import RdpCurve, subsampled_rdp
-from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION as VMF_DISCRETIZATION
 from fedpriv.errors import InputError
 
 __all__ = [
-    "PLD_DISCRETIZATION",
     "approach1_route",
     "composed_rdp",
     "grouped_counts",
     "pld_epsilon",
     "rdp_route",
-    "release_curve",
 ]
-
-PLD_DISCRETIZATION: dict[str, float] = {
-    "gaussian": 1e-4,
-    "laplace": 1e-4,
-    "vmf": VMF_DISCRETIZATION,
-}
-"""Default value discretisation of the PLD accountant per mechanism: dp-accounting's default 1e-4
-for its Gaussian/Laplace PLDs (at the reference setting ε differs from 1e-5 by 2e-4 relative,
-at a fifteenth of the time); 1e-5 for VMF as privacy-math.md §3 asks. A ledger mixing them uses
-the finest (PLDs compose only on a common grid)."""
-
-
-def release_curve(release: Release) -> RdpCurve:
-    """The unsubsampled RDP curve of one release, as a function of the orders."""
-    name, value = release.mechanism, release.parameter
-    if name == "gaussian":
-        return lambda orders: gaussian_rdp(orders, value)
-    if name == "laplace":
-        return lambda orders: laplace_rdp(orders, value)
-    return lambda orders: vmf_rdp(orders, value, release.dim)
 
 
 def grouped_counts(events: Iterable[ReleaseEvent]) -> Counter:
@@ -71,11 +46,7 @@ def grouped_counts(events: Iterable[ReleaseEvent]) -> Counter:
 
 @lru_cache(maxsize=1024)
 def _per_step_rdp(release: Release, sample_rate: float, orders: tuple[float, ...]) -> np.ndarray:
-    if release.mechanism == "gaussian":
-        from fedpriv.accounting.dp_library import gaussian_subsampled_rdp
-
-        return gaussian_subsampled_rdp(orders, release.parameter, sample_rate)
-    return subsampled_rdp(np.array(orders), release_curve(release), sample_rate)
+    return release.subsampled_rdp(orders, sample_rate)
 
 
 def composed_rdp(
@@ -107,19 +78,12 @@ def approach1_route(events: Sequence[ReleaseEvent], delta: float) -> Approach1:
 
 @lru_cache(maxsize=1024)
 def _approach1(release: Release, rate: float, count: int, delta: float) -> Approach1:
-    return approach1(release_curve(release), rate, count, delta)
+    return approach1(release.rdp, rate, count, delta)
 
 
 @lru_cache(maxsize=256)
 def _per_step_pld(release: Release, sample_rate: float, discretization: float) -> Any:
-    from fedpriv.accounting import dp_library
-    from fedpriv.accounting.vmf_pld import vmf_pld
-
-    if release.mechanism == "gaussian":
-        return dp_library.gaussian_pld(release.parameter, sample_rate, discretization)
-    if release.mechanism == "laplace":
-        return dp_library.laplace_pld(release.parameter, sample_rate, discretization)
-    return vmf_pld(release.parameter, release.dim, sample_rate, discretization)
+    return release.pld(sample_rate, discretization)
 
 
 @lru_cache(maxsize=32)

@@ -200,14 +200,6 @@ def compose_log_capacities(log_capacities: Iterable[float]) -> float:
     return math.inf if any(math.isinf(v) for v in values) else math.fsum(values)
 
 
-# mechanism -> (the one noise parameter it takes, log C as a function of (dim, radius, value))
-_CAPACITY_OF: dict[str, tuple[str, Callable[[int, float, float], float]]] = {
-    "gaussian": ("noise_std", log_capacity_gaussian),
-    "laplace": ("laplace_scale", log_capacity_laplace),
-    "vmf": ("kappa", lambda dim, _radius, kappa: log_capacity_vmf(dim, kappa)),
-}
-
-
 def capacity_report(
     mechanism: str,
     dim: int,
@@ -222,36 +214,44 @@ def capacity_report(
     Parameters
     ----------
     mechanism
-        ``"gaussian"``, ``"laplace"`` or ``"vmf"``.
+        An accountable mechanism of the registry (``"gaussian"``, ``"laplace"``, ``"vmf"``).
     dim
         Model dimension ``p``.
     noise
-        The noise parameters given, by name (``noise_std`` = ``s``, ``laplace_scale`` = ``b``,
-        ``kappa``); exactly the mechanism's own must be set (not None).
+        The noise parameters given, by name; exactly the mechanism's own must be set: its noise
+        scale in absolute units where it has one (``noise_std`` = ``s``, ``laplace_scale`` =
+        ``b``), else its parameter (``kappa``).
     radius
         Per-record radius ``C`` (default 1); the secret radius is ``C`` (record) or ``L·C``
         (batch). Not used by the VMF (its secrets are directions).
     threat_model, batch_size
         See :func:`secret_radius`.
     """
-    if mechanism not in _CAPACITY_OF:
-        raise InputError("mechanism", mechanism, f"one of {sorted(_CAPACITY_OF)}")
-    own, log_capacity = _CAPACITY_OF[mechanism]
+    from fedpriv.mechanisms.registry import release_class
+
+    release_type = release_class(mechanism, "mechanism")
+    own = release_type.absolute_noise or release_type.parameter_name
     given = {k: v for k, v in noise.items() if v is not None}
     if own not in given:
         raise InputError(own, None, f"a value (the {mechanism} mechanism's noise parameter)")
     for other, value in given.items():
         if other != own:
             raise InputError(other, value, f"no value (not a parameter of {mechanism})")
-    clip = 1.0 if radius is None else radius
+    p = check_dim("dim", dim)
+    value = check_positive(own, given[own])
+    clip = 1.0 if radius is None else check_nonnegative("radius", radius)
     r = secret_radius(clip, threat_model, batch_size)
-    log_c = log_capacity(dim, r, given[own])
+    if release_type.absolute_noise:  # capacity depends on r / (noise scale): measure r in it
+        release, units = release_type.calibration_start(p).with_parameter(1.0), r / value
+    else:
+        release, units = release_type.calibration_start(p).with_parameter(value), 1.0
+    log_c = release.log_bayes_capacity(p, units)
     return {
         "mechanism": mechanism,
-        "dim": int(dim),
-        own: float(given[own]),
+        "dim": p,
+        own: value,
         "threat_model": threat_model,
-        "radius": None if mechanism == "vmf" else r,
+        "radius": r if release_type.absolute_noise else None,
         "record_radius": clip,
         "batch_size": batch_size,
         "log_capacity": log_c,

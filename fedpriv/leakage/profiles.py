@@ -15,8 +15,7 @@ References
    differential privacy", CCS 2018; A. Koskela, J. Jälkö, A. Honkela, "Computing tight
    differential privacy guarantees using FFT", AISTATS 2020 (the PLD method).
 .. [2] Google dp-accounting, ``dp_accounting.pld.privacy_loss_distribution``
-   (``from_gaussian_mechanism``, ``from_laplace_mechanism``, ``self_compose``); the VMF PLD comes
-   from :mod:`fedpriv.accounting.vmf_pld`.
+   (``self_compose``); each release builds its own single-release PLD (:meth:`Release.pld`).
 """
 
 from __future__ import annotations
@@ -27,15 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from fedpriv.accounting.events import Release
 from fedpriv.leakage.tradeoff import tradeoff_from_privacy_profile
-from fedpriv.validate import check_dim, check_positive, check_rate
+from fedpriv.validate import check_dim, check_rate
 
-__all__ = [
-    "PrivacyProfile",
-    "subsampled_gaussian_profile",
-    "subsampled_laplace_profile",
-    "subsampled_vmf_profile",
-]
+__all__ = ["PrivacyProfile", "subsampled_profile"]
 
 # PLD value discretisation: 1e-4 keeps Δ within its 1e-4 target for the example specs
 # (measured against 1e-5 in tests/test_leakage_profiles.py) at a fraction of the cost.
@@ -72,15 +67,19 @@ def _profile(pld: object, discretization: float) -> PrivacyProfile:
     return PrivacyProfile(epsilons=epsilons, deltas=np.clip(np.asarray(deltas), 0.0, 1.0))
 
 
-def subsampled_gaussian_profile(
-    sigma: float, q: float, steps: int, *, discretization: float = DISCRETIZATION
+def subsampled_profile(
+    release: Release, q: float, steps: int, *, discretization: float = DISCRETIZATION
 ) -> PrivacyProfile:
-    """Profile of the Poisson-subsampled Gaussian mechanism composed ``steps`` times.
+    """Profile of ``release`` Poisson-subsampled at rate ``q`` and composed ``steps`` times.
+
+    The single-release PLD is the release's own (:meth:`Release.pld`, pessimistic):
+    dp-accounting's for the Gaussian and Laplace, the exact 1-D law of ``t = xᵀy`` for the VMF
+    (:func:`fedpriv.accounting.vmf_pld.vmf_pld`); dp-accounting composes it.
 
     Parameters
     ----------
-    sigma
-        Noise multiplier ``σ > 0`` (noise std over sensitivity).
+    release
+        One unsubsampled release with a formal guarantee.
     q
         Poisson sampling rate in (0, 1].
     steps
@@ -88,62 +87,6 @@ def subsampled_gaussian_profile(
     discretization
         PLD value discretisation interval.
     """
-    from fedpriv.accounting.dp_library import gaussian_pld
-
-    sigma = check_positive("sigma", sigma)
     q, steps = check_rate("q", q), check_dim("steps", steps)
-    pld = gaussian_pld(sigma, q, discretization)
-    return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
-
-
-def subsampled_laplace_profile(
-    scale: float, q: float, steps: int, *, discretization: float = DISCRETIZATION
-) -> PrivacyProfile:
-    """Profile of the Poisson-subsampled Laplace mechanism composed ``steps`` times.
-
-    Parameters
-    ----------
-    scale
-        Laplace scale over sensitivity, ``λ = b/C > 0``.
-    q
-        Poisson sampling rate in (0, 1].
-    steps
-        Number of releases ``T ≥ 1``.
-    discretization
-        PLD value discretisation interval.
-    """
-    from fedpriv.accounting.dp_library import laplace_pld
-
-    scale = check_positive("scale", scale)
-    q, steps = check_rate("q", q), check_dim("steps", steps)
-    pld = laplace_pld(scale, q, discretization)
-    return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)
-
-
-def subsampled_vmf_profile(
-    kappa: float, dim: int, q: float, steps: int, *, discretization: float = DISCRETIZATION
-) -> PrivacyProfile:
-    """Profile of the Poisson-subsampled VMF mechanism composed ``steps`` times.
-
-    The single-release PLD is built from the exact 1-D law of ``t = xᵀy`` by
-    :func:`fedpriv.accounting.vmf_pld.vmf_pld` (pessimistic); dp-accounting composes it.
-
-    Parameters
-    ----------
-    kappa
-        Concentration ``κ > 0``.
-    dim
-        Dimension ``p ≥ 2``.
-    q
-        Poisson sampling rate in (0, 1].
-    steps
-        Number of releases ``T ≥ 1``.
-    discretization
-        PLD value discretisation interval.
-    """
-    from fedpriv.accounting.vmf_pld import vmf_pld
-
-    kappa, dim = check_positive("kappa", kappa), check_dim("dim", dim, minimum=2)
-    q, steps = check_rate("q", q), check_dim("steps", steps)
-    pld = vmf_pld(kappa, dim, q, discretization=discretization)
+    pld = release.pld(q, discretization)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)

@@ -1,18 +1,22 @@
-"""The mechanism interface, and the clipping every noisy mechanism shares.
+"""The mechanism interface, the declaration of its parameters, and the clipping most share.
 
-A :class:`Mechanism` carries its public parameters and everything that depends on them: the
-release (:meth:`~Mechanism.privatize`, privacy-math.md §2), its Rényi-DP curve (§3), its pure
-LDP parameter (§6), its Bayes capacity (§5) and its trade-off function (§4). The base class
-implements the last four for a mechanism with **no formal guarantee** (infinite RDP, LDP and
-capacity; the blatantly non-private trade-off ``f ≡ 0``): ``none`` and ``clip`` inherit them,
-and a private mechanism overrides every one.
+A :class:`Mechanism` is one file in this package (``none.py``, ``gaussian.py``, ...): a frozen
+dataclass whose fields are its public parameters, each declared with :func:`param` (default and
+checker), plus
 
-Build mechanisms with :func:`fedpriv.mechanisms.build_mechanism`, which validates the config;
-the dataclass constructors do not.
+* :meth:`~Mechanism.privatize` — the noisy release of one batch (privacy-math.md §2), computed
+  from a :class:`~fedpriv.gradients.GradientSource`;
+* :meth:`~Mechanism.release` — the :class:`~fedpriv.accounting.events.Release` it makes, which
+  carries everything accounting and leakage need (RDP, PLD, trade-off, capacity, LDP bound).
+
+Defining a subclass with a ``name`` registers it (:mod:`fedpriv.mechanisms.registry` imports
+every module of this package): configuration choices, command-line choices, the accountant and
+the report all read the registry, so adding a mechanism is adding one file.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -22,30 +26,97 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import clipping
-from fedpriv.mechanisms.parameters import read_positive, read_positive_list
+from fedpriv.validate import Check, check_positive, check_positive_list
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["ClippedMechanism", "Mechanism", "ParamValue", "check_batch_size"]
+    from fedpriv.accounting.events import Release
+    from fedpriv.gradients import GradientSource
 
-ParamValue = float | int | str | bool
+__all__ = [
+    "REGISTERED",
+    "ClippedMechanism",
+    "Mechanism",
+    "ParamValue",
+    "check_batch_size",
+    "param",
+]
+
+ParamValue = float | int | str | bool | list[float]
+
+REGISTERED: dict[str, type[Mechanism]] = {}
+"""Every concrete mechanism class by name, filled as their modules are imported (read it
+through :mod:`fedpriv.mechanisms.registry`, which imports them all)."""
+
+
+def param(default: Any, check: Check, allowed: str, *, optional: bool = False) -> Any:
+    """A mechanism parameter: a dataclass field with its default and checker.
+
+    ``allowed`` says what is allowed (config error messages and docs); ``optional`` parameters
+    may be left unset (``None``), meaning "derived from the others".
+    """
+    meta = {"check": check, "allowed": allowed, "optional": optional}
+    return field(default=default, metadata=meta)
+
+
+def parameter_fields(cls: type) -> list[dataclasses.Field]:
+    """The dataclass fields of ``cls`` declared with :func:`param`, in declaration order."""
+    return [f for f in dataclasses.fields(cls) if "check" in f.metadata]
 
 
 class Mechanism(ABC):
-    """One noisy release of a client's aggregated, clipped per-example gradients."""
+    """One noisy release of a client's aggregated per-example gradients.
+
+    Class attributes
+    ----------------
+    name
+        The registry name (``mechanism.name`` in configs).
+    label
+        Display name in tables and figures.
+    norm_ord
+        The norm its sensitivity is measured in (1 for Laplace, else 2).
+    """
 
     name: ClassVar[str]
+    label: ClassVar[str]
+    norm_ord: ClassVar[int] = 2
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is not None:
+            if name in REGISTERED and REGISTERED[name].__qualname__ != cls.__qualname__:
+                raise TypeError(f"two mechanisms named {name!r}")
+            REGISTERED[name] = cls
 
     @classmethod
-    @abstractmethod
-    def from_params(cls, params: Mapping[str, Any], key_prefix: str) -> Mechanism:
-        """Validate ``params`` (raising InputError on ``f"{key_prefix}.<param>"``) and build."""
+    def from_params(cls, params: Mapping[str, Any], key_prefix: str = "mechanism") -> Mechanism:
+        """Validate the parameters this mechanism declares (keys it does not use are ignored;
+        errors name ``f"{key_prefix}.<param>"``) and build it."""
+        values = {}
+        for f in parameter_fields(cls):
+            value = params.get(f.name, f.default)
+            if value is None and f.metadata["optional"]:
+                values[f.name] = None
+                continue
+            values[f.name] = f.metadata["check"](f"{key_prefix}.{f.name}", value)
+        mech = cls(**values)
+        mech.check(key_prefix)
+        return mech
 
-    @abstractmethod
+    def check(self, key_prefix: str) -> None:
+        """Checks across parameters, after each was validated alone (none by default)."""
+        return None
+
     def params(self) -> dict[str, ParamValue]:
         """Public parameters, flat; ``build_mechanism(m.name, m.params())`` rebuilds ``m``."""
+        out: dict[str, ParamValue] = {}
+        for f in parameter_fields(type(self)):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = list(value) if isinstance(value, tuple) else value
+        return out
 
     @property
     @abstractmethod
@@ -54,45 +125,23 @@ class Mechanism(ABC):
 
     @abstractmethod
     def privatize(
-        self,
-        per_example_grads: torch.Tensor,
-        generator: torch.Generator,
-        *,
-        batch_size: float,
-        layer_sizes: Sequence[int] | None = None,
+        self, source: GradientSource, generator: torch.Generator, *, batch_size: float
     ) -> torch.Tensor:
-        """Release the update for per-example gradients ``(B, p)`` as a ``(p,)`` tensor.
+        """The released update of one batch, a ``(p,)`` tensor.
 
-        ``batch_size`` is the public expected batch size ``L`` the sum is divided by; the
-        actual ``B`` may differ (Poisson sampling) and may be 0. ``generator`` is the only
-        source of randomness.
+        ``batch_size`` is the public expected batch size ``L`` the sum is divided by; the actual
+        batch may be larger or smaller (Poisson sampling) and may be empty. ``generator`` is the
+        only source of randomness.
         """
 
-    def check_layers(self, layer_sizes: Sequence[int] | None) -> None:
-        """Raise InputError if the mechanism's parameters do not fit a model with these layers
-        (checked before training starts); nothing to check without per-layer clipping."""
+    @abstractmethod
+    def release(self, dim: int) -> Release:
+        """What one release of this mechanism on a ``dim``-parameter model is, for accounting."""
+
+    def check_layers(self, layer_sizes: Sequence[int]) -> None:
+        """Raise InputError if the mechanism's parameters do not fit a model with these
+        parameter sizes (checked before training starts); nothing to check by default."""
         return None
-
-    @property
-    def formal_guarantee(self) -> bool:
-        """Whether the release satisfies a differential-privacy guarantee."""
-        return False
-
-    def rdp(self, orders: np.ndarray, dim: int) -> np.ndarray:
-        """RDP ``τ_α`` of one unsubsampled release at each order (here: ``inf``)."""
-        return np.full(np.shape(orders), math.inf)
-
-    def pure_ldp_epsilon(self, radius: float) -> float:
-        """Pure LDP parameter of one release for secrets within ``radius`` (the MBP bound ξ)."""
-        return math.inf
-
-    def log_bayes_capacity(self, dim: int, radius: float) -> float:
-        """``log C_Bayes`` of one release for secrets within ``radius`` (here: ``inf``)."""
-        return math.inf
-
-    def tradeoff(self, alpha: np.ndarray, dim: int) -> np.ndarray:
-        """Trade-off function ``f(α)`` of one release (here: blatant non-privacy, ``f ≡ 0``)."""
-        return np.zeros(np.shape(alpha))
 
 
 def check_batch_size(batch_size: float) -> None:
@@ -108,25 +157,11 @@ class ClippedMechanism(Mechanism, ABC):
     Subclasses set ``norm_ord`` (2, or 1 for Laplace) and implement :meth:`_release`.
     """
 
-    clip: float = 1.0
-    clip_per_layer: tuple[float, ...] | None = None
-    key_prefix: str = field(default="mechanism", compare=False, repr=False)
-    norm_ord: ClassVar[int] = 2
-
-    @staticmethod
-    def read_clipping(params: Mapping[str, Any], key_prefix: str) -> dict[str, Any]:
-        """Validated ``clip``, ``clip_per_layer`` and ``key_prefix`` keyword arguments."""
-        return {
-            "clip": read_positive(params, "clip", 1.0, key_prefix),
-            "clip_per_layer": read_positive_list(params, "clip_per_layer", key_prefix),
-            "key_prefix": key_prefix,
-        }
-
-    def params(self) -> dict[str, ParamValue]:
-        out: dict[str, ParamValue] = {"clip": self.clip}
-        if self.clip_per_layer is not None:
-            out["clip_per_layer"] = ",".join(repr(c) for c in self.clip_per_layer)
-        return out
+    clip: float = param(1.0, check_positive, "a number > 0")
+    clip_per_layer: tuple[float, ...] | None = param(
+        None, check_positive_list, "a non-empty list of numbers > 0, one per model parameter",
+        optional=True,
+    )
 
     @property
     def sensitivity(self) -> float:
@@ -135,54 +170,26 @@ class ClippedMechanism(Mechanism, ABC):
             return self.clip
         return float(np.linalg.norm(self.clip_per_layer, ord=self.norm_ord))
 
-    def check_layers(self, layer_sizes: Sequence[int] | None) -> None:
-        """Raise InputError if per-layer bounds do not match the model's layers."""
-        if self.clip_per_layer is None:
-            return
-        if layer_sizes is None or len(layer_sizes) != len(self.clip_per_layer):
-            count = "no" if layer_sizes is None else len(layer_sizes)
-            raise InputError(
-                f"{self.key_prefix}.clip_per_layer",
-                list(self.clip_per_layer),
-                f"one bound per model layer ({count} layers)",
-            )
-
-    def clipped_sum(
-        self, per_example_grads: torch.Tensor, layer_sizes: Sequence[int] | None
-    ) -> torch.Tensor:
-        """``Σ_i ḡ_i`` over the batch, shape ``(p,)``."""
-        self.check_layers(layer_sizes)
-        if self.clip_per_layer is None:
-            return clipping.clipped_sum(per_example_grads, [self.clip], None, self.norm_ord)
-        return clipping.clipped_sum(
-            per_example_grads, self.clip_per_layer, layer_sizes, self.norm_ord
-        )
-
-    def privatize(
-        self,
-        per_example_grads: torch.Tensor,
-        generator: torch.Generator,
-        *,
-        batch_size: float,
-        layer_sizes: Sequence[int] | None = None,
-    ) -> torch.Tensor:
-        return self.release_sum(
-            self.clipped_sum(per_example_grads, layer_sizes), generator, batch_size=batch_size
-        )
-
     @property
     def clip_bounds(self) -> tuple[float, ...]:
-        """``(C,)`` for flat clipping, else one ``C_r`` per layer."""
+        """``(C,)`` for flat clipping, else one ``C_r`` per model parameter."""
         return (self.clip,) if self.clip_per_layer is None else tuple(self.clip_per_layer)
 
-    def release_sum(
-        self, clipped_sum: torch.Tensor, generator: torch.Generator, *, batch_size: float
+    def check_layers(self, layer_sizes: Sequence[int]) -> None:
+        """Raise InputError if per-layer bounds do not match the model's parameters."""
+        if self.clip_per_layer is not None and len(layer_sizes) != len(self.clip_per_layer):
+            raise InputError(
+                "mechanism.clip_per_layer", list(self.clip_per_layer),
+                f"one bound per model parameter ({len(layer_sizes)} of them)",
+            )
+
+    def privatize(
+        self, source: GradientSource, generator: torch.Generator, *, batch_size: float
     ) -> torch.Tensor:
-        """The release given ``Σ_i ḡ_i`` formed elsewhere — e.g. by ghost clipping
-        (:func:`fedpriv.training.linear_grads.ghost_clipped_sum`), which never materialises the
-        per-example gradients. Same noise, same generator draws as :meth:`privatize`."""
         check_batch_size(batch_size)
-        return self._release(clipped_sum, generator, batch_size)
+        self.check_layers(source.layer_sizes)
+        clipped = source.clipped_sum(self.clip_bounds, self.norm_ord)
+        return self._release(clipped, generator, batch_size)
 
     @abstractmethod
     def _release(

@@ -1,17 +1,17 @@
 """``clip``: the mean of the clipped per-example gradients — clipping alone, no noise.
 
 privacy-math.md §2: release ``Σ_i ḡ_i / L`` with ``ḡ_i`` clipped in ℓ2 to ``C`` (or per
-layer). Bounded sensitivity but deterministic, hence no guarantee: infinite RDP, LDP
-parameter and Bayes capacity, trade-off ``f ≡ 0`` (inherited from
-:class:`~fedpriv.mechanisms.base.Mechanism`).
+layer). Bounded sensitivity but deterministic, hence no guarantee: its release is
+:class:`~fedpriv.accounting.events.NoGuarantee` (infinite RDP, LDP parameter and Bayes
+capacity, trade-off ``f ≡ 0``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
+from fedpriv.accounting.events import NoGuarantee, Release
 from fedpriv.mechanisms.base import ClippedMechanism
 
 if TYPE_CHECKING:
@@ -24,13 +24,13 @@ __all__ = ["ClipMechanism"]
 class ClipMechanism(ClippedMechanism):
     """Release the mean clipped gradient."""
 
-    name = "clip"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], key_prefix: str) -> ClipMechanism:
-        return cls(**cls.read_clipping(params, key_prefix))
+    name: ClassVar[str] = "clip"
+    label: ClassVar[str] = "clip only"
 
     def _release(
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
         return clipped_sum / batch_size
+
+    def release(self, dim: int) -> Release:
+        return NoGuarantee(self.name)

@@ -1,58 +1,97 @@
 """``gaussian``: the Gaussian mechanism of DP-SGD.
 
 privacy-math.md §2: release ``(Σ_i ḡ_i + N(0, σ²C² I)) / L``, ``ḡ_i`` clipped in ℓ2 to ``C``
-(per layer: ``C = sqrt(Σ C_r²)``, the overall bound). One release is ``μ``-GDP with
-``μ = 1/σ``; its RDP comes from :func:`fedpriv.accounting.rdp.gaussian_rdp` (§3), its Bayes
-capacity from :func:`fedpriv.leakage.capacity.log_capacity_gaussian` (§5), its trade-off
-function from :func:`fedpriv.leakage.tradeoff.gaussian_tradeoff` (§4). It has no finite pure
-LDP parameter (§6).
+(per layer: ``C = sqrt(Σ C_r²)``, the overall bound). One release is ``μ``-GDP with ``μ = 1/σ``.
+Its Poisson-subsampled RDP and PLD come from Google's dp-accounting (§3; the maintained analysis,
+not re-derived), its Bayes capacity from :func:`fedpriv.leakage.capacity.log_capacity_gaussian`
+(§5), its trade-off function from :func:`fedpriv.leakage.tradeoff.gaussian_tradeoff` (§4). It
+has no finite pure LDP parameter (§6). σ = 0 releases the clipped sum without noise: no
+guarantee.
 
 References
 ----------
 .. [1] M. Abadi et al., "Deep Learning with Differential Privacy", CCS 2016, Algorithm 1.
+.. [2] J. Dong, A. Roth, W. Su, "Gaussian differential privacy", JRSS-B 2022 (μ-GDP).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedpriv.mechanisms.base import ClippedMechanism, ParamValue
-from fedpriv.mechanisms.parameters import read_nonnegative
+from fedpriv.accounting.events import NoGuarantee, Release
+from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.validate import check_nonnegative, check_positive
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["GaussianMechanism"]
+__all__ = ["GaussianMechanism", "GaussianRelease"]
+
+
+@dataclass(frozen=True)
+class GaussianRelease(Release):
+    """One release with noise multiplier ``σ > 0`` (noise std over the ℓ2 sensitivity)."""
+
+    noise_multiplier: float
+    mechanism: ClassVar[str] = "gaussian"
+    parameter_name: ClassVar[str] = "noise_multiplier"
+    default_accountant: ClassVar[str] = "pld"
+    spec_names: ClassVar[dict[str, str]] = {"sigma": "noise_multiplier"}
+    absolute_noise: ClassVar[str] = "noise_std"
+    parameter_help: ClassVar[str] = "Gaussian sigma: noise std over the l2 clip bound"
+
+    def __post_init__(self) -> None:
+        check_positive("noise_multiplier", self.noise_multiplier)
+
+    @classmethod
+    def calibration_start(cls, dim: int | None) -> GaussianRelease:
+        return cls(1.0)
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        from fedpriv.accounting.rdp import gaussian_rdp
+
+        return gaussian_rdp(orders, self.noise_multiplier)
+
+    def subsampled_rdp(self, orders: tuple[float, ...], sample_rate: float) -> np.ndarray:
+        from fedpriv.accounting.dp_library import gaussian_subsampled_rdp
+
+        return gaussian_subsampled_rdp(orders, self.noise_multiplier, sample_rate)
+
+    def pld(self, sample_rate: float, discretization: float) -> Any:
+        from fedpriv.accounting.dp_library import gaussian_pld
+
+        return gaussian_pld(self.noise_multiplier, sample_rate, discretization)
+
+    def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
+        from fedpriv.leakage.tradeoff import gaussian_tradeoff
+
+        return gaussian_tradeoff(alpha, 1.0 / self.noise_multiplier)
+
+    def log_bayes_capacity(self, dim: int, radius: float) -> float:
+        from fedpriv.leakage.capacity import log_capacity_gaussian
+
+        return log_capacity_gaussian(dim, radius, self.noise_multiplier)
+
+    def gaussian_equivalent(self, dim: int) -> float:
+        return self.noise_multiplier
 
 
 @dataclass(frozen=True)
 class GaussianMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, add ``N(0, (σ·C)² I)``, divide by ``L``."""
 
-    noise_multiplier: float = 1.0
-    name = "gaussian"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], key_prefix: str) -> GaussianMechanism:
-        sigma = read_nonnegative(params, "noise_multiplier", 1.0, key_prefix)
-        return cls(**cls.read_clipping(params, key_prefix), noise_multiplier=sigma)
-
-    def params(self) -> dict[str, ParamValue]:
-        return {**super().params(), "noise_multiplier": self.noise_multiplier}
+    noise_multiplier: float = param(1.0, check_nonnegative, "a number >= 0")
+    name: ClassVar[str] = "gaussian"
+    label: ClassVar[str] = "Gaussian"
 
     @property
     def noise_std(self) -> float:
         """Standard deviation ``σ·C`` of the noise added to the sum."""
         return self.noise_multiplier * self.sensitivity
-
-    @property
-    def formal_guarantee(self) -> bool:
-        return self.noise_multiplier > 0
 
     def _release(
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
@@ -60,23 +99,7 @@ class GaussianMechanism(ClippedMechanism):
         noise = clipped_sum.new_empty(clipped_sum.shape).normal_(generator=generator)
         return (clipped_sum + self.noise_std * noise) / batch_size
 
-    def rdp(self, orders: np.ndarray, dim: int) -> np.ndarray:
-        if not self.formal_guarantee:
-            return super().rdp(orders, dim)
-        from fedpriv.accounting.rdp import gaussian_rdp
-
-        return gaussian_rdp(orders, self.noise_multiplier)
-
-    def log_bayes_capacity(self, dim: int, radius: float) -> float:
-        if not self.formal_guarantee:
-            return math.inf
-        from fedpriv.leakage.capacity import log_capacity_gaussian
-
-        return log_capacity_gaussian(dim, radius, self.noise_std)
-
-    def tradeoff(self, alpha: np.ndarray, dim: int) -> np.ndarray:
-        if not self.formal_guarantee:
-            return super().tradeoff(alpha, dim)
-        from fedpriv.leakage.tradeoff import gaussian_tradeoff
-
-        return gaussian_tradeoff(alpha, 1.0 / self.noise_multiplier)
+    def release(self, dim: int) -> Release:
+        if self.noise_multiplier == 0.0 or not math.isfinite(self.noise_std):
+            return NoGuarantee(self.name)
+        return GaussianRelease(self.noise_multiplier)

@@ -1,21 +1,23 @@
 """``none``: the mean of the raw per-example gradients — the unprotected baseline.
 
-privacy-math.md §2: release ``Σ_i g_i / L``. No clipping, no noise, no guarantee: the RDP,
-LDP parameter and Bayes capacity are infinite and the trade-off function is ``f ≡ 0``
-(inherited from :class:`~fedpriv.mechanisms.base.Mechanism`).
+privacy-math.md §2: release ``Σ_i g_i / L``. No clipping, no noise, no guarantee: its release
+is :class:`~fedpriv.accounting.events.NoGuarantee` (infinite RDP, LDP parameter and Bayes
+capacity, trade-off ``f ≡ 0``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
-from fedpriv.mechanisms.base import Mechanism, ParamValue, check_batch_size
+from fedpriv.accounting.events import NoGuarantee, Release
+from fedpriv.mechanisms.base import Mechanism, check_batch_size
 
 if TYPE_CHECKING:
     import torch
+
+    from fedpriv.gradients import GradientSource
 
 __all__ = ["NoMechanism"]
 
@@ -24,14 +26,8 @@ __all__ = ["NoMechanism"]
 class NoMechanism(Mechanism):
     """Release the plain mean gradient (sum divided by the expected batch size)."""
 
-    name = "none"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], key_prefix: str) -> NoMechanism:
-        return cls()
-
-    def params(self) -> dict[str, ParamValue]:
-        return {}
+    name: ClassVar[str] = "none"
+    label: ClassVar[str] = "no noise"
 
     @property
     def sensitivity(self) -> float:
@@ -39,12 +35,10 @@ class NoMechanism(Mechanism):
         return math.inf
 
     def privatize(
-        self,
-        per_example_grads: torch.Tensor,
-        generator: torch.Generator,
-        *,
-        batch_size: float,
-        layer_sizes: Sequence[int] | None = None,
+        self, source: GradientSource, generator: torch.Generator, *, batch_size: float
     ) -> torch.Tensor:
         check_batch_size(batch_size)
-        return per_example_grads.sum(dim=0) / batch_size
+        return source.gradient_sum() / batch_size
+
+    def release(self, dim: int) -> Release:
+        return NoGuarantee(self.name)

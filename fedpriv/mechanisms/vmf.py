@@ -7,14 +7,15 @@ with the public scale ``s`` (``vmf_scale``; default the sensitivity — ``C``, o
 per layer — the largest norm a mean clipped gradient can have when ``B = L``).
 
 One release satisfies ``κ·d₂``-privacy on the sphere, hence ``2κ``-LDP for any secret (§2,
-§6); its RDP comes from :func:`fedpriv.accounting.rdp.vmf_rdp` (Prop. 1, §3), its Bayes
-capacity from :func:`fedpriv.leakage.capacity.log_capacity_vmf` (§5) and its trade-off from
+§6); its RDP is Prop. 1 (:func:`fedpriv.accounting.rdp.vmf_rdp`, §3) amplified by Zhu & Wang's
+bound, its PLD is built from the exact 1-D law of ``t = xᵀy``
+(:func:`fedpriv.accounting.vmf_pld.vmf_pld`), its Bayes capacity is
+:func:`fedpriv.leakage.capacity.log_capacity_vmf` (§5) and its trade-off
 :func:`fedpriv.leakage.tradeoff.vmf_tradeoff` (§4). None of these depends on ``C``.
 
 ``vmf_keep_norm = true`` releases ``(‖Σ ḡ_i‖ / L)·y`` instead — the direction's noise with the
 true norm of the mean clipped gradient. The norm is released without noise, so neighbouring
-batches can be told apart with certainty: this variant has **no formal guarantee**, and its
-RDP, LDP parameter and capacity are reported as infinite (trade-off ``f ≡ 0``).
+batches can be told apart with certainty: this variant has **no formal guarantee**.
 
 References
 ----------
@@ -26,59 +27,92 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from fedpriv.mechanisms.base import ClippedMechanism, ParamValue
-from fedpriv.mechanisms.parameters import read_flag, read_positive
+from fedpriv.accounting.events import NoGuarantee, Release
+from fedpriv.mechanisms.base import ClippedMechanism, param
 from fedpriv.special.vmf_sampler import sample_uniform_direction, sample_vmf
+from fedpriv.validate import check_dim, check_flag, check_positive
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["VMFMechanism"]
+__all__ = ["VMFMechanism", "VMFRelease"]
+
+
+@dataclass(frozen=True)
+class VMFRelease(Release):
+    """One VMF release with concentration ``κ > 0`` on the unit sphere of ``R^dim``."""
+
+    kappa: float
+    dim: int
+    mechanism: ClassVar[str] = "vmf"
+    parameter_name: ClassVar[str] = "kappa"
+    more_noise: ClassVar[int] = -1
+    parameter_help: ClassVar[str] = "VMF concentration kappa (needs --dim)"
+    pld_discretization: ClassVar[float] = 1e-5  # privacy-math.md §3: keep it fine
+
+    def __post_init__(self) -> None:
+        check_positive("kappa", self.kappa)
+        object.__setattr__(self, "dim", check_dim("dim", self.dim, minimum=2))
+
+    @classmethod
+    def calibration_start(cls, dim: int | None) -> VMFRelease:
+        """κ = √p/2: the VMF that behaves like a Gaussian with σ ≈ 1 (privacy-math.md §2)."""
+        p = check_dim("dim", dim, minimum=2)
+        return cls(max(1.0, math.sqrt(p) / 2.0), p)
+
+    def rdp(self, orders: np.ndarray) -> np.ndarray:
+        from fedpriv.accounting.rdp import vmf_rdp
+
+        return vmf_rdp(orders, self.kappa, self.dim)
+
+    def pld(self, sample_rate: float, discretization: float) -> Any:
+        from fedpriv.accounting.vmf_pld import vmf_pld
+
+        return vmf_pld(self.kappa, self.dim, sample_rate, discretization)
+
+    def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
+        from fedpriv.leakage.tradeoff import vmf_tradeoff
+
+        return vmf_tradeoff(alpha, self.kappa, self.dim)
+
+    def log_bayes_capacity(self, dim: int, radius: float) -> float:
+        """Secrets are directions: the capacity depends on neither ``radius`` nor ``C``."""
+        from fedpriv.leakage.capacity import log_capacity_vmf
+
+        return log_capacity_vmf(self.dim, self.kappa)
+
+    def pure_ldp_epsilon(self, radius: float) -> float:
+        from fedpriv.leakage.bayesian import vmf_mbp_bound
+
+        return vmf_mbp_bound(self.kappa)
+
+    def gaussian_equivalent(self, dim: int) -> float:
+        """``√p/(2κ)``: the noise multiplier of the Gaussian it resembles for κ ≪ p (§2)."""
+        return math.sqrt(self.dim) / (2.0 * self.kappa)
 
 
 @dataclass(frozen=True)
 class VMFMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, release ``s·y`` with ``y ~ VMF(direction of the sum, κ)``."""
 
-    kappa: float = 100.0
-    vmf_scale: float | None = None  # None: the sensitivity C (resolved on construction)
-    vmf_keep_norm: bool = False
-    name = "vmf"
-
-    @classmethod
-    def from_params(cls, params: Mapping[str, Any], key_prefix: str) -> VMFMechanism:
-        clipping = cls.read_clipping(params, key_prefix)
-        scale = None
-        if params.get("vmf_scale") is not None:
-            scale = read_positive(params, "vmf_scale", 1.0, key_prefix)
-        return cls(
-            **clipping,
-            kappa=read_positive(params, "kappa", 100.0, key_prefix),
-            vmf_scale=scale,
-            vmf_keep_norm=read_flag(params, "vmf_keep_norm", False, key_prefix),
-        )
+    kappa: float = param(100.0, check_positive, "a number > 0")
+    vmf_scale: float | None = param(
+        None, check_positive, "a number > 0 (default: the clip bound)", optional=True
+    )
+    vmf_keep_norm: bool = param(
+        False, check_flag, "true or false (true releases the norm: no guarantee)"
+    )
+    name: ClassVar[str] = "vmf"
+    label: ClassVar[str] = "VMF"
 
     def __post_init__(self) -> None:
         if self.vmf_scale is None:  # default public scale: the clipping bound
             object.__setattr__(self, "vmf_scale", self.sensitivity)
-
-    def params(self) -> dict[str, ParamValue]:
-        return {
-            **super().params(),
-            "kappa": self.kappa,
-            "vmf_scale": self.vmf_scale,
-            "vmf_keep_norm": self.vmf_keep_norm,
-        }
-
-    @property
-    def formal_guarantee(self) -> bool:
-        return not self.vmf_keep_norm
 
     def _release(
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
@@ -95,30 +129,7 @@ class VMFMechanism(ClippedMechanism):
         y = sample_vmf(direction, self.kappa, generator)
         return y * (norm / batch_size if self.vmf_keep_norm else self.vmf_scale)
 
-    def rdp(self, orders: np.ndarray, dim: int) -> np.ndarray:
-        if not self.formal_guarantee:
-            return super().rdp(orders, dim)
-        from fedpriv.accounting.rdp import vmf_rdp
-
-        return vmf_rdp(orders, self.kappa, dim)
-
-    def pure_ldp_epsilon(self, radius: float) -> float:
-        if not self.formal_guarantee:
-            return super().pure_ldp_epsilon(radius)
-        from fedpriv.leakage.bayesian import vmf_mbp_bound
-
-        return vmf_mbp_bound(self.kappa)
-
-    def log_bayes_capacity(self, dim: int, radius: float) -> float:
-        if not self.formal_guarantee:
-            return super().log_bayes_capacity(dim, radius)
-        from fedpriv.leakage.capacity import log_capacity_vmf
-
-        return log_capacity_vmf(dim, self.kappa)
-
-    def tradeoff(self, alpha: np.ndarray, dim: int) -> np.ndarray:
-        if not self.formal_guarantee:
-            return super().tradeoff(alpha, dim)
-        from fedpriv.leakage.tradeoff import vmf_tradeoff
-
-        return vmf_tradeoff(alpha, self.kappa, dim)
+    def release(self, dim: int) -> Release:
+        if self.vmf_keep_norm:
+            return NoGuarantee(self.name)
+        return VMFRelease(self.kappa, dim)

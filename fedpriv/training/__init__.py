@@ -1,19 +1,5 @@
-"""Local training on one client: per-example gradients, clipping and a noise mechanism."""
+"""Local training on one client: batches, the mechanism's release, the SGD step."""
 
-from fedpriv.training.dpsgd import (
-    LocalResult,
-    local_train,
-    per_example_gradients,
-    private_release,
-    sample_batch,
-    vmap_per_example_gradients,
-)
+from fedpriv.training.dpsgd import LocalResult, local_train, private_release, sample_batch
 
-__all__ = [
-    "LocalResult",
-    "local_train",
-    "per_example_gradients",
-    "private_release",
-    "sample_batch",
-    "vmap_per_example_gradients",
-]
+__all__ = ["LocalResult", "local_train", "private_release", "sample_batch"]

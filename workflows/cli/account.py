@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fedpriv.accounting.api import flag
+from fedpriv.mechanisms import accountable, release_class
+
 __all__ = ["register", "render", "run"]
 
 
@@ -20,12 +23,10 @@ def register(subparsers: Any) -> None:
         "neighbours, one training example). Defaults: PLD for gaussian; RDP with the best "
         "route for laplace and vmf.",
     )
-    p.add_argument("--mechanism", required=True, choices=["gaussian", "laplace", "vmf"])
-    p.add_argument("--noise-multiplier", type=float, metavar="S",
-                   help="Gaussian sigma (noise std / clip bound)")
-    p.add_argument("--kappa", type=float, metavar="K", help="VMF concentration")
-    p.add_argument("--laplace-scale", type=float, metavar="B",
-                   help="Laplace scale lambda = b / C (in units of the l1 clip bound)")
+    p.add_argument("--mechanism", required=True, choices=accountable())
+    for name, release in _noise_parameters().items():
+        p.add_argument(flag(name), type=float, metavar="V",
+                       help=release.parameter_help)
     p.add_argument("--dim", type=float, metavar="P", help="model dimension (required for vmf)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson sampling rate q")
     p.add_argument("--steps", type=float, metavar="T", help="number of noisy releases")
@@ -42,6 +43,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _noise_parameters() -> dict[str, type]:
+    """Each accountable mechanism's noise parameter → its release class (from the registry)."""
+    return {cls.parameter_name: cls for cls in map(release_class, accountable())}
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Account (or calibrate) as the flags say; returns the JSON object."""
     from fedpriv.accounting.api import account
@@ -52,21 +58,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         delta=args.delta,
         steps=args.steps,
         epochs=args.epochs,
-        noise_multiplier=args.noise_multiplier,
-        kappa=args.kappa,
-        laplace_scale=args.laplace_scale,
         dim=args.dim,
         compose=args.compose,
         accountant=args.accountant,
         route=args.route,
         target_epsilon=args.target_epsilon,
+        **{name: getattr(args, name) for name in _noise_parameters()},
     )
 
 
 def render(result: dict[str, Any]) -> str:
     """One-paragraph human summary."""
-    key = {"gaussian": "noise_multiplier", "laplace": "laplace_scale", "vmf": "kappa"}
-    name = key[result["mechanism"]]
+    name = release_class(result["mechanism"]).parameter_name
     how = f"{result['accountant']} accountant, route {result['route']}"
     if result["optimal_order"] is not None:
         how += f", order {result['optimal_order']:g}"

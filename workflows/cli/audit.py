@@ -69,11 +69,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.iterations is not None and args.iterations < 1:
         raise InputError("--iterations", args.iterations, "an integer >= 1")
     rounds, clients = parse_rounds(args.rounds), parse_clients(args.clients)
-    from attacks.registry import ATTACKS
+    from attacks.registry import check_attack_names
 
-    for name in args.attack or []:
-        if name not in ATTACKS:
-            raise InputError("--attack", name, f"one of {sorted(ATTACKS)}")
+    check_attack_names(args.attack or [], "--attack")
     from strategies.offline_audit import audit_run
 
     return audit_run(args.run_dir, attacks=args.attack, rounds=rounds, clients=clients,

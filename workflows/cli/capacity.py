@@ -9,23 +9,19 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from fedpriv.accounting.api import flag
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import accountable, release_class
 
 __all__ = ["register", "render", "run"]
 
-FLAGS = {
-    "mechanism": "--mechanism",
-    "dim": "--dim",
-    "radius": "--radius",
-    "clip": "--radius",
-    "noise_std": "--noise-std",
-    "kappa": "--kappa",
-    "laplace_scale": "--laplace-scale",
-    "scale": "--laplace-scale",
-    "threat_model": "--threat-model",
-    "batch_size": "--batch-size",
-}
-"""Library input keys → the flags that carry them."""
+_RENAMED = {"clip": "--radius"}  # library keys whose flag is not the key with dashes
+
+
+def _noise_inputs() -> dict[str, type]:
+    """The noise input of each accountable mechanism (absolute scale, else its parameter)."""
+    classes = [release_class(name) for name in accountable()]
+    return {cls.absolute_noise or cls.parameter_name: cls for cls in classes}
 
 
 def register(subparsers: Any) -> None:
@@ -37,7 +33,7 @@ def register(subparsers: Any) -> None:
         "multiplicative leakage to any adversary (privacy-math.md §5). Reported as log C "
         "(C overflows for realistic dimensions) with its threat model.",
     )
-    p.add_argument("--mechanism", required=True, choices=["gaussian", "laplace", "vmf"])
+    p.add_argument("--mechanism", required=True, choices=accountable())
     p.add_argument("--dim", required=True, type=float, metavar="P", help="model dimension p")
     p.add_argument(
         "--radius",
@@ -46,13 +42,9 @@ def register(subparsers: Any) -> None:
         help="per-record secret radius, the clip bound C (default 1; not used by vmf)",
     )
     noise = p.add_mutually_exclusive_group()
-    noise.add_argument(
-        "--noise-std", type=float, metavar="S", help="Gaussian noise std s = sigma*C on the sum"
-    )
-    noise.add_argument("--kappa", type=float, metavar="K", help="VMF concentration")
-    noise.add_argument(
-        "--laplace-scale", type=float, metavar="B", help="Laplace scale b = lambda*C on the sum"
-    )
+    for name, release in _noise_inputs().items():
+        what = "noise scale on the sum" if release.absolute_noise else release.parameter_help
+        noise.add_argument(flag(name), type=float, metavar="V", help=f"{release.mechanism}: {what}")
     p.add_argument(
         "--threat-model",
         default="record",
@@ -71,22 +63,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return capacity_report(
             args.mechanism,
             args.dim,
-            noise={
-                "noise_std": args.noise_std,
-                "kappa": args.kappa,
-                "laplace_scale": args.laplace_scale,
-            },
+            noise={name: getattr(args, name) for name in _noise_inputs()},
             radius=args.radius,
             threat_model=args.threat_model,
             batch_size=args.batch_size,
         )
     except InputError as exc:
-        raise InputError(FLAGS.get(exc.key, exc.key), exc.value, exc.allowed) from None
+        raise InputError(_RENAMED.get(exc.key, flag(exc.key)), exc.value, exc.allowed) from None
 
 
 def render(result: dict[str, Any]) -> str:
     """Two-line human summary."""
-    noise = next(k for k in ("noise_std", "kappa", "laplace_scale") if k in result)
+    noise = next(k for k in _noise_inputs() if k in result)
     where = "" if result["radius"] is None else f", radius r = {result['radius']:g}"
     capacity = result["capacity"]
     shown = f"{capacity:.6g}" if capacity != float("inf") else "overflows (inf)"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import fedpriv
-from fedpriv.config import NODE_CONFIG_MECHANISM_KEYS, Config, load_config
+from fedpriv.config import Config, load_config, node_config_keys
 from fedpriv.errors import InputError
 from workflows.deploy.federation import LocalFederation, NodeValue
 
@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # mechanism parameter -> SuperNode node-config key (the inverse of the ClientApp's map)
-MECHANISM_NODE_KEYS: dict[str, str] = {v: k for k, v in NODE_CONFIG_MECHANISM_KEYS.items()}
+MECHANISM_NODE_KEYS: dict[str, str] = {v: k for k, v in node_config_keys().items()}
 _RUN_CONFIG_KEYS = ("config", "out", "set")
 
 
@@ -46,9 +46,15 @@ def node_configs(cfg: Config) -> list[dict[str, NodeValue]]:
     for override in cfg.mechanism.overrides:
         for client_id in override["clients"]:
             nodes[client_id].update(
-                {MECHANISM_NODE_KEYS[k]: v for k, v in override.items() if k in MECHANISM_NODE_KEYS}
+                {MECHANISM_NODE_KEYS[k]: _node_value(v)
+                 for k, v in override.items() if k in MECHANISM_NODE_KEYS}
             )
     return nodes
+
+
+def _node_value(value: Any) -> NodeValue:
+    """Node config holds scalars: a list (``clip_per_layer``) travels comma-separated."""
+    return ",".join(repr(v) for v in value) if isinstance(value, list) else value
 
 
 def project_app_dir() -> Path:

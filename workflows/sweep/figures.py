@@ -24,18 +24,14 @@ from typing import Any
 import numpy as np
 
 from fedpriv.atomic import atomic_write_bytes
+from workflows.sweep.style import style
 
-__all__ = ["FIGURES", "STYLE", "number", "write_figures"]
+__all__ = ["FIGURES", "number", "write_figures"]
 
 FIGURES = (
     "accuracy_vs_epsilon.png", "reconstruction_vs_epsilon.png", "mse_vs_log_capacity.png",
     "log_capacity_vs_epsilon.png", "reconstructions.png",
 )  # fmt: skip
-STYLE = {  # mechanism -> (label, colour, marker)
-    "gaussian": ("Gaussian", "#1f77b4", "o"),
-    "vmf": ("VMF", "#d62728", "s"),
-    "laplace": ("Laplace", "#2ca02c", "^"),
-}
 _RC = {"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 16, "legend.fontsize": 14,
        "xtick.labelsize": 14, "ytick.labelsize": 14, "lines.linewidth": 2.2,
        "lines.markersize": 9}
@@ -77,7 +73,7 @@ def _mechanisms(rows: Sequence[Row]) -> list[str]:
 
 def _plot_vs_epsilon(ax: Any, rows: Sequence[Row], key: str, ylabel: str) -> None:
     for mech in _mechanisms(rows):
-        label, colour, marker = STYLE[mech]
+        label, colour, marker = style(mech)
         eps, values, se = _series(rows, mech, key)
         yerr = np.where(np.isfinite(se), se, 0.0) if np.isfinite(se).any() else None
         ax.errorbar(eps, values, yerr=yerr, color=colour, marker=marker, label=label,
@@ -147,7 +143,7 @@ def _mse_vs_capacity(rows: Sequence[Row], path: Path) -> str:
     fig = Figure(figsize=(9, 6))
     ax = fig.add_subplot()
     for k, mech in enumerate(_mechanisms(rows)):
-        label, colour, marker = STYLE[mech]
+        label, colour, marker = style(mech)
         mine = [r for r in rows if r["mechanism"] == mech]
         cap = np.array([number(r["log_capacity"]) for r in mine])
         mse = np.array([number(r["mse"]) for r in mine])

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from workflows.sweep.figures import STYLE
 from workflows.sweep.plan import cell_key
+from workflows.sweep.style import style
 
 __all__ = ["strip", "write_grid"]
 
@@ -81,7 +81,7 @@ def write_grid(
             found = images.get(key)
             recon = None if found is None else found["reconstructions"]
             _show(axes[i, j], recon, _caption(by_key.get(key)))
-    for i, label in enumerate(["original", *(STYLE[m][0] for m in mechanisms)]):
+    for i, label in enumerate(["original", *(style(m)[0] for m in mechanisms)]):
         axes[i, 0].set_ylabel(label, fontsize=15)
     fig.suptitle("Round-1 reconstructions at matched ε (same true images in every column)",
                  fontsize=16)

@@ -13,14 +13,15 @@ turns a cell into the per-cell run configuration.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fedpriv.accounting.events import Release
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import make_release, release_class
 
 __all__ = [
     "Cell",
@@ -28,7 +29,6 @@ __all__ = [
     "cell_config",
     "cell_key",
     "check_sweepable",
-    "gaussian_equivalent_sigma",
     "plan_cell",
     "plan_cells",
     "sweep_setting",
@@ -85,6 +85,10 @@ class Cell:
     epsilon: float
     route: str
     optimal_order: float | None
+
+    def release(self, dim: int) -> Release:
+        """One release of the cell's mechanism at its calibrated parameter."""
+        return make_release(self.mechanism, self.parameter, dim)
 
     @property
     def key(self) -> str:
@@ -148,9 +152,10 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> C
 
     try:
         with _quiet_absl():
-            cal = calibrate(mechanism, target_epsilon, delta=setting.delta,
+            template = release_class(mechanism, "sweep.mechanisms").calibration_start(setting.dim)
+            cal = calibrate(template, target_epsilon, delta=setting.delta,
                             sample_rate=setting.sample_rate, steps=setting.steps,
-                            dim=setting.dim, accountant=setting.accountant)
+                            accountant=setting.accountant)
     except InputError as exc:  # name the config key behind the calibration's own name
         key = {"target_epsilon": "sweep.epsilons", "accountant": "audit.accountant"}
         raise InputError(key.get(exc.key, exc.key), exc.value,
@@ -170,6 +175,9 @@ def plan_cells(cfg: Config, setting: SweepSetting | None = None) -> list[Cell]:
 
 def check_sweepable(cfg: Config) -> None:
     """Reject settings a sweep cannot honour, naming the key."""
+    from attacks.registry import check_attack_names
+
+    check_attack_names([cfg.sweep.attack], "sweep.attack")
     if cfg.mechanism.overrides:
         raise InputError("mechanism.overrides", f"{len(cfg.mechanism.overrides)} table(s)",
                          "none in a sweep (every client uses the cell's mechanism)")
@@ -194,13 +202,3 @@ def cell_config(cfg: Config, cell: Cell) -> Config:
     raw["audit"] = {**raw["audit"], "attacks": [sweep.attack], "every": cfg.rounds,
                     "iterations": sweep.attack_iterations, "clients": sweep.attack_clients}
     return config_from_dict(raw)
-
-
-def gaussian_equivalent_sigma(cell: Cell, dim: int) -> float | None:
-    """σ of the Gaussian a cell's noise resembles: σ itself, or ``√p/(2κ)`` for VMF
-    (privacy-math.md §2, valid for κ ≪ p); None for Laplace (other geometry)."""
-    if cell.mechanism == "gaussian":
-        return cell.parameter
-    if cell.mechanism == "vmf":
-        return math.sqrt(dim) / (2.0 * cell.parameter)
-    return None

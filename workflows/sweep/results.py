@@ -26,11 +26,12 @@ import numpy as np
 
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
-from workflows.sweep.plan import Cell, SweepSetting, gaussian_equivalent_sigma
+from fedpriv.mechanisms import accountable, release_class
+from workflows.sweep.plan import Cell, SweepSetting
 
 __all__ = ["PARAMETER_COLUMNS", "ROW_KEYS", "cell_row", "update_log_capacity", "write_csv"]
 
-PARAMETER_COLUMNS = ("noise_multiplier", "kappa", "laplace_scale")
+PARAMETER_COLUMNS = tuple(release_class(name).parameter_name for name in accountable())
 ROW_KEYS = (
     "mechanism", "epsilon", "achieved_epsilon", "run_epsilon", "delta", "accountant", "route",
     "parameter_name", *PARAMETER_COLUMNS, "gaussian_equivalent_sigma", "sample_rate", "steps",
@@ -44,13 +45,13 @@ ROW_KEYS = (
 def update_log_capacity(cfg: Config, cell: Cell, dim: int) -> float:
     """log Bayes capacity of one round's update (``local_steps`` releases) under the run's
     threat model: ``local_steps · log C`` of the cell's mechanism (privacy-math.md §5)."""
-    from fedpriv.leakage.capacity import secret_radius
+    from fedpriv.ledger import secret_radius_units
     from fedpriv.mechanisms import build_mechanism
 
-    params = {**cfg.mechanism.params(), cell.parameter_name: cell.parameter}
-    mech = build_mechanism(cell.mechanism, params)
-    radius = secret_radius(mech.sensitivity, cfg.audit.threat_model, cfg.train.batch_size)
-    return cfg.train.local_steps * mech.log_bayes_capacity(dim, radius)
+    params = {**cfg.mechanism.params, cell.parameter_name: cell.parameter}
+    release = build_mechanism(cell.mechanism, params).release(dim)
+    radius = secret_radius_units(cfg.audit.threat_model, cfg.train.batch_size)
+    return cfg.train.local_steps * release.log_bayes_capacity(dim, radius)
 
 
 def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -91,7 +92,7 @@ def cell_row(
         "delta": setting.delta, "accountant": setting.accountant, "route": cell.route,
         "parameter_name": cell.parameter_name,
         **{k: cell.parameter if k == cell.parameter_name else None for k in PARAMETER_COLUMNS},
-        "gaussian_equivalent_sigma": gaussian_equivalent_sigma(cell, setting.dim),
+        "gaussian_equivalent_sigma": cell.release(setting.dim).gaussian_equivalent(setting.dim),
         "sample_rate": setting.sample_rate, "steps": setting.steps, "dim": setting.dim,
         "accuracy": accuracy[-1] if accuracy else None,
         **_attack_scores(report),

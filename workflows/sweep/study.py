@@ -18,8 +18,9 @@ from typing import Any
 
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
-from workflows.sweep.figures import STYLE, number
+from workflows.sweep.figures import number
 from workflows.sweep.plan import SweepSetting
+from workflows.sweep.style import style
 
 __all__ = ["PUBLISHED", "concordance", "study_markdown", "write_study"]
 
@@ -71,7 +72,7 @@ def _table(rows: Sequence[Row]) -> list[str]:
         mse = _fmt(r["mse"]) + (f" ± {_fmt(r['mse_se'], 2)}" if r.get("mse_se") else "")
         param = f"{r['parameter_name']} = {_fmt(r[r['parameter_name']], 4)}"
         lines.append(
-            f"| {STYLE[r['mechanism']][0]} | {_fmt(r['epsilon'])} | "
+            f"| {style(r['mechanism'])[0]} | {_fmt(r['epsilon'])} | "
             f"{_fmt(r['achieved_epsilon'], 4)} | {_fmt(r['run_epsilon'], 4)} | {param} | "
             f"{_fmt(r['gaussian_equivalent_sigma'])} | {_fmt(r['accuracy'])} | {mse} | "
             f"{_fmt(r['ssim'])} | {_fmt(r['log_capacity'], 4)} |"
@@ -83,7 +84,7 @@ def _pair_lines(rows: Sequence[Row], other: str) -> list[str]:
     """Per matched ε: ``other`` against Gaussian, and how often it had the higher MSE."""
     by = {(r["mechanism"], number(r["epsilon"])): r for r in rows}
     shared = sorted(e for m, e in by if m == other and ("gaussian", e) in by)
-    name, lines, higher, lower_ssim, lower_acc = STYLE[other][0], [], 0, 0, 0
+    name, lines, higher, lower_ssim, lower_acc = style(other)[0], [], 0, 0, 0
     for eps in shared:
         a, g = by[(other, eps)], by[("gaussian", eps)]
         higher += number(a["mse"]) > number(g["mse"])

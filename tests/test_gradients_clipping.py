@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from fedpriv.mechanisms.clipping import clip_flat, clip_per_layer, clipped_sum
+from fedpriv.gradients.clipping import clip_flat, clip_per_layer, clipped_sum
 
 
 def _grads(seed: int, batch: int = 64, dim: int = 40) -> torch.Tensor:

@@ -4,9 +4,15 @@
 norm (Gaussian, VMF, clip-only) or the ℓ1 norm (Laplace), either over the whole flattened
 gradient or per layer (each block ``r`` to its own ``C_r``, overall bound ``‖(C_1, …, C_R)‖``
 in the same norm). Examples whose norm is at most the bound are returned unchanged, bit for
-bit. :func:`clipped_sum` forms ``Σ_i ḡ_i`` as one matrix–vector product without materialising
-the clipped batch. torch is imported only inside the functions so that
-``import fedpriv.mechanisms`` stays torch-free.
+bit. Two routes to the clipped sum ``Σ_i ḡ_i``, the only place clipping is computed:
+
+* :func:`clipped_sum` on materialised per-example gradients ``(B, p)``, as one matrix–vector
+  product without forming the clipped batch;
+* :func:`ghost_clipped_sum` on the rank-one factors of linear layers
+  (:mod:`fedpriv.gradients.linear`), whose per-example norms factorise, so the ``(B, p)``
+  gradients are never formed (ghost clipping: Goodfellow 2015; Lee & Kifer 2021; Li et al. 2022).
+
+Which bound and norm apply is the mechanism's choice (:class:`fedpriv.mechanisms.ClippedMechanism`).
 """
 
 from __future__ import annotations
@@ -15,9 +21,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import torch
     from torch import Tensor
 
-__all__ = ["clip_factors", "clip_flat", "clip_per_layer", "clipped_sum"]
+    from fedpriv.gradients.linear import LinearFactors
+
+__all__ = ["clip_factors", "clip_flat", "clip_per_layer", "clipped_sum", "ghost_clipped_sum"]
 
 
 def clip_factors(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
@@ -98,4 +107,48 @@ def clipped_sum(
     _check_layers(grads, layer_sizes, bounds)
     blocks = grads.split(list(layer_sizes), dim=1)
     sums = [clip_factors(b, c, norm_ord) @ b for b, c in zip(blocks, bounds, strict=True)]
+    return torch.cat(sums)
+
+
+def _block_norms(factors: LinearFactors, norm_ord: int) -> torch.Tensor:
+    """``‖g_i^(k)‖`` of every example ``i`` and parameter block ``k``, shape ``(B, K)``."""
+    import torch
+
+    norms = []
+    for d, a in zip(factors.errors, factors.inputs, strict=True):
+        n = torch.linalg.vector_norm(d, ord=norm_ord, dim=1)
+        norms.append(n if a is None else n * torch.linalg.vector_norm(a, ord=norm_ord, dim=1))
+    return torch.stack(norms, dim=1)
+
+
+def ghost_clipped_sum(
+    factors: LinearFactors, bounds: Sequence[float], norm_ord: int = 2
+) -> torch.Tensor:
+    """``Σ_i ḡ_i`` (shape ``(p,)``) without materialising the per-example gradients.
+
+    Parameters
+    ----------
+    factors
+        From :func:`fedpriv.gradients.linear.linear_factors`.
+    bounds
+        One bound ``[C]`` for flat clipping over the whole gradient, or one ``C_k`` per
+        parameter (per-layer clipping, as ``clip_per_layer`` with ``layer_sizes`` = the
+        parameter sizes).
+    norm_ord
+        ``2`` (Gaussian, VMF, clip) or ``1`` (Laplace).
+    """
+    import torch
+
+    block = _block_norms(factors, norm_ord)
+    if len(bounds) == 1:
+        total = block.pow(norm_ord).sum(dim=1).pow(1.0 / norm_ord)
+        scale = (bounds[0] / total).clamp(max=1.0).unsqueeze(1).expand_as(block)
+    elif len(bounds) == block.shape[1]:
+        scale = (block.new_tensor(list(bounds)) / block).clamp(max=1.0)
+    else:
+        raise ValueError(f"ghost_clipped_sum: {len(bounds)} bounds for {block.shape[1]} blocks")
+    sums = []
+    for k, (d, a) in enumerate(zip(factors.errors, factors.inputs, strict=True)):
+        weighted = d * scale[:, k : k + 1]
+        sums.append(weighted.sum(dim=0) if a is None else (weighted.T @ a).reshape(-1))
     return torch.cat(sums)

@@ -9,15 +9,17 @@ MLP this is an order of magnitude faster on CPU than ``torch.func.vmap(grad(...)
 The norms of a rank-one block factorise, ``‖δ aᵀ‖₂ = ‖δ‖₂‖a‖₂`` and ``‖δ aᵀ‖₁ = ‖δ‖₁‖a‖₁``,
 so the clipped sum ``Σ_i ḡ_i`` of privacy-math.md §2 can be formed without materialising the
 ``(B, p)`` per-example gradients ("ghost clipping": Goodfellow 2015; Lee & Kifer 2021;
-Li et al. 2022): :func:`ghost_clipped_sum`.
+Li et al. 2022): :func:`fedpriv.gradients.clipping.ghost_clipped_sum`.
 
 Opacus offers the same computation through module hooks, but it is an optional dependency;
 the math here is a few lines and is tested against ``vmap`` and against
-:func:`fedpriv.mechanisms.clipping.clipped_sum` on the materialised gradients.
+:func:`fedpriv.gradients.clipping.clipped_sum` on the materialised gradients.
 
-Scope: every trainable parameter must belong to an ``nn.Linear`` that is called exactly once
-per forward pass on 2-D inputs ``(B, in)``, and examples must not interact (no batch norm).
-Anything else raises ``ValueError`` (use :func:`fedpriv.training.per_example_gradients`).
+Scope: :func:`is_all_linear` says whether a model qualifies — every trainable parameter belongs
+to an ``nn.Linear``; such layers must then run exactly once per forward pass on 2-D inputs
+``(B, in)``, and :func:`linear_factors` raises ``ValueError`` for a model that breaks that
+promise (a bug in the model, not a signal to take another route). Any other model goes through
+:func:`fedpriv.gradients.vmap.vmap_per_example_gradients`.
 
 References
 ----------
@@ -30,14 +32,16 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["LinearFactors", "ghost_clipped_sum", "linear_factors", "linear_per_example_gradients"]
+__all__ = [
+    "LinearFactors", "is_all_linear", "linear_factors", "linear_per_example_gradients",
+    "materialise",
+]
 
 
 @dataclass(frozen=True)
@@ -67,19 +71,27 @@ class LinearFactors:
         ]
 
 
-def _linear_of_each_parameter(model: nn.Module) -> list[tuple[nn.Linear, str]]:
-    """``(layer, "weight" | "bias")`` for each trainable parameter, in parameter order."""
+def _owners(model: nn.Module) -> list[tuple[nn.Module, str]]:
+    """``(module, "weight" | "bias" | ...)`` owning each trainable parameter, in parameter order."""
     owner = {}
     for module in model.modules():
         for name, param in module.named_parameters(recurse=False):
             owner[id(param)] = (module, name)
-    found = []
-    for param in model.parameters():
-        module, name = owner[id(param)]
+    return [owner[id(param)] for param in model.parameters()]
+
+
+def is_all_linear(model: nn.Module) -> bool:
+    """Whether every trainable parameter of ``model`` belongs to an ``nn.Linear``."""
+    return all(isinstance(module, nn.Linear) for module, _ in _owners(model))
+
+
+def _linear_of_each_parameter(model: nn.Module) -> list[tuple[nn.Linear, str]]:
+    """``(layer, "weight" | "bias")`` for each trainable parameter, in parameter order."""
+    owners = _owners(model)
+    for module, _ in owners:
         if not isinstance(module, nn.Linear):
-            raise ValueError(f"linear_grads: parameter of {type(module).__name__} is not linear")
-        found.append((module, name))
-    return found
+            raise ValueError(f"linear factors: parameter of {type(module).__name__} is not linear")
+    return owners  # type: ignore[return-value]
 
 
 def linear_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> LinearFactors:
@@ -99,7 +111,7 @@ def linear_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Linear
             hook.remove()
     for calls in seen.values():
         if len(calls) != 1 or calls[0][0].dim() != 2:
-            raise ValueError("linear_grads: each linear layer must run once, on (B, in) inputs")
+            raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
     outputs = [seen[m][0][1] for m in layers]
     errors = dict(zip(layers, torch.autograd.grad(losses.sum(), outputs), strict=True))
     return LinearFactors(
@@ -112,12 +124,17 @@ def linear_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Linear
 def linear_per_example_gradients(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Drop-in for :func:`fedpriv.training.per_example_gradients`: ``(B, p)`` and the losses.
-
-    Same column order (``model.parameters()``, each flattened row-major); each weight block
-    is the outer product ``δ_i a_iᵀ``, written straight into one preallocated matrix.
-    """
+    """The per-example gradients ``(B, p)`` of an all-linear model, and the losses."""
     factors = linear_factors(model, x, y)
+    return materialise(factors), factors.losses
+
+
+def materialise(factors: LinearFactors) -> torch.Tensor:
+    """The ``(B, p)`` per-example gradients the factors describe.
+
+    Column order ``model.parameters()``, each flattened row-major (as ``vmap`` gives them); each
+    weight block is the outer product ``δ_i a_iᵀ``, written straight into one preallocated matrix.
+    """
     batch = factors.losses.shape[0]
     out = factors.losses.new_empty((batch, sum(factors.widths)))
     offset = 0
@@ -128,44 +145,4 @@ def linear_per_example_gradients(
         else:
             torch.mul(d.unsqueeze(2), a.unsqueeze(1), out=block.view(batch, d.shape[1], -1))
         offset += width
-    return out, factors.losses
-
-
-def _block_norms(factors: LinearFactors, norm_ord: int) -> torch.Tensor:
-    """``‖g_i^(k)‖`` of every example ``i`` and parameter block ``k``, shape ``(B, K)``."""
-    norms = []
-    for d, a in zip(factors.errors, factors.inputs, strict=True):
-        n = torch.linalg.vector_norm(d, ord=norm_ord, dim=1)
-        norms.append(n if a is None else n * torch.linalg.vector_norm(a, ord=norm_ord, dim=1))
-    return torch.stack(norms, dim=1)
-
-
-def ghost_clipped_sum(
-    factors: LinearFactors, bounds: Sequence[float], norm_ord: int = 2
-) -> torch.Tensor:
-    """``Σ_i ḡ_i`` (shape ``(p,)``) without materialising the per-example gradients.
-
-    Parameters
-    ----------
-    factors
-        From :func:`linear_factors`.
-    bounds
-        One bound ``[C]`` for flat clipping over the whole gradient, or one ``C_k`` per
-        parameter (per-layer clipping, as ``clip_per_layer`` with ``layer_sizes`` = the
-        parameter sizes).
-    norm_ord
-        ``2`` (Gaussian, VMF, clip) or ``1`` (Laplace).
-    """
-    block = _block_norms(factors, norm_ord)
-    if len(bounds) == 1:
-        total = block.pow(norm_ord).sum(dim=1).pow(1.0 / norm_ord)
-        scale = (bounds[0] / total).clamp(max=1.0).unsqueeze(1).expand_as(block)
-    elif len(bounds) == block.shape[1]:
-        scale = (block.new_tensor(list(bounds)) / block).clamp(max=1.0)
-    else:
-        raise ValueError(f"ghost_clipped_sum: {len(bounds)} bounds for {block.shape[1]} blocks")
-    sums = []
-    for k, (d, a) in enumerate(zip(factors.errors, factors.inputs, strict=True)):
-        weighted = d * scale[:, k : k + 1]
-        sums.append(weighted.sum(dim=0) if a is None else (weighted.T @ a).reshape(-1))
-    return torch.cat(sums)
+    return out

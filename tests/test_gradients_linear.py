@@ -1,6 +1,6 @@
 """Outer-product per-example gradients and ghost clipping, checked against independent routes:
-``torch.func.vmap`` (fedpriv.training.per_example_gradients) and clipping of the materialised
-per-example gradients (fedpriv.mechanisms.clipping.clipped_sum)."""
+``torch.func.vmap`` (fedpriv.gradients.vmap_per_example_gradients) and clipping of the
+materialised per-example gradients (fedpriv.gradients.clipping.clipped_sum)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from fedpriv.mechanisms.clipping import clipped_sum
+from fedpriv.gradients import vmap_per_example_gradients as per_example_gradients
+from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
+from fedpriv.gradients.linear import is_all_linear, linear_factors, linear_per_example_gradients
 from fedpriv.models.mlp import PaperMLP
-from fedpriv.training import per_example_gradients
-from fedpriv.training.linear_grads import (
-    ghost_clipped_sum,
-    linear_factors,
-    linear_per_example_gradients,
-)
 
 
 def _batch(batch: int, dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,6 +80,12 @@ def test_ghost_clipped_sum_without_clipping_is_the_gradient_sum():
     grads, _ = per_example_gradients(model, x, y)
     got = ghost_clipped_sum(linear_factors(model, x, y), [1e9])
     torch.testing.assert_close(got, grads.sum(dim=0), atol=1e-12, rtol=1e-10)
+
+
+def test_is_all_linear_picks_the_route_explicitly():
+    from fedpriv.models.cnn import SmallCNN
+
+    assert is_all_linear(_paper_mlp()) and not is_all_linear(SmallCNN())
 
 
 def test_rejects_non_linear_parameters():

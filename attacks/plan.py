@@ -1,0 +1,186 @@
+"""What to attack, how, and how to score it — shared by the live auditor and ``fedpriv audit``.
+
+:class:`AttackPlan` decides which client-rounds are attacked (``audit.attacks``, ``every``,
+``clients``), builds each attack job from the ``[audit]`` settings with seeds derived from
+(audit seed, round, client) so an offline re-run reproduces a live one, draws the candidate
+pools of the Bayesian-privacy estimate, runs the jobs and turns results into the store's rows.
+Ground truth reaches only the scoring here (:func:`attack_scores`) and the estimate; the attacks
+themselves see a :class:`~attacks.view.ServerView` only.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attacks.bayes_estimate import estimate_bayesian_privacy
+from attacks.result import AttackResult
+from attacks.runner import AttackJob, run_attacks
+from attacks.scoring import score_reconstruction
+from attacks.view import ServerView
+from fedpriv.config import AuditConfig
+
+__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores"]
+
+log = logging.getLogger(__name__)
+Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
+
+
+def attack_job(
+    audit: AuditConfig, name: str, view: ServerView, rnd: int, client_id: int, *, run: int = 0
+) -> AttackJob:
+    """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``.
+
+    Seeded by (audit seed, round, client), so an offline re-run reproduces it; ``run = k ≥ 1``
+    is the k-th single-restart run of a Bayesian-privacy estimate.
+    """
+    seed = audit.seed + 1000 * rnd + client_id + 7919 * run
+    options = {"tv_weight": audit.tv_weight} if name == "iga" else {}
+    restarts = 1 if run else audit.restarts
+    return AttackJob(name, view, audit.iterations, restarts, seed, options=options)
+
+
+def attack_scores(
+    result: AttackResult, images: np.ndarray, labels: np.ndarray
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The ``attacks`` row of a result scored against the true images (privacy-math.md §7), and
+    the reconstructions in the truth's order (blank where a true image got none)."""
+    scored = score_reconstruction(
+        result.reconstructions, images, prior=result.prior,
+        recovered_labels=result.labels, true_labels=labels,
+    )
+    score = scored.summary()
+    row = {
+        "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
+        "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
+        **{k: score[k] for k in ("mse", "psnr", "ssim", "best_mse", "best_psnr", "best_ssim",
+                                 "label_accuracy", "relative_leakage")},
+    }  # fmt: skip
+    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
+    matched = scored.order >= 0
+    aligned[matched] = result.reconstructions[scored.order[matched]]
+    return row, aligned
+
+
+@dataclass
+class PendingAttack:
+    """An update scheduled for attack at the end of its round: the view, the ids of the true
+    records (every record the round used, in order of first use; the oracle's) and, for the
+    Bayesian-privacy estimate, the candidate pool."""
+
+    client_id: int
+    view: ServerView
+    truth_ids: list[int]
+    pool_ids: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A store write the plan asks for: an ``attacks`` row (with its reconstruction in truth
+    order, if any) and, for an estimate, the tally columns it fills."""
+
+    client_id: int
+    row: dict[str, Any]
+    reconstruction: np.ndarray | None = None
+    tally: dict[str, Any] | None = None
+
+
+class AttackPlan:
+    """The round's attacks.
+
+    Parameters
+    ----------
+    audit
+        The ``[audit]`` settings.
+    train_size
+        Number of training records (candidate pools draw distractors from them).
+    """
+
+    def __init__(self, audit: AuditConfig, train_size: int) -> None:
+        self.audit = audit
+        self.train_size = train_size
+        self.pending: list[PendingAttack] = []
+
+    def scheduled(self, rnd: int, client_id: int) -> bool:
+        """Whether the client's update of round ``rnd`` is attacked."""
+        audit = self.audit
+        if not audit.attacks or (rnd - 1) % audit.every:
+            return False
+        if audit.clients == "all":
+            return True
+        if isinstance(audit.clients, int):
+            return client_id < audit.clients
+        return client_id in audit.clients
+
+    def add(self, rnd: int, client_id: int, view: ServerView, truth_ids: Sequence[int]) -> None:
+        """Schedule an attack on ``view`` (scored against ``truth_ids``)."""
+        truth = list(truth_ids)
+        self.pending.append(PendingAttack(client_id, view, truth, self._pool(rnd, client_id,
+                                                                              truth)))
+
+    def _pool(self, rnd: int, cid: int, truth: list[int]) -> list[int]:
+        """The true batch plus distractors from the rest of the training set (§6), drawn from a
+        generator seeded by (audit seed, round, client): a resumed run draws the same."""
+        audit = self.audit
+        if not audit.bayes_runs:
+            return []
+        others = np.setdiff1d(np.arange(self.train_size), truth)
+        k = min(audit.bayes_distractors, len(others))
+        rng = np.random.default_rng([audit.seed, rnd, cid])
+        return truth + rng.choice(others, size=k, replace=False).tolist()
+
+    def _jobs(self, rnd: int) -> list[tuple[PendingAttack, str, AttackJob]]:
+        audit, jobs = self.audit, []
+        for item in self.pending:
+            cid = item.client_id
+            for name in audit.attacks:
+                jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid)))
+            for k in range(audit.bayes_runs):  # K independent runs of the first attack
+                job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1)
+                jobs.append((item, "bayes", job))
+        return jobs
+
+    def run(self, rnd: int, executor: str, truth: Truth,
+            bound: Callable[[int], float]) -> Iterator[Outcome]:
+        """Run the pending attacks; yield what to store. ``truth(ids)`` gives the true images
+        and labels, ``bound(client)`` the client's MBP bound (the estimate is checked against
+        it)."""
+        jobs = self._jobs(rnd)
+        pending, self.pending = self.pending, []
+        results = run_attacks([j for _, _, j in jobs], executor=executor)
+        bayes: dict[int, list[AttackResult]] = {}
+        for (item, name, _), result in zip(jobs, results, strict=True):
+            if name == "bayes":
+                bayes.setdefault(item.client_id, []).append(result)
+                continue
+            images, labels = truth(item.truth_ids)
+            row, recon = attack_scores(result, images, labels)
+            log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
+                     result.attack, row["ssim"], row["mse"])
+            yield Outcome(item.client_id, row, recon)
+        for item in pending:
+            if item.client_id in bayes:
+                yield self._estimate(item, bayes[item.client_id], truth, bound(item.client_id))
+
+    def _estimate(self, item: PendingAttack, runs: list[AttackResult], truth: Truth,
+                  bound: float) -> Outcome:
+        audit = self.audit
+        candidates, _ = truth(item.pool_ids)
+        est = estimate_bayesian_privacy(runs, candidates, threshold=audit.bayes_threshold,
+                                        smoothing=audit.bayes_smoothing, bound=bound)
+        row = {
+            "attack": f"{audit.attacks[0]}-bayes", "iterations": audit.iterations,
+            "restarts": len(runs), "mbp_estimate": est.mbp, "abp_estimate": est.abp,
+            "estimate": {
+                "runs": est.runs, "threshold": est.threshold, "pool_size": est.pool_size,
+                "smoothing": est.smoothing, "counts": est.counts.tolist(),
+                "bound": None if math.isinf(est.bound) else est.bound,
+            },
+        }  # fmt: skip
+        return Outcome(item.client_id, row, None,
+                       {"mbp_estimate": est.mbp, "abp_estimate": est.abp})

@@ -1,0 +1,219 @@
+"""The client → server reply schema: what a client says about its round, beside its parameters.
+
+A ClientApp's train reply carries its new parameters (one ArrayRecord), ``num-examples`` and
+``train-loss`` (one MetricRecord, averaged by Flower) and a :class:`ClientReport` (one
+ConfigRecord under :data:`REPORT_RECORD`, never averaged). The ClientApp writes it with
+:meth:`ClientReport.to_config`; the server reads it once, with :meth:`ClientReport.from_config`,
+which validates every field and raises :class:`ReplyError` naming the field — the server
+records that as the client's failure and the round goes on. Flower types stay outside: the two
+methods speak plain mappings of ConfigRecord values.
+
+Nothing here is trusted because a client said it: the server checks what it can (the update
+against the declared mechanism, the identity against earlier rounds) elsewhere. What a client
+must not send at all — record ids and the sizes of its batches, which reveal batch membership —
+travels only when the labelled, simulation-only ground-truth oracle is on (``oracle``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from fedpriv.errors import InputError
+
+__all__ = [
+    "MAX_LOCAL_EXAMPLES",
+    "MAX_LOCAL_STEPS",
+    "REPORT_RECORD",
+    "ClientReport",
+    "GroundTruthOracle",
+    "ReplyError",
+]
+
+REPORT_RECORD = "meta"
+"""Name of the reply's ConfigRecord that holds the report."""
+MAX_LOCAL_STEPS = 100_000
+"""Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
+MAX_LOCAL_EXAMPLES = 1_000_000_000
+"""Most records a client may declare."""
+
+
+class ReplyError(ValueError):
+    """A reply field that fails validation: the client's failure, not the run's."""
+
+    def __init__(self, field_name: str, value: object, allowed: str) -> None:
+        self.field = field_name
+        self.value = value
+        self.allowed = allowed
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        super().__init__(f"reply field {field_name!r} = {shown}: expected {allowed}")
+
+
+@dataclass(frozen=True)
+class GroundTruthOracle:
+    """What the simulation-only ground-truth oracle adds to a reply: the record ids of each
+    local batch (hence their sizes). It defeats the secrecy of the batch that Poisson
+    amplification assumes: with it on, the auditor holds batch membership."""
+
+    record_ids: tuple[tuple[int, ...], ...]
+
+    @property
+    def batch_sizes(self) -> tuple[int, ...]:
+        return tuple(len(batch) for batch in self.record_ids)
+
+
+def _int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ReplyError(name, value, f"an integer in [{low:,}, {high:,}]")
+    return value
+
+
+def _real(name: str, value: Any, low: float, high: float, *, open_low: bool = True) -> float:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    ok = ok and math.isfinite(value) and (value > low if open_low else value >= low)
+    if not (ok and value <= high):
+        raise ReplyError(name, value, f"a number in {'(' if open_low else '['}{low:g}, {high:g}]")
+    return float(value)
+
+
+def _json(name: str, value: Any) -> Any:
+    if not isinstance(value, str):
+        raise ReplyError(name, value, "a JSON string")
+    try:
+        return json.loads(value)
+    except ValueError:
+        raise ReplyError(name, value, "valid JSON") from None
+
+
+@dataclass(frozen=True)
+class ClientReport:
+    """One client's account of one round of local training.
+
+    Attributes
+    ----------
+    partition_id
+        The client (partition) id the node claims.
+    server_round
+        The round it trained in (echoed).
+    local_examples
+        ``n``, the records it holds (declared; the server cannot check it).
+    local_steps
+        Local steps, each one noisy release.
+    lr
+        Local learning rate η.
+    batch_size
+        The expected batch size ``L`` (public).
+    sampling
+        ``"poisson"`` or ``"fixed"``.
+    sample_rate
+        ``q = min(L, n) / n``.
+    mechanism, mechanism_params
+        The declared mechanism and its public parameters (a claim the server verifies).
+    oracle
+        Ground truth, only when the simulation-only oracle is on.
+    """
+
+    partition_id: int
+    server_round: int
+    local_examples: int
+    local_steps: int
+    lr: float
+    batch_size: float
+    sampling: str
+    sample_rate: float
+    mechanism: str
+    mechanism_params: Mapping[str, Any] = field(default_factory=dict)
+    oracle: GroundTruthOracle | None = None
+
+    def to_config(self) -> dict[str, Any]:
+        """ConfigRecord values (scalars and JSON strings)."""
+        out: dict[str, Any] = {
+            "partition-id": self.partition_id,
+            "server-round": self.server_round,
+            "local-examples": self.local_examples,
+            "steps": self.local_steps,
+            "lr": self.lr,
+            "batch-size": self.batch_size,
+            "sampling": self.sampling,
+            "sample-rate": self.sample_rate,
+            "mechanism": self.mechanism,
+            "mechanism-params": json.dumps(dict(self.mechanism_params), sort_keys=True),
+        }
+        if self.oracle is not None:
+            out["record-ids"] = json.dumps([list(b) for b in self.oracle.record_ids])
+        return out
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> ClientReport:
+        """Read and validate a report; :class:`ReplyError` names the first bad field.
+
+        The mechanism name and parameters are checked by building the mechanism
+        (``fedpriv.mechanisms.build_mechanism``): an unknown name or a bad value is the
+        client's error, never the user's configuration error.
+        """
+        from fedpriv.mechanisms import build_mechanism
+
+        def get(name: str) -> Any:
+            if name not in config:
+                raise ReplyError(name, None, "a value (the field is missing)")
+            return config[name]
+
+        n = _int("local-examples", get("local-examples"), 1, MAX_LOCAL_EXAMPLES)
+        batch_size = _real("batch-size", get("batch-size"), 0.0, MAX_LOCAL_EXAMPLES)
+        sampling = get("sampling")
+        if sampling not in ("poisson", "fixed"):
+            raise ReplyError("sampling", sampling, "'poisson' or 'fixed'")
+        sample_rate = _real("sample-rate", get("sample-rate"), 0.0, 1.0)
+        expected = min(batch_size, n) / n
+        if not math.isclose(sample_rate, expected, rel_tol=1e-9):
+            raise ReplyError("sample-rate", sample_rate,
+                             f"min(batch-size, local-examples) / local-examples = {expected:.6g}")
+        name, params = get("mechanism"), _json("mechanism-params", get("mechanism-params"))
+        if not isinstance(params, dict):
+            raise ReplyError("mechanism-params", params, "a JSON object")
+        try:
+            mechanism = build_mechanism(name, params, key_prefix="mechanism")
+        except InputError as exc:
+            raise ReplyError(exc.key.replace("mechanism.", "mechanism-params.")
+                             if exc.key != "mechanism.name" else "mechanism",
+                             exc.value, exc.allowed) from None
+        steps = _int("steps", get("steps"), 1, MAX_LOCAL_STEPS)
+        oracle = None
+        if "record-ids" in config:
+            oracle = _oracle(_json("record-ids", config["record-ids"]))
+            if len(oracle.record_ids) != steps:
+                raise ReplyError("record-ids", f"{len(oracle.record_ids)} batches",
+                                 f"one batch per local step ({steps})")
+        return cls(
+            partition_id=_int("partition-id", get("partition-id"), 0, 2**31 - 1),
+            server_round=_int("server-round", get("server-round"), 1, 2**31 - 1),
+            local_examples=n,
+            local_steps=steps,
+            lr=_real("lr", get("lr"), 0.0, 1e6),
+            batch_size=batch_size,
+            sampling=sampling,
+            sample_rate=sample_rate,
+            mechanism=mechanism.name,
+            mechanism_params=mechanism.params(),
+            oracle=oracle,
+        )
+
+    def build_mechanism(self) -> Any:
+        """The declared mechanism (validated when the report was read)."""
+        from fedpriv.mechanisms import build_mechanism
+
+        return build_mechanism(self.mechanism, self.mechanism_params)
+
+
+def _oracle(batches: Any) -> GroundTruthOracle:
+    ok = isinstance(batches, list) and all(
+        isinstance(b, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
+                                    for i in b)
+        for b in batches
+    )
+    if not ok:
+        raise ReplyError("record-ids", batches, "a list of lists of record ids >= 0")
+    return GroundTruthOracle(tuple(tuple(b) for b in batches))
