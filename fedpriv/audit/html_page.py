@@ -58,7 +58,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 dl.kv { display: grid; grid-template-columns: max-content 1fr; gap: .15rem 1rem; margin: .4rem 0; }
 dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; }
 ul.config { columns: 3 18rem; font-size: .82rem; padding-left: 1rem; }
-figure { margin: 1rem 0; } figure img { max-width: 100%; height: auto; }
+figure { margin: 1rem 0; } main img { max-width: 100%; height: auto; }
+main p > img { max-width: min(100%, 900px); }
 .gallery { display: flex; flex-wrap: wrap; gap: 1rem; }
 .gallery figure { margin: 0; border: 1px solid var(--rule); padding: .4rem; max-width: 100%; }
 .gallery img { image-rendering: pixelated; display: block; }

@@ -31,10 +31,10 @@ FIGURES = (
     "accuracy_vs_epsilon.png", "reconstruction_vs_epsilon.png", "mse_vs_log_capacity.png",
     "log_capacity_vs_epsilon.png", "reconstructions.png",
 )  # fmt: skip
-STYLE = {  # mechanism -> (label, colour, marker)
-    "gaussian": ("Gaussian", "#1f77b4", "o"),
-    "vmf": ("VMF", "#d62728", "s"),
-    "laplace": ("Laplace", "#2ca02c", "^"),
+STYLE = {  # mechanism -> (label, colour, marker); Okabe–Ito colours, for colour-blind readers
+    "gaussian": ("Gaussian", "#0072B2", "o"),
+    "vmf": ("VMF", "#D55E00", "s"),
+    "laplace": ("Laplace", "#009E73", "^"),
 }
 _RC = {"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 16, "legend.fontsize": 14,
        "xtick.labelsize": 14, "ytick.labelsize": 14, "lines.linewidth": 2.2,
