@@ -15,7 +15,8 @@ import pytest
 from report_support import BUDGET, STATUSES, synthetic_report
 
 from fedpriv.audit.html_report import render_report_html
-from fedpriv.audit.round_figures import MAX_LINES, line_style, per_client_figure
+from fedpriv.audit.plot_style import line_style
+from fedpriv.audit.round_figures import MAX_LINES, per_client_figure
 from fedpriv.audit.series import band, client_series, status_counts, worst_first
 
 SECTIONS = ("run", "meaning", "utility", "privacy", "clients", "verification", "attacks",
@@ -121,26 +122,28 @@ def test_optional_fields_are_rendered(full):
     page, report, truth = full
     found = tables(page)
     header, *rows = found["clients"][0]
-    col = {
-        name: header.index(name)
-        for name in ("client", "ε lower", "verification", "ε budget", "exhausted", "guarantee")
-    }
+    col = {name: header.index(name)
+           for name in ("client", "ε lower", "verification", "exhausted", "guarantee")}  # fmt: skip
     by_id = {int(r[col["client"]]): r for r in rows}
     for c in report["clients"]:
         row, cid = by_id[c["client_id"]], c["client_id"]
         over = np.flatnonzero(truth.epsilon[cid] > BUDGET)
         assert row[col["exhausted"]] == (str(over[0] + 1) if over.size else "–")
-        assert row[col["ε budget"]] == f"{BUDGET:g}"
         assert row[col["verification"]].startswith(str(truth.statuses[cid, -1]))
-        assert "canary" in row[col["ε lower"]]
+        assert float(row[col["ε lower"]]) == pytest.approx(truth.epsilon[cid, -1] / 4, rel=1e-3)
         assert row[col["guarantee"]] == ("declared", "verified", "none")[cid % 3]
-    checked = found["verification"][0][1:]
-    assert [r[2] for r in checked] == sorted(
-        (r[2] for r in checked), key=lambda s: {"inconsistent": 0, "unverifiable": 1}.get(s, 2)
-    )
+    # the same for every client: said once, not in a column
+    for shared in ("ε budget <b>6</b>", "method <b>canary</b>", "confidence <b>0.95</b>",
+                   "PAC accuracy <b>0.9</b>", "mechanism <b>gaussian</b>"):  # fmt: skip
+        assert shared in page
+    assert not {"ε budget", "method", "mechanism"} & set(header)
+    listed = found["verification"][0][1:]
+    flagged = truth.statuses[:, -1] != "consistent"
+    assert sorted(int(r[0]) for r in listed) == list(np.flatnonzero(flagged))
+    assert [r[2] for r in listed] == sorted((r[2] for r in listed), key=STATUSES.index)
     assert any("declared σ inconsistent" in cell for r in found["failures"][0] for cell in r)
     assert "budget 6" in svg_text(svgs(page)["epsilon"])
-    assert "ε lower bound (audit)" in svg_text(svgs(page)["epsilon-bounds"])
+    assert "lower (audit)" in svg_text(svgs(page)["epsilon-bounds"])
 
 
 def test_clients_are_listed_worst_first(full):
@@ -199,7 +202,7 @@ def test_infinite_clients_are_named_not_drawn():
         for entry in c["per_round"]:
             entry["epsilon"] = math.inf
     only_note = per_client_figure(report["clients"], "epsilon", "ε", "t", cumulative=True)
-    assert only_note.svg is None and "clients 0, 1, 2" in only_note.note
+    assert only_note.svg is None and only_note.note == "t: ∞ (not drawn) for all 3 clients."
 
 
 def test_verification_counts_per_round(full):

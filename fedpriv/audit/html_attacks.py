@@ -88,7 +88,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
     """Attacks: SSIM over rounds, the drawn reconstructions, the score table."""
     ssim = per_client_figure(
         clients, "ssim", "best attack SSIM",
-        "Best attack SSIM per client and round (higher = more leaked)", cumulative=False,
+        "Best attack SSIM per client and round (higher = more leaked)", cumulative=False, log=False,
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"

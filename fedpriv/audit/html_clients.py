@@ -6,11 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fedpriv.audit.check_figures import verification_figure
 from fedpriv.audit.html_page import Markup, Section, cell, embed, esc, table
-from fedpriv.audit.round_figures import verification_figure
 
-__all__ = ["clients_section", "verification_section"]
+__all__ = ["MAX_FLAGGED", "clients_section", "verification_section"]
 
+#: Clients listed in the verification table (inconsistent first).
+MAX_FLAGGED = 500
 Row = Mapping[str, Any]
 Column = tuple[str, str, Callable[[Row], Any]]  # header, tooltip, value of a client
 
@@ -35,22 +37,16 @@ def _accounting(client: Row) -> str | None:
     return " · ".join(str(p) for p in parts if p) or None
 
 
-def _lower(client: Row) -> Any:
-    lower = client.get("epsilon_lower")
-    if not isinstance(lower, Mapping):
-        return lower
-    return Markup(
-        f'{cell(lower.get("value"))} <span class="note">'
-        f"({cell(lower.get('confidence'))}, {esc(lower.get('method') or '–')})</span>"
-    )
+def _lower(key: str) -> Callable[[Row], Any]:
+    return lambda c: (c.get("epsilon_lower") or {}).get(key)
 
 
 def _verification(client: Row) -> Any:
     v = client.get("verification")
     if not isinstance(v, Mapping):
         return v
-    p = f", p = {cell(v.get('p_value'), 3)}" if v.get("p_value") is not None else ""
-    return Markup(f"{esc(v.get('status'))}{p}")
+    p = f" (p = {cell(v.get('p_value'), 3)})" if v.get("p_value") is not None else ""
+    return Markup(f'<span class="nw">{esc(v.get("status"))}{p}</span>')
 
 
 def _budget(key: str) -> Callable[[Row], Any]:
@@ -80,7 +76,9 @@ _COLUMNS: list[Column] = [
 ]  # fmt: skip
 #: Columns added when some client carries the key.
 _OPTIONAL: dict[str, list[Column]] = {
-    "epsilon_lower": [("ε lower", "audit lower bound (confidence, method)", _lower)],
+    "epsilon_lower": [("ε lower", "the audit's lower bound on ε", _lower("value")),
+                      ("confidence", "of the lower bound", _lower("confidence")),
+                      ("method", "of the lower bound", _lower("method"))],
     "verification": [("verification", "declared mechanism vs update", _verification)],
     "pac_accuracy": [("PAC accuracy", "", lambda c: c.get("pac_accuracy"))],
     "pac_robust_confidence": [("PAC robust conf.", "", lambda c: c.get("pac_robust_confidence"))],
@@ -89,34 +87,64 @@ _OPTIONAL: dict[str, list[Column]] = {
 }  # fmt: skip
 
 
+#: Shown even when every client has the same value.
+_ALWAYS = {"client", "ε", "log C", "best SSIM"}
+
+
+def _shared(columns: list[Column], rows: list[list[Any]]) -> set[int]:
+    """Indices of the columns (outside :data:`_ALWAYS`) every client has the same text in."""
+    if len(rows) < 2:
+        return set()
+    return {
+        k for k, (label, _, _) in enumerate(columns)
+        if label not in _ALWAYS and len({cell(row[k]) for row in rows}) == 1
+    }  # fmt: skip
+
+
 def clients_section(clients: Sequence[Row]) -> Section:
-    """One row per client, in the order given (worst first)."""
+    """One row per client, in the order given (worst first); a column with the same value
+    for every client is stated once above the table instead."""
     columns = list(_COLUMNS)
     for key, extra in _OPTIONAL.items():
         if any(c.get(key) is not None for c in clients):
             columns += extra
     rows = [[get(c) for _, _, get in columns] for c in clients]
+    shared = _shared(columns, rows)
+    same = " · ".join(f"{esc(columns[k][0])} <b>{cell(rows[0][k])}</b>" for k in sorted(shared))
+    keep = [k for k in range(len(columns)) if k not in shared]
     body = (
         '<p class="note">Worst first: by ε, then log Bayes capacity, then best attack SSIM. '
         "One row per client, at its last tally; <code>tallies.csv</code> has every round.</p>"
-        + table([(label, tip) for label, tip, _ in columns], rows)
+        + (f"<p>Every client: {same}.</p>" if same else "")
+        + table([columns[k][:2] for k in keep], ([row[k] for k in keep] for row in rows))
     )
     return "clients", "Clients, worst first", body
 
 
 def verification_section(clients: Sequence[Row]) -> Section | None:
-    """Per-round verification counts and the clients' verdicts, inconsistent first; None when
-    no client or round carries a verification."""
+    """Per-round verification counts and the verdicts of the clients not found consistent,
+    inconsistent first; None when no client or round carries a verification."""
     fig = verification_figure(clients)
     checked = [c for c in clients if isinstance(c.get("verification"), Mapping)]
     if fig is None and not checked:
         return None
     order = {"inconsistent": 0, "unverifiable": 1}
-    checked.sort(key=lambda c: (order.get(c["verification"].get("status"), 2), c["client_id"]))
+    flagged = [c for c in checked if c["verification"].get("status") in order]
+    flagged.sort(key=lambda c: (order[c["verification"]["status"]], c["client_id"]))
     rows = [
         [c["client_id"], c.get("guarantee"),
          *(c["verification"].get(k) for k in ("status", "p_value", "reason"))]
-        for c in checked
+        for c in flagged[:MAX_FLAGGED]
     ]  # fmt: skip
     headers = [("client", ""), ("guarantee", ""), ("status", ""), ("p-value", ""), ("reason", "")]
-    return "verification", "Verification", embed(fig) + (table(headers, rows) if rows else "")
+    listed = len(rows)
+    note = (
+        f'<p class="note">At their last round: {len(checked) - len(flagged)} of {len(checked)} '
+        f"clients consistent with their declaration; {listed} of the {len(flagged)} others "
+        "listed.</p>"
+    )
+    return (
+        "verification",
+        "Verification",
+        embed(fig) + note + (table(headers, rows) if rows else ""),
+    )

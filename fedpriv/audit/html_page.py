@@ -63,7 +63,7 @@ main p > img { max-width: min(100%, 900px); }
 .gallery { display: flex; flex-wrap: wrap; gap: 1rem; }
 .gallery figure { margin: 0; border: 1px solid var(--rule); padding: .4rem; max-width: 100%; }
 .gallery img { image-rendering: pixelated; display: block; }
-code { font-size: .9em; }
+code { font-size: .9em; } .nw { white-space: nowrap; }
 @media print {
   body { max-width: none; font-size: 11px; } nav { display: none; }
   h2 { break-after: avoid; } figure, tr, .box { break-inside: avoid; }

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedpriv.audit import round_figures as rf
+from fedpriv.audit.check_figures import epsilon_bounds_figure
 from fedpriv.audit.gallery import AttackView
 from fedpriv.audit.html_attacks import attacks_section
 from fedpriv.audit.html_clients import clients_section, verification_section
@@ -35,7 +36,7 @@ def _privacy(clients: Sequence[Row]) -> Section:
             clients, "epsilon", f"cumulative ε at δ = {cell(delta)}",
             "Cumulative ε per client (accountant's upper bound, add/remove one record)",
             cumulative=True, budgets=[b for b in budgets if math.isfinite(b)]),
-        rf.epsilon_bounds_figure(clients),
+        epsilon_bounds_figure(clients),
         rf.per_client_figure(
             clients, "log_capacity_cumulative", "cumulative log Bayes capacity (nats)",
             f"Cumulative log Bayes capacity per client ({threat}-level)", cumulative=True),
