@@ -167,6 +167,8 @@ def test_many_clients_are_drawn_as_a_band_with_the_worst_named(big):
     assert {"median", "quartiles", f"worst: client {worst}"} <= set(labels)
     assert "range of 1000 clients" in labels
     assert len(re.findall(r'id="line2d_', svg)) < 60  # axes ticks and 2 lines, not 1000
+    bounds = svgs(page)["epsilon-bounds"]
+    assert "gap" in svg_text(bounds) and len(bounds) < 100_000  # traced, not 2,000 markers
     assert len(page.encode()) < 5 * 2**20
 
 
