@@ -41,8 +41,8 @@ def _core(docs: str) -> list[tuple[str, str]]:
             "An upper bound from the accountant: how much any one training record (added or "
             "removed) can change what the client released, over every noisy release it made so "
             "far (rounds × local steps). Smaller is safer; δ is the small probability the bound "
-            "may fail. ∞ means the mechanism gives no formal guarantee (no noise, clipping "
-            f"alone, or VMF keeping the norm). See {_link(docs, 'accounting.md')}.",
+            "may fail. ∞ means no formal guarantee: no noise (or σ = 0), clipping alone, or "
+            f"VMF releasing the true norm. See {_link(docs, 'accounting.md')}.",
         ),
         (
             "log Bayes capacity (nats)",
