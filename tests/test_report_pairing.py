@@ -101,7 +101,7 @@ def test_attack_views_draw_the_scored_pairs(store_with_attack):
     assert listed.png is None and listed.pairing is None and not listed.stored
     report = write_report(store, html=True)
     page = open(report["files"]["html"], encoding="utf-8").read()
-    assert "re-matched by minimum MSE" in page and "not paired" not in page
+    assert "paired as scored (re-matched)" in page and "not paired" not in page
     assert json.loads(open(report["files"]["report"]).read())["files"]["html"].endswith(
         "report.html"
     )

@@ -20,8 +20,8 @@ __all__ = ["MAX_ATTACK_ROWS", "attacks_section"]
 MAX_ATTACK_ROWS = 500
 Row = Mapping[str, Any]
 _PAIRED = {
-    PAIRED_AS_STORED: "paired: the stored order reproduces the scored MSE",
-    REMATCHED: "paired: re-matched by minimum MSE, reproducing the scored MSE",
+    PAIRED_AS_STORED: "paired as scored (stored order)",
+    REMATCHED: "paired as scored (re-matched)",
 }
 _HEADERS = [
     ("round", ""), ("client", ""), ("attack", ""), ("iterations", ""), ("restarts", ""),
@@ -34,7 +34,8 @@ _HEADERS = [
 _PAIRING_NOTE = (
     '<p class="note">Each column shows a true image (top) above the reconstruction scored '
     "against it (bottom). The store keeps the true batch in record-id order; the report "
-    "pairs columns as the scorer did and checks that the pairs reproduce the stored MSE.</p>"
+    "pairs columns as the scorer did — keeping the stored order, or re-matching by minimum "
+    "MSE — and accepts a pairing only if it reproduces the stored MSE.</p>"
 )
 
 
@@ -88,7 +89,8 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
     """Attacks: SSIM over rounds, the drawn reconstructions, the score table."""
     ssim = per_client_figure(
         clients, "ssim", "best attack SSIM",
-        "Best attack SSIM per client and round (higher = more leaked)", cumulative=False, log=False,
+        "Best attack SSIM per client and round (higher = more leaked)",
+        cumulative=False, log=False, unit_range=True,
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"

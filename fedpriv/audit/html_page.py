@@ -61,7 +61,8 @@ ul.config { columns: 3 18rem; font-size: .82rem; padding-left: 1rem; }
 figure { margin: 1rem 0; } main img { max-width: 100%; height: auto; }
 main p > img { max-width: min(100%, 900px); }
 .gallery { display: flex; flex-wrap: wrap; gap: 1rem; }
-.gallery figure { margin: 0; border: 1px solid var(--rule); padding: .4rem; max-width: 100%; }
+.gallery figure { margin: 0; border: 1px solid var(--rule); padding: .4rem; max-width: 100%;
+  width: min-content; min-width: 18rem; }
 .gallery img { image-rendering: pixelated; display: block; }
 code { font-size: .9em; } .nw { white-space: nowrap; }
 @media print {

@@ -68,7 +68,7 @@ def new_figure(
     width, total = 9.0, height * rows
     fig = MplFigure(figsize=(width, total))
     fig.subplots_adjust(
-        left=0.8 / width, right=1 - (2.1 if legend else 0.25) / width,
+        left=1.0 / width, right=1 - (2.1 if legend else 0.25) / width,
         bottom=0.55 / total, top=1 - 0.35 / total, hspace=0.9 / height, wspace=0.3,
     )  # fmt: skip
     return fig, list(fig.subplots(rows, cols, squeeze=False).ravel())

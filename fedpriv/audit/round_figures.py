@@ -129,10 +129,12 @@ def per_client_figure(
     cumulative: bool,
     budgets: Sequence[float] = (),
     log: bool | None = None,
+    unit_range: bool = False,
 ) -> Figure | None:
     """``key`` of every client over rounds (lines, or a band beyond :data:`MAX_LINES`);
     ``budgets`` are drawn as horizontal lines; ``log`` forces the y-scale (None: a log scale
-    where it helps; False for bounded scores such as SSIM)."""
+    where it helps); ``unit_range`` shows a score such as SSIM on [0, 1] (lower if a value
+    is negative), so that near 1 reads as near 1."""
     series = client_series(clients, key, cumulative=cumulative)
     shown, note = series.bounded(), _unbounded_note(series)
     if not np.isfinite(shown.values).any():
@@ -147,6 +149,9 @@ def per_client_figure(
             label=f"budget {budget:g}",
         )
     _draw(ax, shown, ylabel, log)
+    if unit_range:
+        finite = shown.values[np.isfinite(shown.values)]
+        ax.set_ylim(min(0.0, float(finite.min())) - 0.02, 1.02)
     ax.set_title(title)
     return Figure(key, title, svg_bytes(fig), note)
 
