@@ -9,6 +9,7 @@ Set ``FEDPRIV_SCREENSHOT_DIR`` to keep the screenshot.
 from __future__ import annotations
 
 import base64
+import fcntl
 import io
 import json
 import os
@@ -40,12 +41,21 @@ pytestmark = [
 ]
 
 
+def _above_4(fd: int) -> int:
+    """``fd`` moved to a descriptor number of at least 10 (close-on-exec)."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return moved
+
+
 class DevTools:
     """A Chromium process and one page session over the DevTools pipe."""
 
     def __init__(self, profile: Path) -> None:
-        cmd_read, self._cmd = os.pipe()
-        self._res, res_write = os.pipe()
+        # pipe ends kept above fd 4, so that dup2 onto 3 and 4 in the child is never a no-op
+        # (a no-op dup2 would leave close-on-exec set, and Chromium would find no pipe)
+        cmd_read, self._cmd = (_above_4(fd) for fd in os.pipe())
+        self._res, res_write = (_above_4(fd) for fd in os.pipe())
 
         def pipes() -> None:  # in the child: fd 3 reads commands, fd 4 writes replies
             os.dup2(cmd_read, 3)
