@@ -6,7 +6,8 @@ Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
 ``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
 ``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``simulation``
-(seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory).
+(seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
+``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time and the load average before and after it; a section that
 fails is reported with its error and the others still run. Benchmarks measure; they never
 fail a test run. ``--quick`` takes under 10 minutes on 2 idle cores. See benchmarks/README.md.
@@ -77,6 +78,12 @@ def _simulation(quick: bool) -> dict[str, Any]:
     return {**measure(quick), "server_audit_costs": audit_costs(quick)}
 
 
+def _html_report(quick: bool) -> dict[str, Any]:
+    from benchmarks.html_report import measure
+
+    return measure(quick)
+
+
 SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "dp_step": _dp_step,
     "mechanisms": _mechanisms,
@@ -84,6 +91,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "accounting": _accounting,
     "capacity": _capacity,
     "simulation": _simulation,
+    "html_report": _html_report,
 }
 
 
@@ -182,6 +190,11 @@ def headlines(result: dict[str, Any]) -> list[str]:
            f"  fedpriv account (VMF, T=1e5): {r['cli_vmf_T1e5']}"],
         "capacity": lambda r: _table_lines(r["capacity"], "log_capacity", "ms", "ms"),
         "simulation": _simulation_lines,
+        "html_report": lambda r: [
+            f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
+            for n, v in r["render"].items()
+        ] + ["  write_report: " + ", ".join(f"{k} {_median(v)} s"
+                                           for k, v in r["per_round"].items())],
     }
     for name, entry in result["sections"].items():
         lines.append(f"{name} ({entry['seconds']} s, load {entry['load_average_before']} -> "

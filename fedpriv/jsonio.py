@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dumps", "jsonable", "write_json"]
+__all__ = ["dumps", "json_number", "jsonable", "write_json"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -19,6 +19,16 @@ def jsonable(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [jsonable(v) for v in obj]
     return obj
+
+
+def json_number(value: Any) -> float:
+    """The inverse of :func:`jsonable` for one number: a real number, or one of the strings
+    ``"inf"``, ``"-inf"``, ``"nan"``, as a float; NaN for anything else (None, text)."""
+    if isinstance(value, str):
+        return float(value) if value in ("inf", "-inf", "nan") else math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    return float(value)
 
 
 def dumps(obj: Any, indent: int | None = None) -> str:

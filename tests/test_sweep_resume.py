@@ -13,7 +13,7 @@ from PIL import Image
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
-from workflows.sweep import RESULTS_CSV, ROW_KEYS, STUDY, run_sweep
+from workflows.sweep import RESULTS_CSV, ROW_KEYS, STUDY, STUDY_HTML, run_sweep
 from workflows.sweep.figures import FIGURES
 
 RAW = {
@@ -166,6 +166,30 @@ def test_study_states_what_the_rows_say(finished):
     assert f"{ratio:.2f}× at ε = 2" in text
     assert all(f"]({name})" in text for name in FIGURES)
     assert "digits" in text and "MNIST" in text
+
+
+def test_study_html_says_the_same_with_the_figures_embedded(finished):
+    import base64
+    import re
+
+    out, _, result = finished
+    page = (out / STUDY_HTML).read_text(encoding="utf-8")
+    assert result["study_html"] == str(out / STUDY_HTML)
+    assert "VMF MSE 0.3 vs Gaussian 0.1" in page and "<table>" in page
+    assert "<script" not in page and "default-src 'none'" in page
+    sources = re.findall(r'<img src="([^"]+)"', page)
+    assert len(sources) == len(FIGURES) and all(s.startswith("data:image/png;base64,")
+                                                 for s in sources)  # fmt: skip
+    embedded = [base64.b64decode(s.split(",", 1)[1]) for s in sources]
+    assert embedded == [(out / name).read_bytes() for name in FIGURES]  # in study.md's order
+    assert all(h.startswith("#") for h in re.findall(r'href="([^"]*)"', page))
+
+
+def test_study_html_refuses_an_image_that_is_not_a_figure(tmp_path):
+    from workflows.sweep.study_html import study_html
+
+    with pytest.raises(ValueError, match="elsewhere.png"):
+        study_html("# t\n\n![x](http://example.org/elsewhere.png)\n", [])
 
 
 def test_an_unreachable_epsilon_stops_the_sweep_before_any_run(tmp_path):

@@ -3,8 +3,10 @@
 Only completed rounds count; an incomplete last round is listed and otherwise ignored.
 :func:`build_report` returns the ``simulate`` JSON object of the command-line contract
 (``docs/audit-store.md`` lists every key); :func:`write_report` writes it as
-``report.json`` next to ``tallies.csv`` (one row per client per round) and PNG grids
-``reconstructions_round<r>.png``. Values not measured are ``None`` (JSON ``null``).
+``report.json`` next to ``tallies.csv`` (one row per client per round), PNG grids
+``reconstructions_round<r>.png`` and, once the run is over or when asked, the self-contained
+page ``report.html`` (:mod:`fedpriv.audit.html_report`). Values not measured are ``None``
+(JSON ``null``).
 """
 
 from __future__ import annotations
@@ -21,13 +23,18 @@ from typing import Any
 
 from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
-from fedpriv.audit.figures import Panel, as_images, write_grid
+from fedpriv.audit.figures import Panel, write_grid
+from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.jsonio import dumps
 
-__all__ = ["MAX_PANELS", "REPORT_JSON", "TALLIES_CSV", "build_report", "report_run", "write_report"]
+__all__ = [
+    "MAX_PANELS", "REPORT_HTML", "REPORT_JSON", "TALLIES_CSV", "build_report", "report_run",
+    "write_report",
+]  # fmt: skip
 
+REPORT_HTML = "report.html"
 REPORT_JSON = "report.json"
 TALLIES_CSV = "tallies.csv"
 #: Clients shown per round's figure: the most leaking ones (highest SSIM) first.
@@ -172,26 +179,17 @@ def _write_tallies_csv(store: AuditStore, path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue().encode())
 
 
-def _first(bundle: Row, name: str) -> Any:
-    return bundle[name] if name in bundle else next(iter(bundle.values()))
-
-
 def _panel(store: AuditStore, attack: Row) -> Panel | None:
-    """Originals vs reconstruction of one attack, or None where either is not stored."""
-    client, ssim = attack["client_id"], attack["ssim"]
-    try:
-        truth = store.load_ground_truth(attack["round"], client)
-        recon = store.load_reconstruction(attack["attack_id"])
-        originals, recons = as_images(_first(truth, "images")), as_images(_first(recon, "images"))
-        if originals.shape[1:] != recons.shape[1:]:
-            raise ValueError(f"images {originals.shape[1:]} vs reconstruction {recons.shape[1:]}")
-    except KeyError:
+    """Originals vs reconstruction of one attack, paired as the scorer paired them
+    (:mod:`fedpriv.audit.pairing`), or None where either is not stored."""
+    pairing = load_pairing(store, attack)
+    if pairing is None:
         return None
-    except (StoreError, ValueError) as exc:
-        log.warning("no figure for client %s, round %s: %s", client, attack["round"], exc)
-        return None
+    ssim = attack["ssim"]
     caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
-    return Panel(f"client {client}", caption, originals, recons)
+    caption += "" if pairing.paired else "\n(columns not paired)"
+    return Panel(f"client {attack['client_id']}", caption, pairing.originals,
+                 pairing.reconstructions)
 
 
 def _up_to_date(store: AuditStore, path: Path, rnd: int) -> bool:
@@ -227,11 +225,30 @@ def _write_figures(store: AuditStore, out_dir: Path) -> list[str]:
     return written
 
 
+def _write_html(store: AuditStore, report: Row, out: Path) -> str:
+    from fedpriv.audit.html_page import docs_prefix
+    from fedpriv.audit.html_report import render_report_html
+
+    views = attack_views(store, _completed(store, "attacks"))
+    page = render_report_html(report, views, docs=docs_prefix(out))
+    atomic_write_bytes(out / REPORT_HTML, page.encode())
+    return str(out / REPORT_HTML)
+
+
 def write_report(
-    store: AuditStore, out_dir: Path | str | None = None, problems: list[Problem] | None = None
+    store: AuditStore,
+    out_dir: Path | str | None = None,
+    problems: list[Problem] | None = None,
+    *,
+    html: bool | None = None,
 ) -> Row:
     """Write ``report.json``, ``tallies.csv`` and the figures to ``out_dir`` (default: the
-    run directory), each atomically; return the report, whose ``files`` lists them."""
+    run directory), each atomically; return the report, whose ``files`` lists them.
+
+    ``html`` says whether to render ``report.html`` too; by default it is rendered once the
+    run's status is no longer ``running``, so the rebuild after every round stays cheap and
+    the final rebuild of a run writes the page.
+    """
     out = Path(out_dir) if out_dir is not None else store.run_dir
     make_dirs_durable(out)
     report = build_report(store, problems)
@@ -241,6 +258,8 @@ def write_report(
         "tallies_csv": str(out / TALLIES_CSV),
         "figures": _write_figures(store, out),
     }
+    if report["status"] != "running" if html is None else html:
+        report["files"]["html"] = _write_html(store, report, out)
     atomic_write_bytes(out / REPORT_JSON, (dumps(report) + "\n").encode())
     return report
 
@@ -258,6 +277,6 @@ def report_run(
     with AuditStore.open(run_dir, readonly=True) as store:
         problems = verify(run_dir, hashes=hashes)
         try:
-            return write_report(store, out_dir, problems)
+            return write_report(store, out_dir, problems, html=True)
         except sqlite3.DatabaseError as exc:
             raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None

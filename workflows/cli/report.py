@@ -1,9 +1,14 @@
-"""``fedpriv report RUN_DIR``: rebuild report.json, tallies.csv and the figures from a store."""
+"""``fedpriv report RUN_DIR [--watch]``: rebuild report.json, tallies.csv, the figures and
+report.html from a store; with ``--watch``, again after every round a live run completes."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 from typing import Any
+
+from fedpriv.validate import check_positive
 
 __all__ = ["register", "render", "run"]
 
@@ -13,8 +18,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
         help="rebuild a run's report from its audit store (works while the run goes)",
-        description="Verify a run's audit store, then write report.json, tallies.csv and "
-        "reconstruction grids from its completed rounds.",
+        description="Verify a run's audit store, then write report.json, tallies.csv, "
+        "reconstruction grids and the self-contained page report.html from its completed "
+        "rounds.",
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (holds audit.sqlite)")
     parser.add_argument(
@@ -26,13 +32,54 @@ def register(subparsers: Any) -> None:
         help="check tensor files by size only, not by SHA-256 (faster on big runs)",
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="render again after every newly completed round of a live run; stops when the "
+        "run is no longer running, or on Ctrl-C (one line per render on stderr)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="seconds between polls of the store with --watch (default 2)",
+    )
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Write the report; a missing, foreign or corrupt store raises StoreError (exit 2)."""
+    interval = check_positive("--interval", args.interval)
+    if args.watch:
+        return _watch(args, interval)
     from fedpriv.audit.report import report_run
 
     return report_run(args.run_dir, args.out, hashes=not args.no_hashes)
+
+
+def _say(report: dict[str, Any], seconds: float) -> dict[str, Any]:
+    done = report["completed_rounds"]
+    print(
+        f"{time.strftime('%H:%M:%S')} round {done[-1] if done else '-'} ({len(done)} "
+        f"completed, run {report['status']}): wrote {report['files']['html']} in {seconds:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return report
+
+
+def _watch(args: argparse.Namespace, interval: float) -> dict[str, Any]:
+    """Render after every completed round until the run ends or Ctrl-C; the last report."""
+    from fedpriv.audit.watch import watch_reports
+
+    renders = watch_reports(args.run_dir, args.out, interval=interval, hashes=not args.no_hashes)
+    last = _say(*next(renders))  # there is always a first render; Ctrl-C in it exits 130
+    try:
+        for report, seconds in renders:
+            last = _say(report, seconds)
+    except KeyboardInterrupt:
+        pass  # the normal way to stop watching a run that goes on
+    return last
 
 
 def _fmt(value: Any, spec: str) -> str:
@@ -56,6 +103,8 @@ def render(result: dict[str, Any]) -> str:
         )
     for problem in result.get("integrity", {}).get("problems", []):
         lines.append(f"{problem['severity']}: {problem['path']}: {problem['message']}")
-    lines.append(f"wrote {result['files']['report']}, {result['files']['tallies_csv']}")
+    files = result["files"]
+    lines.append(f"wrote {files['report']}, {files['tallies_csv']}"
+                 + (f", {files['html']}" if "html" in files else ""))
     lines += [f"wrote {path}" for path in result["files"]["figures"]]
     return "\n".join(lines)

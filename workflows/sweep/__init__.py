@@ -15,7 +15,7 @@ from workflows.sweep.plan import (
     sweep_setting,
 )
 from workflows.sweep.results import ROW_KEYS, cell_row, write_csv
-from workflows.sweep.run import RESULTS_CSV, RESULTS_JSON, STUDY, Runner, run_sweep
+from workflows.sweep.run import RESULTS_CSV, RESULTS_JSON, STUDY, STUDY_HTML, Runner, run_sweep
 from workflows.sweep.state import SweepDir
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "RESULTS_JSON",
     "ROW_KEYS",
     "STUDY",
+    "STUDY_HTML",
     "Cell",
     "Runner",
     "SweepDir",

@@ -30,13 +30,18 @@ from workflows.sweep.plan import (
 )
 from workflows.sweep.results import cell_row, write_csv
 from workflows.sweep.state import SweepDir
-from workflows.sweep.study import write_study
+from workflows.sweep.study import study_markdown, write_study
+from workflows.sweep.study_html import write_study_html
 
-__all__ = ["RESULTS_CSV", "RESULTS_JSON", "STUDY", "Runner", "run_sweep", "simulate_runner"]
+__all__ = [
+    "RESULTS_CSV", "RESULTS_JSON", "STUDY", "STUDY_HTML", "Runner", "run_sweep",
+    "simulate_runner",
+]  # fmt: skip
 
 RESULTS_CSV = "results.csv"
 RESULTS_JSON = "results.json"
 STUDY = "study.md"
+STUDY_HTML = "study.html"
 Runner = Callable[[Config, Path], dict[str, Any]]
 """Runs one cell's configuration into a run directory and returns its ``simulate`` report."""
 
@@ -121,6 +126,9 @@ def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None)
         "out_dir": str(out), "rows": rows, "figures": figures,
         "results_csv": str(out / RESULTS_CSV),
         "study": write_study(out / STUDY, cfg, setting, rows, figures),
+        "study_html": write_study_html(
+            out / STUDY_HTML, study_markdown(cfg, setting, rows, figures), figures
+        ),
         "setting": setting.as_dict(), "cells_run": list(todo),
         "cells_resumed": [k for k in map(_key, rows) if k not in todo],
         "wall_seconds": time.monotonic() - start,

@@ -6,7 +6,7 @@ Layout of ``--out DIR``::
     cells/<key>.json      one per finished cell: the calibrated cell and its result row
     cells/<key>.npz       example originals and reconstructions of that cell (figure input)
     runs/<key>/           the cell's run directory (audit store, report.json, ...)
-    results.csv, results.json, study.md, *.png   rebuilt at the end of every sweep
+    results.csv, results.json, study.md, study.html, *.png   rebuilt at the end of every sweep
 
 A cell counts as finished only once its JSON exists (written atomically, last). Re-running
 with the same ``--out`` skips finished cells and starts unfinished ones afresh (their partial

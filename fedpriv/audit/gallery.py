@@ -1,0 +1,138 @@
+"""Stored attacks as the report shows them: scores, and true images beside their
+reconstructions in the pairing the scorer used (:mod:`fedpriv.audit.pairing`)."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.figures import MAX_COLUMNS, as_images
+from fedpriv.audit.pairing import Pairing, pair_attack
+from fedpriv.audit.reader import StoreReader
+
+__all__ = ["MAX_DRAWN", "SCORE_KEYS", "AttackView", "attack_views", "load_pairing", "strip_png"]
+
+#: Attacks drawn with their images in one report (the most leaking, by SSIM); the rest are
+#: listed with their scores only.
+MAX_DRAWN = 60
+#: Columns of an attack's scores, in table order.
+SCORE_KEYS = (
+    "iterations",
+    "restarts",
+    "mse",
+    "psnr",
+    "ssim",
+    "best_mse",
+    "best_psnr",
+    "best_ssim",
+    "label_accuracy",
+    "relative_leakage",
+)
+_PIXELS = 64  # an image's height on the page, about
+log = logging.getLogger(__name__)
+Row = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class AttackView:
+    """One stored attack: where, which, its scores; with ``png`` (true row above the
+    reconstruction row) when drawn, how the columns were paired, the number of images, and
+    whether a reconstruction is stored at all."""
+
+    round: int
+    client_id: int
+    attack: str
+    scores: dict[str, Any] = field(default_factory=dict)
+    png: bytes | None = None
+    pairing: str | None = None
+    note: str = ""
+    images: int = 0
+    stored: bool = False
+
+
+def load_pairing(store: StoreReader, attack: Row) -> Pairing | None:
+    """The stored true batch and reconstruction of ``attack``, paired; None when either is
+    not stored (or cannot be read: logged)."""
+    try:
+        truth = store.load_ground_truth(attack["round"], attack["client_id"])
+        recon = store.load_reconstruction(attack["attack_id"])
+        originals = as_images(truth.get("images", next(iter(truth.values()))))
+        recons = as_images(recon.get("images", next(iter(recon.values()))))
+        return pair_attack(originals, recons, attack["mse"])
+    except KeyError:
+        return None
+    except (StoreError, ValueError) as exc:
+        log.warning(
+            "no images for client %s, round %s: %s", attack["client_id"], attack["round"], exc
+        )
+        return None
+
+
+def _rgb(images: np.ndarray) -> np.ndarray:
+    return images if images.ndim == 4 else np.repeat(images[..., None], 3, axis=-1)
+
+
+def strip_png(pairing: Pairing, columns: int = MAX_COLUMNS) -> bytes:
+    """A PNG of the first ``columns`` true images (top row) above their reconstructions,
+    each scaled by a whole factor to about 64 pixels high, on white; the pairing's images
+    are ``(B, H, W)`` grey or ``(B, H, W, 3)`` colour (:func:`~fedpriv.audit.figures.as_images`)."""
+    from matplotlib.image import imsave
+
+    rows = [_rgb(pairing.originals[:columns]), _rgb(pairing.reconstructions[:columns])]
+    height, width = rows[0].shape[1:3]
+    scale = max(1, round(_PIXELS / height))
+    gap = max(2, scale)
+    count = max(len(r) for r in rows)
+    canvas = np.ones((2 * height * scale + 3 * gap, count * (width * scale + gap) + gap, 3))
+    for i, images in enumerate(rows):
+        top = gap + i * (height * scale + gap)
+        for j, image in enumerate(images):
+            left = gap + j * (width * scale + gap)
+            big = np.repeat(np.repeat(image, scale, axis=0), scale, axis=1)
+            canvas[top : top + height * scale, left : left + width * scale] = big
+    buffer = io.BytesIO()
+    imsave(buffer, canvas, format="png")
+    return buffer.getvalue()
+
+
+def _best_per_client_round(attacks: Sequence[Row]) -> list[Row]:
+    """Per (round, client) the stored reconstruction with the highest SSIM."""
+    best: dict[tuple[int, int], Row] = {}
+    for a in attacks:
+        if a["tensor_id"] is None:
+            continue
+        key = (a["round"], a["client_id"])
+        if key not in best or (a["ssim"] or -1.0) > (best[key]["ssim"] or -1.0):
+            best[key] = a
+    return sorted(best.values(), key=lambda a: (-(a["ssim"] or -1.0), a["round"], a["client_id"]))
+
+
+def attack_views(
+    store: StoreReader, attacks: Sequence[Row], limit: int = MAX_DRAWN
+) -> list[AttackView]:
+    """Every attack row of ``attacks`` (round, then client order) as a view; the best
+    reconstruction per client and round is drawn, at most ``limit`` of them, the highest
+    SSIM first."""
+    drawn: dict[int, tuple[bytes, Pairing]] = {}
+    for attack in _best_per_client_round(attacks)[:limit]:
+        pairing = load_pairing(store, attack)
+        if pairing is not None:
+            drawn[attack["attack_id"]] = (strip_png(pairing), pairing)
+    views = []
+    for a in sorted(attacks, key=lambda a: (a["round"], a["client_id"], a["attack_id"])):
+        png, pairing = drawn.get(a["attack_id"], (None, None))
+        views.append(AttackView(
+            round=a["round"], client_id=a["client_id"], attack=a["attack"],
+            scores={k: a.get(k) for k in SCORE_KEYS}, png=png,
+            pairing=None if pairing is None else pairing.status,
+            note="" if pairing is None else pairing.note,
+            images=0 if pairing is None else len(pairing.reconstructions),
+            stored=a["tensor_id"] is not None,
+        ))  # fmt: skip
+    return views

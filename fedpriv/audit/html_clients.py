@@ -1,0 +1,150 @@
+"""The run report's client table (worst first; the columns of ``tallies.csv`` at each
+client's last tally) and, when the report carries it, the verification section."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from fedpriv.audit.check_figures import verification_figure
+from fedpriv.audit.html_page import Markup, Section, cell, embed, esc, table
+
+__all__ = ["MAX_FLAGGED", "clients_section", "verification_section"]
+
+#: Clients listed in the verification table (inconsistent first).
+MAX_FLAGGED = 500
+Row = Mapping[str, Any]
+Column = tuple[str, str, Callable[[Row], Any]]  # header, tooltip, value of a client
+
+
+def _last(client: Row, key: str) -> Any:
+    values = [e.get(key) for e in client.get("per_round", []) if e.get(key) is not None]
+    return values[-1] if values else None
+
+
+def _last_round(client: Row) -> Any:
+    rounds = [e["round"] for e in client.get("per_round", []) if e.get("epsilon") is not None]
+    return rounds[-1] if rounds else None
+
+
+def _accounting(client: Row) -> str | None:
+    parts = [
+        client.get("accountant"),
+        client.get("route") and f"route {client['route']}",
+        client.get("optimal_order") and f"α* {cell(client['optimal_order'], 3)}",
+        client.get("compose"),
+    ]
+    return " · ".join(str(p) for p in parts if p) or None
+
+
+def _lower(key: str) -> Callable[[Row], Any]:
+    return lambda c: (c.get("epsilon_lower") or {}).get(key)
+
+
+def _verification(client: Row) -> Any:
+    v = client.get("verification")
+    if not isinstance(v, Mapping):
+        return v
+    p = f" (p = {cell(v.get('p_value'), 3)})" if v.get("p_value") is not None else ""
+    return Markup(f'<span class="nw">{esc(v.get("status"))}{p}</span>')
+
+
+def _budget(key: str) -> Callable[[Row], Any]:
+    return lambda c: (c.get("budget") or {}).get(key)
+
+
+_COLUMNS: list[Column] = [
+    ("client", "", lambda c: c["client_id"]),
+    ("mechanism", "", lambda c: c.get("mechanism")),
+    ("guarantee", "", lambda c: c.get("guarantee")),
+    ("rounds", "replies accepted", lambda c: c.get("rounds_participated")),
+    ("last round", "round of the last tally", _last_round),
+    ("ε", "cumulative ε at δ (accountant's upper bound)", lambda c: c.get("epsilon")),
+    ("δ", "", lambda c: c.get("delta")),
+    ("accounting", "accountant · route (privacy-math.md §3) · optimal Rényi order α* · "
+     "composition unit", _accounting),
+    ("T", "noisy releases composed", lambda c: c.get("releases")),
+    ("log C round", "log Bayes capacity of the last round (nats)",
+     lambda c: _last(c, "log_capacity_round")),
+    ("log C", "cumulative log Bayes capacity (nats)", lambda c: c.get("log_bayes_capacity")),
+    ("threat", "record- or batch-level secret", lambda c: c.get("threat_model")),
+    ("MBP bound", "", lambda c: c.get("mbp_bound")),
+    ("MBP est.", "largest estimate observed", lambda c: c.get("mbp_estimate")),
+    ("ABP bound", "", lambda c: c.get("abp_bound")),
+    ("ABP est.", "largest estimate observed", lambda c: c.get("abp_estimate")),
+    ("best SSIM", "most leaking attack", lambda c: (c.get("attack") or {}).get("ssim")),
+]  # fmt: skip
+#: Columns added when some client carries the key.
+_OPTIONAL: dict[str, list[Column]] = {
+    "epsilon_lower": [("ε lower", "the audit's lower bound on ε", _lower("value")),
+                      ("confidence", "of the lower bound", _lower("confidence")),
+                      ("method", "of the lower bound", _lower("method"))],
+    "verification": [("verification", "declared mechanism vs update", _verification)],
+    "pac_accuracy": [("PAC accuracy", "", lambda c: c.get("pac_accuracy"))],
+    "pac_robust_confidence": [("PAC robust conf.", "", lambda c: c.get("pac_robust_confidence"))],
+    "budget": [("ε budget", "", _budget("epsilon_budget")),
+               ("exhausted", "round the budget ran out", _budget("exhausted_round"))],
+}  # fmt: skip
+
+
+#: Shown even when every client has the same value.
+_ALWAYS = {"client", "ε", "log C", "best SSIM"}
+
+
+def _shared(columns: list[Column], rows: list[list[Any]]) -> set[int]:
+    """Indices of the columns (outside :data:`_ALWAYS`) every client has the same text in."""
+    if len(rows) < 2:
+        return set()
+    return {
+        k for k, (label, _, _) in enumerate(columns)
+        if label not in _ALWAYS and len({cell(row[k]) for row in rows}) == 1
+    }  # fmt: skip
+
+
+def clients_section(clients: Sequence[Row]) -> Section:
+    """One row per client, in the order given (worst first); a column with the same value
+    for every client is stated once above the table instead."""
+    columns = list(_COLUMNS)
+    for key, extra in _OPTIONAL.items():
+        if any(c.get(key) is not None for c in clients):
+            columns += extra
+    rows = [[get(c) for _, _, get in columns] for c in clients]
+    shared = _shared(columns, rows)
+    same = " · ".join(f"{esc(columns[k][0])} <b>{cell(rows[0][k])}</b>" for k in sorted(shared))
+    keep = [k for k in range(len(columns)) if k not in shared]
+    body = (
+        '<p class="note">Worst first: by ε, then log Bayes capacity, then best attack SSIM. '
+        "One row per client, at its last tally; <code>tallies.csv</code> has every round.</p>"
+        + (f"<p>Every client: {same}.</p>" if same else "")
+        + table([columns[k][:2] for k in keep], ([row[k] for k in keep] for row in rows))
+    )
+    return "clients", "Clients, worst first", body
+
+
+def verification_section(clients: Sequence[Row]) -> Section | None:
+    """Per-round verification counts and the verdicts of the clients not found consistent,
+    inconsistent first; None when no client or round carries a verification."""
+    fig = verification_figure(clients)
+    checked = [c for c in clients if isinstance(c.get("verification"), Mapping)]
+    if fig is None and not checked:
+        return None
+    order = {"inconsistent": 0, "unverifiable": 1}
+    flagged = [c for c in checked if c["verification"].get("status") in order]
+    flagged.sort(key=lambda c: (order[c["verification"]["status"]], c["client_id"]))
+    rows = [
+        [c["client_id"], c.get("guarantee"),
+         *(c["verification"].get(k) for k in ("status", "p_value", "reason"))]
+        for c in flagged[:MAX_FLAGGED]
+    ]  # fmt: skip
+    headers = [("client", ""), ("guarantee", ""), ("status", ""), ("p-value", ""), ("reason", "")]
+    listed = len(rows)
+    note = (
+        f'<p class="note">At their last round: {len(checked) - len(flagged)} of {len(checked)} '
+        f"clients consistent with their declaration; {listed} of the {len(flagged)} others "
+        "listed.</p>"
+    )
+    return (
+        "verification",
+        "Verification",
+        embed(fig) + note + (table(headers, rows) if rows else ""),
+    )

@@ -1,0 +1,124 @@
+"""The run report's "What these numbers mean" box, in plain words, with links to the docs.
+
+Entries for optional fields (an ε lower bound, verification, budgets, PAC figures) appear
+only when the report carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fedpriv.audit.html_page import esc
+
+__all__ = ["PSNR_CONVENTION", "glossary"]
+
+#: How the stored PSNR is computed (attacks.scoring, privacy-math.md §7).
+PSNR_CONVENTION = (
+    "PSNR = 10·log₁₀(1/MSE) dB per image, pixels in [0, 1] (scikit-image's "
+    "peak_signal_noise_ratio with data_range = 1), then averaged over the batch's matched "
+    "images: the mean of per-image PSNRs, not the PSNR of the mean MSE; ∞ for an exact "
+    "reconstruction."
+)
+Row = Mapping[str, Any]
+
+
+def _link(docs: str, name: str) -> str:
+    return f'<a href="{esc(docs)}/{esc(name)}">docs/{esc(name)}</a>'
+
+
+def _present(clients: Sequence[Row], key: str) -> bool:
+    return any(
+        c.get(key) is not None or any(e.get(key) is not None for e in c.get("per_round", []))
+        for c in clients
+    )
+
+
+def _core(docs: str) -> list[tuple[str, str]]:
+    return [
+        (
+            "ε at δ (per client, cumulative)",
+            "An upper bound from the accountant: how much any one training record (added or "
+            "removed) can change what the client released, over every noisy release it made so "
+            "far (rounds × local steps). Smaller is safer; δ is the small probability the bound "
+            "may fail. ∞ means no formal guarantee: no noise (or σ = 0), clipping alone, or "
+            f"VMF releasing the true norm. See {_link(docs, 'accounting.md')}.",
+        ),
+        (
+            "log Bayes capacity (nats)",
+            "A bound on reconstruction: no attacker, whatever it knew beforehand, can be more "
+            "than e^(log C) times as likely to guess the secret after seeing the updates as "
+            "before. Cumulative values add the rounds (an upper bound). Record-level means one "
+            "example is unknown; batch-level the whole batch. See "
+            f"{_link(docs, 'leakage.md')}.",
+        ),
+        (
+            "MBP and ABP (Bayesian privacy)",
+            "How far an attacker's belief about which record was used can move from its prior: "
+            "MBP ξ is the largest log-ratio, ABP the Jensen–Shannon distance. Bounds follow "
+            "from the mechanism (∞ for Gaussian noise, which has no finite pure bound); "
+            "estimates come from repeated attacks against a pool of candidate records.",
+        ),
+        (
+            "Attack scores",
+            "MSE is the mean squared pixel error with pixels in [0, 1] (0 = exact copy). "
+            f"{PSNR_CONVENTION} SSIM is scikit-image's structural similarity (7×7 window, "
+            "data range 1): 1 = identical. Lower MSE, higher PSNR and SSIM mean more leaked. "
+            "Reconstructions are paired with the true images by a minimum-MSE assignment before "
+            "scoring; best_* is the best restart judged against the truth (an oracle). With "
+            "several local steps the attacked update is only a pseudo-gradient.",
+        ),
+        (
+            "Rounds",
+            "Only completed rounds count; a round the server did not finish is listed and "
+            f"otherwise ignored. See {_link(docs, 'audit-store.md')} and "
+            f"{_link(docs, 'privacy-math.md')} for every formula.",
+        ),
+    ]
+
+
+def _optional(clients: Sequence[Row]) -> list[tuple[str, str]]:
+    entries = []
+    if _present(clients, "epsilon_lower"):
+        entries.append(
+            (
+                "ε lower bound",
+                "A statistical lower bound from auditing the updates, at the stated "
+                "confidence: the client's true ε is at least this. A lower bound above "
+                "the accountant's ε means a declaration or the accounting is wrong.",
+            )
+        )
+    if _present(clients, "verification"):
+        entries.append(
+            (
+                "Verification",
+                "The server tests each declared mechanism against the update it sees: "
+                "consistent (no evidence against it), inconsistent (rejected at the "
+                "stated p-value) or unverifiable (nothing the update can show).",
+            )
+        )
+    if _present(clients, "budget"):
+        entries.append(
+            (
+                "Budget",
+                "The ε a client may spend, and the round in which its "
+                "cumulative ε first went over it.",
+            )
+        )
+    if _present(clients, "pac_accuracy") or _present(clients, "pac_robust_confidence"):
+        entries.append(
+            (
+                "PAC accuracy and robust confidence",
+                "Shown as the server recorded them in report.json; see the "
+                "documentation of the analysis that produced them.",
+            )
+        )
+    return entries
+
+
+def glossary(clients: Sequence[Row], docs: str = "docs") -> str:
+    """The box as HTML; ``docs`` is the path (relative to the page) of the docs folder."""
+    items = "".join(
+        f"<dt>{esc(term)}</dt><dd>{text}</dd>" for term, text in [*_core(docs), *_optional(clients)]
+    )
+    return f'<div class="box"><dl>{items}</dl></div>'
