@@ -1,7 +1,8 @@
 """Canary audits: empirical lower bounds on ε beside the accountant's upper bound.
 
 Gradient canaries (:mod:`~fedpriv.canaries.design`) are inserted into a client's clipped sums
-with secret ½-inclusion. Pure NumPy; no Flower, no torch.
+with secret ½-inclusion; the server scores them in each release
+(:mod:`~fedpriv.canaries.scores`). Pure NumPy; no Flower, no torch.
 """
 
 from fedpriv.canaries.design import (
@@ -12,6 +13,7 @@ from fedpriv.canaries.design import (
     directions,
     inclusion,
 )
+from fedpriv.canaries.scores import gaussian_scores, laplace_scores, projections, vmf_scores
 
 __all__ = [
     "CanaryDesign",
@@ -19,5 +21,9 @@ __all__ = [
     "canary_displacement",
     "canary_sum",
     "directions",
+    "gaussian_scores",
     "inclusion",
+    "laplace_scores",
+    "projections",
+    "vmf_scores",
 ]
