@@ -33,7 +33,7 @@ def _vmf(mean: np.ndarray, kappa: float, rng: np.random.Generator) -> np.ndarray
 
 
 def client_releases(
-    design: CanaryDesign | None,
+    design: CanaryDesign,
     *,
     mechanism: str,
     noise: float,
@@ -42,21 +42,25 @@ def client_releases(
     rate: float,
     records: int,
     rng: np.random.Generator,
+    canary_rate: float = 1.0,
 ) -> np.ndarray:
     """``(rounds, p)`` releases of one client (module docstring).
 
     ``noise`` is the noise the client really adds: σ (Gaussian), λ (Laplace) or κ (VMF).
-    ``design=None`` trains without canaries. The clip bound and dimension come from
-    ``design`` (or are 1 and :data:`DIM` without one).
+    ``canary_rate`` 1 inserts the in-canaries in every step; below 1 each joins each step with
+    that probability, drawn from the client's ``rng``. The clip bound and dimension come
+    from ``design``.
     """
-    dim, clip = (design.dim, design.clip) if design else (DIM, 1.0)
+    dim, clip = design.dim, design.clip
     norm = 1 if mechanism == "laplace" else 2
-    canaries = canary_sum(design) if design else np.zeros(dim)
+    every_step = canary_sum(design)
     out = np.zeros((rounds, dim))
     for r in range(rounds):
         shared = _unit(rng.standard_normal(dim), 2)
         grads = clip * _unit(shared + _unit(rng.standard_normal((records, dim)), 2), norm)
         for _ in range(steps):
+            canaries = (every_step if canary_rate == 1.0
+                        else canary_sum(design, rate=canary_rate, rng=rng))
             total = grads[rng.random(records) < rate].sum(axis=0) + canaries
             if mechanism == "gaussian":
                 out[r] += total + noise * clip * rng.standard_normal(dim)

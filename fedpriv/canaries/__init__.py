@@ -4,7 +4,8 @@ Gradient canaries (:mod:`~fedpriv.canaries.design`) are inserted into a client's
 with secret ½-inclusion; the server scores them in each release
 (:mod:`~fedpriv.canaries.scores`) and turns in/out scores into an ε at δ with a stated
 confidence (:mod:`~fedpriv.canaries.clopper_pearson`, :mod:`~fedpriv.canaries.one_run`,
-:mod:`~fedpriv.canaries.gdp`), to be compared with the canary's own formal ε. privacy-math.md §10 and docs/canaries.md say what the
+:mod:`~fedpriv.canaries.gdp`), to be compared with the canary's own formal ε
+(:mod:`~fedpriv.canaries.ledger`). privacy-math.md §10 and docs/canaries.md say what the
 numbers mean. Pure NumPy/SciPy (dp-accounting for the GDP conversion); no Flower, no torch.
 """
 
@@ -19,6 +20,7 @@ from fedpriv.canaries.design import (
     inclusion,
 )
 from fedpriv.canaries.gdp import epsilon_gdp_fit, epsilon_gdp_thresholds, gdp_epsilon
+from fedpriv.canaries.ledger import canary_events
 from fedpriv.canaries.one_run import epsilon_one_run, one_run_p_value
 from fedpriv.canaries.scores import gaussian_scores, laplace_scores, projections, vmf_scores
 
@@ -27,6 +29,7 @@ __all__ = [
     "EpsilonLowerBound",
     "augmented_batch_size",
     "canary_displacement",
+    "canary_events",
     "canary_sum",
     "directions",
     "epsilon_clopper_pearson",
