@@ -157,3 +157,18 @@ def test_multi_step_residual_is_second_order_in_the_learning_rate() -> None:
         delta = theta - 1.0 - canary_displacement(design, lr=lr, steps=k, batch_size=batch)
         residual = np.linalg.norm(delta - (plain - 1.0))
         assert residual <= lr**2 * np.linalg.norm(c) / batch**2 * k * (k - 1) / 2 * 1.01
+
+
+def test_public_api_is_sorted_and_resolves() -> None:
+    import importlib
+    import pkgutil
+
+    import fedpriv.canaries as canaries
+
+    # isort-style (ruff RUF022): CONSTANTS, then the rest, each alphabetical
+    assert canaries.__all__ == sorted(canaries.__all__, key=lambda n: (not n.isupper(), n))
+    assert all(hasattr(canaries, name) for name in canaries.__all__)
+    for info in pkgutil.iter_modules(canaries.__path__):
+        module = importlib.import_module(f"fedpriv.canaries.{info.name}")
+        assert module.__all__ == sorted(module.__all__, key=lambda n: (not n.isupper(), n))
+        assert all(hasattr(module, name) for name in module.__all__), info.name

@@ -44,7 +44,7 @@ class EpsilonLowerBound:
     rigorous: bool
     assumption: str
     canaries: int
-    detail: Mapping[str, float] = field(default_factory=dict)
+    detail: Mapping[str, float | int | bool] = field(default_factory=dict)
 
 
 def check_audit_inputs(

@@ -101,27 +101,28 @@ class CanaryDesign:
         }
         if self.norm not in (1, 2) or isinstance(self.norm, bool):
             raise InputError("canaries.norm", self.norm, "1 (Laplace) or 2")
+        fields["norm"] = int(self.norm)
         if fields["kind"] == "coordinate" and fields["count"] > fields["dim"]:
             raise InputError("canaries.count", self.count,
                              f"at most dim = {self.dim} coordinate canaries")
         for name, value in fields.items():
             object.__setattr__(self, name, value)
 
-    def rng(self, stream: int, *key: int) -> np.random.Generator:
-        """The generator of one named stream (inclusion, directions, coordinates)."""
+    def generator(self, stream: int, *key: int) -> np.random.Generator:
+        """The generator of one stream (inclusion bits, directions, coordinates) and block."""
         return np.random.default_rng(np.random.SeedSequence((self.seed, stream, *key)))
 
 
 def inclusion(design: CanaryDesign) -> np.ndarray:
     """The secret bits: ``True`` where canary ``j`` is in (each with probability ½)."""
-    return design.rng(_INCLUSION).integers(0, 2, size=design.count).astype(bool)
+    return design.generator(_INCLUSION).integers(0, 2, size=design.count).astype(bool)
 
 
 def coordinates(design: CanaryDesign) -> tuple[np.ndarray, np.ndarray]:
     """Coordinate canaries ``sign_j·e_{index_j}``: distinct indices and ±1 signs, shape ``(m,)``."""
     if design.kind != "coordinate":
         raise InputError("canaries.kind", design.kind, "coordinate (for coordinates())")
-    rng = design.rng(_COORDINATE)
+    rng = design.generator(_COORDINATE)
     index = rng.choice(design.dim, size=design.count, replace=False)
     sign = np.where(rng.integers(0, 2, size=design.count) == 1, 1.0, -1.0)
     return index, sign
@@ -129,7 +130,7 @@ def coordinates(design: CanaryDesign) -> tuple[np.ndarray, np.ndarray]:
 
 def _random_block(design: CanaryDesign, block: int) -> np.ndarray:
     rows = min(BLOCK, design.count - block * BLOCK)
-    draw = design.rng(_DIRECTION, block).standard_normal((rows, design.dim))
+    draw = design.generator(_DIRECTION, block).standard_normal((rows, design.dim))
     return draw / np.linalg.norm(draw, ord=design.norm, axis=1, keepdims=True)
 
 

@@ -11,9 +11,9 @@ respect to each single canary, then for every ``v``
 (their main theorem for δ > 0, as in the authors' reference code ``p_value_DP_audit`` and in
 ``jax_privacy.auditing``; the guesses may depend on each other and on every release — no
 independence between canaries is assumed). The right-hand side at the observed ``v`` is a
-p-value for "the run is (ε, δ)-DP"; the bound is the least ε this test does not reject at level
-``α`` — where the p-value rises with ε (always, in our tests) that is the largest rejected ε,
-as in the authors' code.
+p-value for "the run is (ε, δ)-DP"; the bound is the ε at which it reaches ``α`` (found by
+bracketing and Brent's method as in the authors' code). The p-value rises with ε — checked
+on a wide grid in the tests — so every smaller ε is rejected too.
 
 Choosing ``k`` after seeing the scores costs a Bonferroni factor: ``k`` ranges over a grid fixed
 in advance (``m/2, m/4, …, 1`` two-sided; ``m, m/2, …, 1`` one-sided) and each ``k`` is tested
