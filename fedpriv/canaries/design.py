@@ -9,10 +9,13 @@ a seed that the auditing server and the client share (e.g.
 can score canaries without any raw data.
 
 Insertion (every local step): the client adds ``Σ_{j in} c_j`` — :func:`canary_sum` — to its
-clipped sum ``Σ_i ḡ_i`` before the mechanism adds noise, in every local step, and divides by
-the augmented expected batch size ``L' = L + m/2`` (:func:`augmented_batch_size`), which does
-not depend on the secret bits. With ``rate < 1`` each in-canary instead joins each step with
-probability ``rate`` from the client's private generator, exactly like a Poisson-sampled record.
+clipped sum ``Σ_i ḡ_i`` before the mechanism adds noise, in every local step. The augmented
+batch has expected size ``L' = L + m/2`` (:func:`augmented_batch_size`); the divisor is public
+post-processing, so dividing by ``L'`` with learning rate ``η·L'/L`` (or by ``L`` with ``η``,
+the same update) keeps the training dynamics — only a divisor that depended on the realised
+number of in-canaries would leak the secret bits. With ``rate < 1`` each in-canary instead
+joins each step with probability ``rate`` from the client's private generator, exactly like a
+Poisson-sampled record.
 
 Kinds: ``coordinate`` canaries (the default) are ``±e_i`` on distinct coordinates — the
 "Dirac" gradient canaries of Nasr et al. (2023): exactly orthogonal, so no canary disturbs
@@ -184,9 +187,9 @@ def canary_sum(
 
 
 def augmented_batch_size(batch_size: float, count: int, rate: float = 1.0) -> float:
-    """Expected size of a batch with canaries, ``L' = L + rate·m/2``: the public divisor.
+    """Expected size of a batch with canaries, ``L' = L + rate·m/2``.
 
-    It uses the expected number of in-canaries, not the realised one, so that dividing by it
+    The expected number of in-canaries, not the realised one: a divisor built from it
     reveals nothing about the secret bits.
     """
     return (check_positive("batch_size", batch_size)
@@ -198,8 +201,9 @@ def canary_displacement(
 ) -> np.ndarray:
     """The canaries' direct share of a client's update ``Δ`` (every-step insertion, plain SGD).
 
-    Each of ``steps`` local steps moves the parameters by ``−η·(S_t + Σ_{in} c_j + N_t)/L'``,
-    so ``Δ`` contains ``−η·steps·Σ_{in} c_j / L'`` whatever the data. The server, which knows
+    Each of ``steps`` local steps moves the parameters by ``−η·(S_t + Σ_{in} c_j + N_t)/L'``
+    (``batch_size`` is the divisor ``L'`` the client used, ``lr`` its learning rate ``η``), so
+    ``Δ`` contains ``−η·steps·Σ_{in} c_j / L'`` whatever the data. The server, which knows
     the design, subtracts it before aggregating — post-processing, so no privacy cost. With one
     local step this removes the canaries from the global model exactly; with more, steps
     ``2..k`` still evaluated their gradients at points displaced by the earlier canary steps
