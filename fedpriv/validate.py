@@ -14,18 +14,23 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from fedpriv.errors import InputError
 
 __all__ = [
     "Check",
+    "check_choice",
     "check_dim",
     "check_flag",
     "check_int_range",
     "check_nonnegative",
     "check_positive",
     "check_positive_list",
+    "check_probability",
     "check_range",
     "check_rate",
+    "check_scores",
     "number",
 ]
 
@@ -116,3 +121,31 @@ def check_positive_list(key: str, value: Any) -> tuple[float, ...]:
     if not values or not all(math.isfinite(v) and v > 0 for v in values):
         raise InputError(key, value, allowed)
     return values
+
+
+def check_probability(key: str, value: Any) -> float:
+    """A probability strictly inside ``(0, 1)`` (a δ, a confidence level)."""
+    v = number(value)
+    if not 0.0 < v < 1.0:
+        raise InputError(key, value, "a number in (0, 1)")
+    return v
+
+
+def check_choice(key: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of ``choices``."""
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(key, value, f"one of {', '.join(choices)}")
+    return value
+
+
+def check_scores(key: str, values: Any) -> np.ndarray:
+    """A non-empty one-dimensional array of finite numbers, as float64."""
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(key, type(values).__name__, "a 1-D array of numbers") from None
+    if array.ndim != 1 or array.size == 0:
+        raise InputError(key, f"an array of shape {array.shape}", "a non-empty 1-D array")
+    if not np.all(np.isfinite(array)):
+        raise InputError(key, "an array with non-finite entries", "finite numbers only")
+    return array
