@@ -1,14 +1,23 @@
-"""Argument checks shared by the numeric modules (accounting, leakage); each raises
-:class:`~fedpriv.errors.InputError` naming the argument, the value and what is allowed."""
+"""Argument checks shared by the numeric modules (accounting, leakage) and the deployment
+helpers; each raises :class:`~fedpriv.errors.InputError` naming the argument, the value and
+what is allowed."""
 
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from fedpriv.errors import InputError
 
-__all__ = ["check_dim", "check_nonnegative", "check_positive", "check_rate", "number"]
+__all__ = [
+    "check_dim",
+    "check_match",
+    "check_nonnegative",
+    "check_positive",
+    "check_rate",
+    "number",
+]
 
 
 def number(value: Any) -> float:
@@ -52,3 +61,11 @@ def check_rate(key: str, rate: Any) -> float:
     if not 0.0 < q <= 1.0:
         raise InputError(key, rate, "a sampling rate in (0, 1]")
     return q
+
+
+def check_match(key: str, value: Any, pattern: str, allowed: str) -> str:
+    """A string matched in full by the regular expression ``pattern`` (``allowed`` says, in
+    words, what it accepts)."""
+    if not (isinstance(value, str) and re.fullmatch(pattern, value)):
+        raise InputError(key, value, allowed)
+    return value
