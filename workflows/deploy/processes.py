@@ -54,9 +54,9 @@ def _proc_table() -> dict[int, tuple[int, int, int]]:
 def processes_with_env(name: str, value: str) -> list[int]:
     """Live processes of this user whose initial environment has ``name=value`` (Linux).
 
-    Every process a :class:`workflows.deploy.federation.LocalFederation` starts, down to the
-    last ``flwr-clientapp``, inherits its unique ``FLWR_HOME``: this finds them all, even
-    those whose parent has died.
+    Every process a :class:`workflows.deploy.federation.Federation` starts, down to the
+    last ``flwr-clientapp``, inherits its unique ``FEDPRIV_FEDERATION`` marker: this finds
+    them all, even those whose parent has died.
     """
     needle = f"{name}={value}".encode()
     found = []
