@@ -178,3 +178,20 @@ def test_run_config_file_reads_back_with_flowers_parser(tmp_path: Path) -> None:
     argv = FlwrCli(tmp_path, flower_env(tmp_path)).run_argv(tmp_path, run_config)
     assert argv[1:3] == ["run", str(tmp_path)]
     assert parse_config_args([argv[argv.index("--run-config") + 1]]) == run_config
+
+
+def test_exit_report_quotes_flowers_last_exit_report(tmp_path: Path) -> None:
+    fed = Federation(tmp_path, 1)
+    (tmp_path / "logs").mkdir()
+    log = [
+        "WARNING: Connection attempt failed, retrying in 0.3 seconds",
+        "ERROR: Exit Code: 305",
+        "Failed to initialize the connection to the SuperLink.",
+        "[Errno 101] Network is unreachable",
+        "For more information, visit: <https://flower.ai/docs/.../305.html>",
+        *[f"INFO: shutting down {i}" for i in range(30)],
+    ]
+    (tmp_path / "logs" / "supernode-3.log").write_text("\n".join(log) + "\n")
+    assert fed.exit_report("supernode-3").splitlines() == log[1:5]
+    (tmp_path / "logs" / "superlink.log").write_text("\n".join(log[5:]) + "\n")
+    assert fed.exit_report("superlink").splitlines() == log[-20:]  # no report: the tail

@@ -222,6 +222,17 @@ class Federation:
         text = path.read_text(errors="replace") if path.exists() else ""
         return "\n".join(text.splitlines()[-lines:])
 
+    def exit_report(self, name: str) -> str:
+        """Why process ``name`` exited, from its log: Flower's last exit report (the lines from
+        ``Exit Code: N`` to the link to its documentation), else the log's last 20 lines."""
+        log = self.log_tail(name, 10_000).splitlines()
+        starts = [i for i, line in enumerate(log) if "Exit Code:" in line]
+        if not starts:
+            return "\n".join(log[-20:])
+        report = log[starts[-1] :]
+        ends = [i for i, line in enumerate(report) if "For more information" in line]
+        return "\n".join(report[: ends[0] + 1] if ends else report[:20])
+
     def _superlink_argv(self) -> list[str]:
         argv = [
             flower_bin("flower-superlink"),
@@ -322,8 +333,7 @@ class Federation:
         proc = self.group.procs[name]
         if proc.poll() is not None:
             raise RuntimeError(
-                f"{name} exited with code {proc.returncode}; its log ends with:\n"
-                + self.log_tail(name)
+                f"{name} exited with code {proc.returncode}:\n{self.exit_report(name)}"
             )
 
     def _wait_healthy(self) -> None:
