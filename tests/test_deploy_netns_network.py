@@ -5,8 +5,10 @@ left behind. Each check talks TCP through a server and a client started on the h
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -131,3 +133,42 @@ def test_bad_host_arguments_are_refused_before_anything_is_made(kwargs, key) -> 
 def test_bad_prefix_is_refused() -> None:
     with pytest.raises(InputError, match="^prefix = "):
         NetnsNetwork("Bad-Prefix")
+
+
+# a process holding a network with a host and a sleeping process in it, killed by a signal
+HOLDER = textwrap.dedent(
+    """
+    import os, subprocess, time
+    from pathlib import Path
+    from workflows.deploy.netns import NetnsNetwork
+    from workflows.deploy.processes import ProcessGroup
+    network = NetnsNetwork()
+    network.start()
+    host = network.add_host("a", "10.231.7.1/24", names={"x.test": "10.231.7.9"})
+    group = ProcessGroup(stop_timeout=5)
+    group.start("sleep", host.command(["sleep", "300"]), env=os.environ, cwd=Path.cwd(),
+                stdout=subprocess.DEVNULL)
+    print(network.prefix, group.procs["sleep"].pid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+@needs_netns
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_holder_removes_its_network(tmp_path: Path, signum: int) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    try:
+        prefix, sleeper = holder.stdout.readline().split() if holder.stdout else ("", "")
+        network = NetnsNetwork(prefix)  # a view of the holder's namespaces, for leftovers()
+        assert network.leftovers() == [f"{prefix}-a", f"{prefix}-sw"]
+        holder.send_signal(signum)
+        assert holder.wait(timeout=60) != 0
+    finally:
+        holder.kill()
+    assert network.leftovers() == []
+    assert not Path(f"/proc/{sleeper}").exists()
+    assert not Path(f"/etc/netns/{prefix}-a").exists()

@@ -12,6 +12,11 @@ pulled at the switch.
 A host may get its own ``/etc/hosts`` (``ip netns exec`` bind-mounts ``/etc/netns/NAME/*``
 over ``/etc``), so that a name resolves to an address inside that host only.
 
+A network is removed when its ``with`` block ends, and also when the interpreter exits or gets
+SIGINT/SIGTERM (after the federation's processes have stopped; see
+:func:`workflows.deploy.processes.close_on_exit`); only SIGKILL leaves namespaces behind
+(``ip netns list``; ``ip netns delete NAME`` removes one).
+
 Needs root (``CAP_SYS_ADMIN`` and ``CAP_NET_ADMIN``) and iproute2's ``ip``.
 :func:`netns_unavailable` says why a machine cannot run it.
 """
@@ -31,7 +36,7 @@ from pathlib import Path
 from fedpriv.errors import InputError
 from fedpriv.validate import check_match
 from workflows.deploy.hosts import Host
-from workflows.deploy.processes import kill_pids
+from workflows.deploy.processes import close_on_exit, kill_pids
 
 __all__ = ["NetnsError", "NetnsNetwork", "netns_unavailable"]
 
@@ -76,6 +81,7 @@ class NetnsNetwork:
         self.hosts: dict[str, Host] = {}
         self._created: list[str] = []  # namespaces, in creation order
         self._made_etc_netns = False  # whether this network created /etc/netns
+        close_on_exit(self)  # namespaces outlive this process: remove them on exit or signal
 
     def __enter__(self) -> NetnsNetwork:
         try:
