@@ -24,7 +24,8 @@ from cryptography import x509
 
 from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.flwr_cli import flower_bin, flower_env
-from workflows.deploy.local import plan_deployment
+from workflows.deploy.hosts import Host
+from workflows.deploy.local import DeployPlan, plan_deployment
 from workflows.deploy.netns import NetnsNetwork, netns_unavailable
 from workflows.deploy.ports import free_ports
 from workflows.deploy.processes import ProcessGroup, processes_with_env
@@ -151,7 +152,7 @@ def _check_superlink_on_a(fed: Federation, address: str) -> None:
         assert proc.args[proc.args.index("--superlink") + 1] == fed.address
 
 
-def _check_no_route_never_joins(fed: Federation, e) -> None:
+def _check_no_route_never_joins(fed: Federation, e: Host) -> None:
     """A SuperNode on E cannot reach A: it gives up after the connect timeout and the
     federation, waiting for a third node, says which node and why."""
     key = fed.register_key("no_route")
@@ -166,7 +167,7 @@ def _check_no_route_never_joins(fed: Federation, e) -> None:
     assert [n["status"] for n in fed.flwr.nodes()].count("online") == 2
 
 
-def _check_name_not_in_certificate_is_refused(fed: Federation, f) -> None:
+def _check_name_not_in_certificate_is_refused(fed: Federation, f: Host) -> None:
     """F reaches A's address under a name the certificate does not carry: TLS refuses it,
     although it trusts the CA and holds a registered key."""
     key = fed.register_key("wrong_name")
@@ -176,10 +177,11 @@ def _check_name_not_in_certificate_is_refused(fed: Federation, f) -> None:
     assert proc.wait(timeout=120) != 0
     log = fed.log_tail("supernode-4", 200)
     assert "CERTIFICATE_VERIFY_FAILED" in log and "Exit Code: 305" in log, log
+    assert "Hostname mismatch, certificate is not valid for 'superlink.test'" in log, log
     assert [n["status"] for n in fed.flwr.nodes()].count("online") == 2
 
 
-def _run_and_cut_c(fed: Federation, network: NetnsNetwork, c, plan) -> None:
+def _run_and_cut_c(fed: Federation, network: NetnsNetwork, c: Host, plan: DeployPlan) -> None:
     """Submit the run from D; cut C's link when round 2 starts. Round 2 ends with C's
     failure once the SuperLink declares C offline, round 3 trains B alone, the run
     completes, and the report carries the nodes' own mechanisms."""
