@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "check_choice",
     "check_dim",
     "check_flag",
+    "check_match",
     "check_int_range",
     "check_nonnegative",
     "check_positive",
@@ -149,3 +151,11 @@ def check_scores(key: str, values: Any) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         raise InputError(key, "an array with non-finite entries", "finite numbers only")
     return array
+
+
+def check_match(key: str, value: Any, pattern: str, allowed: str) -> str:
+    """A string matched in full by the regular expression ``pattern`` (``allowed`` says, in
+    words, what it accepts)."""
+    if not (isinstance(value, str) and re.fullmatch(pattern, value)):
+        raise InputError(key, value, allowed)
+    return value

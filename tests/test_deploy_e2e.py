@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from workflows.cli.main import main
-from workflows.deploy.federation import LocalFederation
+from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.local import plan_deployment
 from workflows.deploy.ports import free_ports
 from workflows.deploy.processes import processes_with_env
@@ -72,7 +72,7 @@ class ListenWatcher:
 
     def _run(self) -> None:
         while not self.stop.wait(1.0):
-            self.addresses |= _listening(processes_with_env("FLWR_HOME", self.home))
+            self.addresses |= _listening(processes_with_env(FEDERATION_MARKER, self.home))
 
     def finish(self) -> set[str]:
         self.stop.set()
@@ -85,7 +85,7 @@ def home(tmp_path: Path):
     """The run directory; afterwards nothing of its federation may be alive."""
     out = tmp_path / "run"
     yield out
-    assert processes_with_env("FLWR_HOME", str((out / "flower").resolve())) == []
+    assert processes_with_env(FEDERATION_MARKER, str((out / "flower").resolve())) == []
 
 
 def _deploy(out: Path, config: Path, *flags: str, capsys) -> dict:
@@ -134,7 +134,7 @@ def test_tls_and_auth_deployment_with_a_per_node_mechanism(home: Path, capsys) -
 def test_supernode_killed_after_round_1(home: Path) -> None:
     plan = plan_deployment(QUICKSTART, 2, home, FAST)
     killed: list[str] = []
-    with LocalFederation(plan.home, 2, node_configs=plan.node_configs) as fed:
+    with Federation(plan.home, 2, node_configs=plan.node_configs) as fed:
 
         def kill_at_round_2(line: str) -> None:
             if "[ROUND 2/" in line and not killed:
@@ -155,7 +155,7 @@ def test_untrusted_or_unregistered_supernodes_cannot_join_and_timeout_stops_a_ru
     home: Path,
 ) -> None:
     plan = plan_deployment(QUICKSTART, 1, home, ["rounds=50"])  # far longer than the timeout
-    with LocalFederation(plan.home, 1, tls=True, auth=True) as fed:
+    with Federation(plan.home, 1, tls=True, auth=True) as fed:
         other_ca = write_tls_files(home / "other-ca").ca_cert
         rogue_key, _ = write_supernode_key(home / "rogue" / "key")
         ports = free_ports(3)

@@ -11,8 +11,9 @@ import pytest
 from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from workflows.cli.main import main
-from workflows.deploy.federation import LocalFederation
+from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.flwr_cli import FlwrCli, flower_env
+from workflows.deploy.hosts import Host
 from workflows.deploy.local import node_configs, plan_deployment
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -100,16 +101,55 @@ def test_app_without_the_run_config_keys_is_rejected(tmp_path: Path) -> None:
 
 def test_federation_arguments_are_validated() -> None:
     with pytest.raises(InputError, match="auth"):
-        LocalFederation(Path("unused"), 2, auth=True)
+        Federation(Path("unused"), 2, auth=True)
     with pytest.raises(InputError, match="supernodes"):
-        LocalFederation(Path("unused"), 0)
+        Federation(Path("unused"), 0)
+    with pytest.raises(InputError, match="^node_hosts = "):
+        Federation(Path("unused"), 2, node_hosts=[Host("10.0.0.2", "ns")])
+    with pytest.raises(InputError, match="^connect_timeout = "):
+        Federation(Path("unused"), 2, connect_timeout=0)
+
+
+A, B = Host("10.231.7.1", "fpx-a"), Host("10.231.7.2", "fpx-b")
+
+
+def test_a_federation_across_hosts_dials_and_certifies_the_superlinks_address(
+    tmp_path: Path,
+) -> None:
+    fed = Federation(tmp_path, 1, tls=True, superlink_host=A, node_hosts=[B], connect_timeout=20)
+    fed.port = 9092
+    assert fed.address == "10.231.7.1:9092"
+    assert fed.cert_names == ("10.231.7.1",)
+    argv = fed.supernode_argv(0, 19094, ca=tmp_path / "ca.crt", key=None)
+    assert argv[argv.index("--superlink") + 1] == "10.231.7.1:9092"
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"  # the node's runtime API stays local
+    assert argv[argv.index("--max-wait-time") + 1] == "20"
+    other = fed.supernode_argv(0, 19094, ca=None, key=None, superlink="name.test:9092")
+    assert other[other.index("--superlink") + 1] == "name.test:9092"
+    assert "--max-wait-time" not in Federation(tmp_path, 1).supernode_argv(0, 1, ca=None, key=None)
+    assert Federation(tmp_path, 1).cert_names == ("localhost", "127.0.0.1")
+
+
+def test_every_component_has_its_own_flower_home_and_the_federations_marker(
+    tmp_path: Path,
+) -> None:
+    fed = Federation(tmp_path, 2, cli_host=B)
+    env = fed.env(tmp_path / "supernode-1")
+    assert env["FLWR_HOME"] == str(tmp_path / "supernode-1")
+    assert env[FEDERATION_MARKER] == str(tmp_path.resolve())
+    assert fed.flwr.home == tmp_path.resolve() / "cli"
+    assert fed.flwr.env["FLWR_HOME"] == str(tmp_path.resolve() / "cli")
+    fed.flwr.home.mkdir()
+    run = fed.flwr.run_argv(tmp_path, {"config": "c", "out": "/o", "set": ""})
+    assert run[:4] == ["ip", "netns", "exec", "fpx-b"]
+    assert Path(run[4]).name == "flwr" and run[5] == "run"
 
 
 def test_node_config_string_parses_back_with_flowers_parser(tmp_path: Path) -> None:
     from flwr.common.config import parse_config_args
 
     extra = {"mechanism": "vmf", "kappa": 50.0, "note": "two words"}
-    fed = LocalFederation(tmp_path, 2, node_configs=[{}, extra])
+    fed = Federation(tmp_path, 2, node_configs=[{}, extra])
     argv = fed.supernode_argv(1, 12345, ca=None, key=None)
     node_config = argv[argv.index("--node-config") + 1]
     assert parse_config_args([node_config]) == {"partition-id": 1, "num-partitions": 2, **extra}
@@ -138,3 +178,20 @@ def test_run_config_file_reads_back_with_flowers_parser(tmp_path: Path) -> None:
     argv = FlwrCli(tmp_path, flower_env(tmp_path)).run_argv(tmp_path, run_config)
     assert argv[1:3] == ["run", str(tmp_path)]
     assert parse_config_args([argv[argv.index("--run-config") + 1]]) == run_config
+
+
+def test_exit_report_quotes_flowers_last_exit_report(tmp_path: Path) -> None:
+    fed = Federation(tmp_path, 1)
+    (tmp_path / "logs").mkdir()
+    log = [
+        "WARNING: Connection attempt failed, retrying in 0.3 seconds",
+        "ERROR: Exit Code: 305",
+        "Failed to initialize the connection to the SuperLink.",
+        "[Errno 101] Network is unreachable",
+        "For more information, visit: <https://flower.ai/docs/.../305.html>",
+        *[f"INFO: shutting down {i}" for i in range(30)],
+    ]
+    (tmp_path / "logs" / "supernode-3.log").write_text("\n".join(log) + "\n")
+    assert fed.exit_report("supernode-3").splitlines() == log[1:5]
+    (tmp_path / "logs" / "superlink.log").write_text("\n".join(log[5:]) + "\n")
+    assert fed.exit_report("superlink").splitlines() == log[-20:]  # no report: the tail

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_public_key,
 )
 
+from fedpriv.errors import InputError
 from workflows.deploy.tls import write_supernode_key, write_tls_files
 
 
@@ -57,7 +58,8 @@ def test_server_key_matches_cert_and_is_private(tls_files) -> None:
 
 def _handshake(tls_files, cafile: Path, server_hostname: str) -> None:
     """Serve one TLS connection on 127.0.0.1 with the server cert; connect as a client that
-    trusts ``cafile`` and checks ``server_hostname``."""
+    trusts ``cafile`` and checks ``server_hostname`` (OpenSSL matches an IP address against
+    the IP entries of the SAN, a name against its DNS entries)."""
     server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server_ctx.load_cert_chain(tls_files.server_cert, tls_files.server_key)
     listener = socket.create_server(("127.0.0.1", 0))
@@ -97,6 +99,32 @@ def test_tls_handshake_fails_with_another_ca(tls_files, tmp_path: Path) -> None:
 def test_tls_handshake_fails_for_a_name_not_in_san(tls_files) -> None:
     with pytest.raises(ssl.SSLCertVerificationError):
         _handshake(tls_files, tls_files.ca_cert, "example.org")
+
+
+def test_certificate_for_another_address_names_that_address_only(tmp_path: Path) -> None:
+    """A SuperLink on another host: the certificate carries 10.231.7.1 and nothing else."""
+    files = write_tls_files(tmp_path / "a", hosts=("10.231.7.1",))
+    san = _cert(files.server_cert).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert list(san.value) == [x509.IPAddress(ipaddress.ip_address("10.231.7.1"))]
+    _handshake(files, files.ca_cert, "10.231.7.1")
+    for other in ("127.0.0.1", "localhost", "10.231.7.2"):
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _handshake(files, files.ca_cert, other)
+
+
+def test_ipv6_and_dns_names_go_to_their_own_san_types(tmp_path: Path) -> None:
+    files = write_tls_files(tmp_path / "b", hosts=("superlink.example.org", "fd00::5"))
+    san = _cert(files.server_cert).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert san.value.get_values_for_type(x509.DNSName) == ["superlink.example.org"]
+    assert san.value.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("fd00::5")]
+    _handshake(files, files.ca_cert, "superlink.example.org")
+
+
+@pytest.mark.parametrize("hosts", [(), ("",)])
+def test_a_certificate_needs_a_name(tmp_path: Path, hosts) -> None:
+    with pytest.raises(InputError, match="^hosts = "):
+        write_tls_files(tmp_path / "c", hosts=hosts)
+    assert not (tmp_path / "c").exists()
 
 
 def test_supernode_key_formats(tmp_path: Path) -> None:

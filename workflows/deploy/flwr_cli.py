@@ -1,8 +1,9 @@
 """The ``flwr`` command line and the Flower 1.41 binaries, pointed at one private FLWR_HOME.
 
 Flower 1.41 keeps CLI connections in ``$FLWR_HOME/config.toml``; :class:`FlwrCli` writes one
-connection there and runs ``flwr`` subcommands against it with ``--format json`` where the
-answer is needed (``supernode register``, ``supernode ls``, ``ls``, ``stop``).
+connection there and runs ``flwr`` subcommands against it, on a given host, with
+``--format json`` where the answer is needed (``supernode register``, ``supernode ls``,
+``ls``, ``stop``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from workflows.deploy.hosts import LOCALHOST, Host
 
 __all__ = ["CONNECTION", "FLOWER_ENV", "FlwrCli", "RunOutcome", "flower_bin", "flower_env"]
 
@@ -57,11 +60,13 @@ class RunOutcome:
 
 
 class FlwrCli:
-    """``flwr`` subcommands against the connection :data:`CONNECTION` in ``home``."""
+    """``flwr`` subcommands against the connection :data:`CONNECTION` in ``home``, run on
+    ``host`` (the operator's machine) with environment ``env`` and working directory ``home``."""
 
-    def __init__(self, home: Path, env: dict[str, str]) -> None:
+    def __init__(self, home: Path, env: dict[str, str], host: Host = LOCALHOST) -> None:
         self.home = home
         self.env = env
+        self.host = host
 
     def write_connection(self, address: str, root_certificates: Path | None) -> None:
         """Make ``address`` the default connection: TLS trusting ``root_certificates``, or
@@ -77,7 +82,7 @@ class FlwrCli:
     def __call__(self, *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """Run ``flwr ARGS``; stdout and stderr captured as text."""
         return subprocess.run(
-            [flower_bin("flwr"), *args],
+            self.host.command([flower_bin("flwr"), *args]),
             env=self.env,
             cwd=self.home,
             capture_output=True,
@@ -116,9 +121,9 @@ class FlwrCli:
         self("stop", str(run_id), CONNECTION)
 
     def run_argv(self, app_dir: Path, run_config: dict[str, Any]) -> list[str]:
-        """``flwr run APP_DIR <connection> --stream --run-config <file>``; the run config is
-        written as a TOML file (any string survives, unlike inline ``-c 'k="v"'``)."""
+        """``flwr run APP_DIR <connection> --stream --run-config <file>`` on the host; the run
+        config is written as a TOML file (any string survives, unlike inline ``-c 'k="v"'``)."""
         overrides = self.home / "run_config.toml"
         overrides.write_text(tomli_w.dumps(run_config))
-        return [flower_bin("flwr"), "run", str(app_dir.resolve()), CONNECTION, "--stream",
-                "--run-config", str(overrides)]  # fmt: skip
+        return self.host.command([flower_bin("flwr"), "run", str(app_dir.resolve()), CONNECTION,
+                                  "--stream", "--run-config", str(overrides)])  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any
 import fedpriv
 from fedpriv.config import Config, load_config, node_config_keys
 from fedpriv.errors import InputError
-from workflows.deploy.federation import LocalFederation, NodeValue
+from workflows.deploy.federation import Federation, NodeValue
 
 __all__ = [
     "MECHANISM_NODE_KEYS",
@@ -108,7 +108,8 @@ def plan_deployment(
 ) -> DeployPlan:
     """Validate the experiment (config, overrides, app) and plan its run; start nothing.
 
-    ``data.num_clients`` is set to ``supernodes``; Flower's private home is ``out/flower``.
+    ``data.num_clients`` is set to ``supernodes``; the federation's directory (logs,
+    certificates, keys, one FLWR_HOME per component) is ``out/flower``.
     """
     if supernodes < 1:
         raise InputError("supernodes", supernodes, "an integer >= 1")
@@ -141,8 +142,8 @@ def deploy_local(
     supernodes
         Number of SuperNodes (= clients).
     out
-        Run directory; Flower's private home (state, logs, certificates, keys) is
-        ``out/flower``.
+        Run directory; the federation's directory (a FLWR_HOME per component, logs,
+        certificates, keys) is ``out/flower``.
     tls, auth
         TLS with a throwaway CA; SuperNode authentication (needs ``tls``).
     overrides
@@ -156,11 +157,11 @@ def deploy_local(
     -------
     dict
         The ``report.json`` the ServerApp wrote, plus ``deployment`` (supernodes, tls, auth,
-        run_id, flwr_home, wall_seconds).
+        run_id, flwr_home: the federation's directory, wall_seconds).
     """
     started = time.monotonic()
     plan = plan_deployment(config, supernodes, out, overrides, app_dir)
-    with LocalFederation(
+    with Federation(
         plan.home, supernodes, tls=tls, auth=auth, node_configs=plan.node_configs
     ) as fed:
         outcome = fed.submit(plan.app_dir, plan.run_config, timeout=timeout)

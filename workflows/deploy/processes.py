@@ -7,9 +7,10 @@ also stops what it spawned (``flower-superlink`` and ``flower-supernode`` start
 sends SIGTERM to each child and everything it started, waits, then sends SIGKILL to whatever
 is left. A group stops
 its children when its ``with`` block ends for any reason, when the interpreter exits
-(``atexit``), and on SIGINT/SIGTERM (the handlers stop every live group, then defer to the
-handler that was installed before). On Linux, children also get SIGTERM if this process dies
-without running any of that (``PR_SET_PDEATHSIG``).
+(``atexit``), and on SIGINT/SIGTERM (the handlers stop every live group, then close every
+resource registered with :func:`close_on_exit`, then defer to the handler that was installed
+before). On Linux, children also get SIGTERM if this process dies without running any of that
+(``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,23 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
-__all__ = ["ProcessGroup", "kill_pids", "processes_with_env", "stop_live_groups"]
+__all__ = [
+    "ProcessGroup",
+    "close_on_exit",
+    "kill_pids",
+    "processes_with_env",
+    "stop_live_groups",
+]
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
 
 _LIVE: weakref.WeakSet[ProcessGroup] = weakref.WeakSet()
+_RESOURCES: weakref.WeakSet[_Closable] = weakref.WeakSet()
 _PREVIOUS_HANDLERS: dict[int, Any] = {}
 _PR_SET_PDEATHSIG = 1
 _KILL_WAIT = 5.0  # seconds to wait for SIGKILLed processes to disappear
@@ -54,9 +67,9 @@ def _proc_table() -> dict[int, tuple[int, int, int]]:
 def processes_with_env(name: str, value: str) -> list[int]:
     """Live processes of this user whose initial environment has ``name=value`` (Linux).
 
-    Every process a :class:`workflows.deploy.federation.LocalFederation` starts, down to the
-    last ``flwr-clientapp``, inherits its unique ``FLWR_HOME``: this finds them all, even
-    those whose parent has died.
+    Every process a :class:`workflows.deploy.federation.Federation` starts, down to the
+    last ``flwr-clientapp``, inherits its unique ``FEDPRIV_FEDERATION`` marker: this finds
+    them all, even those whose parent has died.
     """
     needle = f"{name}={value}".encode()
     found = []
@@ -223,9 +236,20 @@ class ProcessGroup:
 
 
 def stop_live_groups() -> None:
-    """Stop the children of every :class:`ProcessGroup` not yet garbage-collected."""
+    """Stop the children of every :class:`ProcessGroup` not yet garbage-collected, then close
+    every resource registered with :func:`close_on_exit`."""
     for group in list(_LIVE):
         group.stop_all()
+    for resource in list(_RESOURCES):
+        resource.close()
+
+
+def close_on_exit(resource: _Closable) -> None:
+    """Call ``resource.close()`` (which must be idempotent) when the interpreter exits or on
+    SIGINT/SIGTERM, after the live process groups have stopped; forgotten once the resource
+    is garbage-collected. For what outlives processes, such as network namespaces."""
+    _install_handlers()
+    _RESOURCES.add(resource)
 
 
 def _on_signal(signum: int, frame: Any) -> None:

@@ -1,8 +1,9 @@
-"""Throwaway TLS material and SuperNode authentication keys for a local Flower federation.
+"""Throwaway TLS material and SuperNode authentication keys for a Flower federation.
 
 A self-signed CA signs one server certificate whose subject alternative names cover the
-addresses the SuperNodes and the ``flwr`` CLI dial (``DNS:localhost``, ``IP:127.0.0.1``); a
-SAN mismatch is the classic TLS failure with Flower (flwr issue #1499). SuperNode keys are
+addresses the SuperNodes and the ``flwr`` CLI dial (by default ``DNS:localhost`` and
+``IP:127.0.0.1``; any IP addresses and DNS names may be given); a SAN mismatch is the classic
+TLS failure with Flower (flwr issue #1499). SuperNode keys are
 ECDSA (Flower 1.41 accepts only NIST EC curves for ``--auth-supernode-private-key``) written in
 the OpenSSH private-key format that ``flower-supernode`` loads with ``load_ssh_private_key``,
 and the ``.pub`` in OpenSSH public-key format that ``flwr supernode register`` loads.
@@ -21,6 +22,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fedpriv.errors import InputError
 
 __all__ = ["TlsFiles", "write_supernode_key", "write_tls_files"]
 
@@ -125,7 +128,8 @@ def write_tls_files(
     directory
         Created if missing; receives ``ca.crt``, ``server.pem`` and ``server.key`` (mode 0600).
     hosts
-        DNS names and IP addresses for the server certificate's subject alternative names.
+        DNS names and IP addresses (IPv4 or IPv6) for the server certificate's subject
+        alternative names, at least one; the first is also its common name.
 
     Returns
     -------
@@ -133,6 +137,8 @@ def write_tls_files(
         The three paths, as ``flower-superlink --ssl-ca-certfile/--ssl-certfile/--ssl-keyfile``
         and ``flower-supernode --root-certificates`` take them.
     """
+    if not hosts or not all(isinstance(h, str) and h for h in hosts):
+        raise InputError("hosts", hosts, "one or more non-empty DNS names or IP addresses")
     directory.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = _ca("fedpriv throwaway CA")
     key, cert = _server(ca_key, ca_cert, list(hosts))
