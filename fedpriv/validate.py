@@ -8,7 +8,14 @@ from typing import Any
 
 from fedpriv.errors import InputError
 
-__all__ = ["check_dim", "check_nonnegative", "check_positive", "check_rate", "number"]
+__all__ = [
+    "check_dim",
+    "check_level",
+    "check_nonnegative",
+    "check_positive",
+    "check_rate",
+    "number",
+]
 
 
 def number(value: Any) -> float:
@@ -52,3 +59,11 @@ def check_rate(key: str, rate: Any) -> float:
     if not 0.0 < q <= 1.0:
         raise InputError(key, rate, "a sampling rate in (0, 1]")
     return q
+
+
+def check_level(key: str, level: Any) -> float:
+    """A significance level (false-alarm rate) in the open interval ``(0, 1)``."""
+    a = number(level)
+    if not 0.0 < a < 1.0:
+        raise InputError(key, level, "a significance level in (0, 1)")
+    return a
