@@ -1,0 +1,88 @@
+"""Declared versus verified privacy: the server's statistical checks of an update against the
+mechanism the client declared (privacy-math.md §9).
+
+Pure functions of numpy arrays and plain numbers; no Flower and no torch. The server's reply
+check calls :func:`verify_update`; a mechanism class can call its own ``verify_*`` on a
+:class:`ClientUpdate`; the report adjusts the per-round p-values with :func:`holm`.
+
+Modules: :mod:`~fedpriv.verification.verdict` (the result type), :mod:`~.declaration`
+(plausibility), :mod:`~.records` (the law of the records used), :mod:`~.update` (the summed
+release, optimisers), :mod:`~.laws` (noise-norm laws and Chernoff bounds), :mod:`~.sandwich`
+(p-values of clipped-signal norm tests), :mod:`~.gaussian`, :mod:`~.laplace`, :mod:`~.vmf`,
+:mod:`~.clip` (one mechanism each), :mod:`~.roundoff` (float32 tolerances), :mod:`~.power`,
+:mod:`~.multiple` (many client-rounds), :mod:`~.registry` (:func:`verify_update`).
+"""
+
+from fedpriv.verification.clip import clip_norm_test, verify_clip, verify_none
+from fedpriv.verification.declaration import (
+    MECHANISMS,
+    Declaration,
+    check_batch_sizes,
+    check_declaration,
+)
+from fedpriv.verification.gaussian import gaussian_norm_test, gaussian_shape_test, verify_gaussian
+from fedpriv.verification.laplace import laplace_norm_test, laplace_shape_test, verify_laplace
+from fedpriv.verification.multiple import (
+    ADJUSTMENTS,
+    benjamini_hochberg,
+    bonferroni,
+    flag_inconsistent,
+    holm,
+)
+from fedpriv.verification.power import (
+    gaussian_detectable_records,
+    gaussian_norm_power,
+    gaussian_norm_thresholds,
+)
+from fedpriv.verification.records import RecordCount, record_count
+from fedpriv.verification.registry import VERIFIERS, verify_update
+from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, norm_tolerance, roundoff_bound
+from fedpriv.verification.update import ClientUpdate, client_update
+from fedpriv.verification.verdict import (
+    DEFAULT_ALPHA,
+    Status,
+    Verdict,
+    combine_verdicts,
+    unverifiable,
+)
+from fedpriv.verification.vmf import verify_vmf, vmf_norm_test
+
+__all__ = [
+    "ADJUSTMENTS",
+    "DEFAULT_ALPHA",
+    "FLOAT32_UNIT_ROUNDOFF",
+    "MECHANISMS",
+    "VERIFIERS",
+    "ClientUpdate",
+    "Declaration",
+    "RecordCount",
+    "Status",
+    "Verdict",
+    "benjamini_hochberg",
+    "bonferroni",
+    "check_batch_sizes",
+    "check_declaration",
+    "client_update",
+    "clip_norm_test",
+    "combine_verdicts",
+    "flag_inconsistent",
+    "gaussian_detectable_records",
+    "gaussian_norm_power",
+    "gaussian_norm_test",
+    "gaussian_norm_thresholds",
+    "gaussian_shape_test",
+    "holm",
+    "laplace_norm_test",
+    "laplace_shape_test",
+    "norm_tolerance",
+    "record_count",
+    "roundoff_bound",
+    "unverifiable",
+    "verify_clip",
+    "verify_gaussian",
+    "verify_laplace",
+    "verify_none",
+    "verify_update",
+    "verify_vmf",
+    "vmf_norm_test",
+]

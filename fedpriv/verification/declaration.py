@@ -1,0 +1,183 @@
+"""What a client declares about one round, and whether the declaration can be true at all.
+
+A :class:`Declaration` is data from the client, not configuration: a malformed value is
+evidence, so :func:`check_declaration` returns an ``inconsistent`` verdict for it instead of
+raising. What no update can confirm — the local size ``n``, hence ``q`` — stays declared
+(privacy-math.md §9); but declared batch sizes must be plausible under ``Binomial(n, q)``
+(:func:`check_batch_sizes`), so a client cannot account with a small ``q`` while sampling
+large batches.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy import stats
+
+from fedpriv.validate import check_dim, check_probability, check_rate
+from fedpriv.verification.records import SAMPLINGS
+from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide
+
+__all__ = ["MECHANISMS", "Declaration", "check_batch_sizes", "check_declaration"]
+
+MECHANISMS = ("gaussian", "laplace", "vmf", "clip", "none")
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """One client-round's declaration, in plain numbers.
+
+    Attributes
+    ----------
+    mechanism
+        One of :data:`MECHANISMS`.
+    clip_bound
+        The mechanism's overall clipping bound ``C`` (its sensitivity: ℓ1 for ``laplace``;
+        ``sqrt(Σ C_r²)`` or ``Σ C_r`` under per-layer clipping). Unused by ``none``.
+    lr, steps
+        ``η`` and ``k``.
+    batch_size
+        ``L``, the expected batch the release is divided by: ``q·n``.
+    local_size, sample_rate
+        ``n`` and ``q``.
+    noise_multiplier
+        ``σ`` (``gaussian``).
+    laplace_scale
+        ``λ``, ``b = λ·C`` (``laplace``).
+    vmf_scale, vmf_keep_norm
+        ``s`` and whether the true norm was released instead (``vmf``).
+    sampling
+        ``"poisson"`` or ``"fixed"``.
+    batch_sizes
+        ``B_1 … B_k`` if the client reports them.
+    optimizer, momentum, nesterov, weight_decay, fresh_state
+        The local optimiser (``torch.optim.SGD`` semantics; see
+        :func:`~fedpriv.verification.update.client_update`).
+    """
+
+    mechanism: str
+    clip_bound: float
+    lr: float
+    steps: int
+    batch_size: float
+    local_size: int
+    sample_rate: float
+    noise_multiplier: float = 0.0
+    laplace_scale: float = 1.0
+    vmf_scale: float = 1.0
+    vmf_keep_norm: bool = False
+    sampling: str = "poisson"
+    batch_sizes: tuple[int, ...] | None = None
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    fresh_state: bool = True
+
+
+def _is_int(value: object, minimum: int) -> bool:
+    try:
+        return not isinstance(value, bool) and float(value) == int(value) >= minimum  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def _is_number(
+    value: object, low: float, high: float = math.inf, *, open_low: bool = False
+) -> bool:
+    try:
+        v = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return math.isfinite(v) and (v > low if open_low else v >= low) and v <= high
+
+
+def _problems(d: Declaration) -> list[str]:
+    """Every way the declaration cannot be true."""
+    checks = [
+        (d.mechanism in MECHANISMS, f"mechanism {d.mechanism!r} is not one of {MECHANISMS}"),
+        (d.sampling in SAMPLINGS, f"sampling {d.sampling!r} is not one of {SAMPLINGS}"),
+        (_is_int(d.steps, 1), f"steps = {d.steps!r} is not an integer ≥ 1"),
+        (_is_int(d.local_size, 1), f"local size n = {d.local_size!r} is not an integer ≥ 1"),
+        (_is_number(d.sample_rate, 0, 1, open_low=True), f"q = {d.sample_rate!r} ∉ (0, 1]"),
+        (_is_number(d.lr, 0, open_low=True), f"learning rate {d.lr!r} is not > 0"),
+        (_is_number(d.batch_size, 0, open_low=True), f"L = {d.batch_size!r} is not > 0"),
+        (_is_number(d.momentum, 0, 1), f"momentum {d.momentum!r} ∉ [0, 1)"),
+        (_is_number(d.weight_decay, 0), f"weight decay {d.weight_decay!r} is not ≥ 0"),
+    ]
+    if d.mechanism != "none":
+        checks.append((_is_number(d.clip_bound, 0, open_low=True), f"C = {d.clip_bound!r} ≤ 0"))
+    checks += {
+        "gaussian": [(_is_number(d.noise_multiplier, 0), f"σ = {d.noise_multiplier!r} < 0")],
+        "laplace": [(_is_number(d.laplace_scale, 0, open_low=True), f"λ = {d.laplace_scale!r}")],
+        "vmf": [(_is_number(d.vmf_scale, 0, open_low=True), f"s = {d.vmf_scale!r} ≤ 0")],
+    }.get(d.mechanism, [])
+    found = [message for ok, message in checks if not ok]
+    if found:
+        return found
+    if d.momentum >= 1:
+        found.append(f"momentum {d.momentum} ∉ [0, 1)")
+    if not math.isclose(d.batch_size, d.sample_rate * d.local_size, rel_tol=1e-9):
+        found.append(f"L = {d.batch_size} is not q·n = {d.sample_rate * d.local_size}")
+    if d.sampling == "fixed" and not _is_int(d.batch_size, 1):
+        found.append(f"fixed-size batches need an integer L, got {d.batch_size}")
+    if d.batch_sizes is not None:
+        found += _batch_problems(d)
+    return found
+
+
+def _batch_problems(d: Declaration) -> list[str]:
+    sizes = d.batch_sizes or ()
+    if len(sizes) != d.steps:
+        return [f"{len(sizes)} batch sizes declared for k = {d.steps} steps"]
+    if not all(_is_int(b, 0) and b <= d.local_size for b in sizes):
+        return [f"batch sizes {list(sizes)} are not integers in [0, n = {d.local_size}]"]
+    if d.sampling == "fixed" and any(b != d.batch_size for b in sizes):
+        return [f"fixed-size batches of L = {d.batch_size}, but batch sizes {list(sizes)}"]
+    return []
+
+
+def check_declaration(declaration: Declaration) -> Verdict:
+    """``inconsistent`` (p = 0) with every problem found if the declaration cannot be true,
+    else ``consistent`` (no p-value: nothing was tested). Checked: known mechanism and
+    sampling, ``k ≥ 1`` and ``n ≥ 1`` integers, ``q ∈ (0, 1]``, ``L = q·n`` (relative 10⁻⁹),
+    ``η > 0``, ``C > 0``, noise parameters in range, momentum in ``[0, 1)``, and declared batch
+    sizes: ``k`` integers in ``[0, n]``, all ``L`` for fixed-size batches."""
+    problems = _problems(declaration)
+    if problems:  # p = 0: impossible under the declaration
+        return Verdict("declaration", "inconsistent", "; ".join(problems), p_value=0.0)
+    return Verdict("declaration", "consistent", "plausible (local size n is declared, not checked)")
+
+
+def check_batch_sizes(
+    batch_sizes: Sequence[int],
+    *,
+    local_size: int,
+    sample_rate: float,
+    alpha: float = DEFAULT_ALPHA,
+) -> Verdict:
+    """Exact two-sided test of ``Σ_t B_t ~ Binomial(k·n, q)`` under Poisson sampling.
+
+    p-value ``min(1, 2·min(P(X ≤ x), P(X ≥ x)))``, ``X ~ Binomial(k·n, q)`` — the doubled
+    smaller tail, valid for discrete laws. Catches a client that accounts with a sampling rate
+    smaller than the one it sampled with (given its declared ``n``).
+    """
+    k = len(batch_sizes)
+    n = check_dim("local_size", local_size)
+    q = check_rate("sample_rate", sample_rate)
+    a = check_probability("alpha", alpha)
+    total = sum(check_dim("batch_sizes", b, minimum=0) for b in batch_sizes)
+    low = float(stats.binom.cdf(total, k * n, q))
+    high = float(stats.binom.sf(total - 1, k * n, q))
+    statistic = {"records": float(total), "expected": k * n * q}
+    return decide(
+        "batch-sizes",
+        min(1.0, 2.0 * min(low, high)),
+        a,
+        statistic,
+        passed=f"{total} records over {k} steps fit q = {q:.4g}, n = {n}",
+        failed=f"{total} records over {k} steps do not fit q = {q:.4g}, n = {n} (expected "
+        f"{k * n * q:.4g})",
+    )

@@ -1,0 +1,144 @@
+"""Power of the Gaussian norm test against under-noising (privacy-math.md §9.7).
+
+The alternative: the client declared ``σ_d`` but added ``σ_a < σ_d``, over ``k`` steps, with
+``B`` records (a known count). Units of ``C`` (every quantity scales with it). Two models of the
+clipped signal, all ``B`` gradients aligned (``‖Σ S‖ = B``):
+
+* ``"independent"`` — the signal does not depend on the noise (exact for ``k = 1``, where the
+  gradients are computed before the noise is drawn): ``‖u‖²/(σ_a²k)`` is noncentral
+  ``χ²_p`` with non-centrality ``B²/(σ_a²k)``;
+* ``"adversarial"`` — the signal may point anywhere, even along the noise (the triangle
+  inequality's worst case): ``‖u‖`` anywhere in ``[‖N‖ − B, ‖N‖ + B]``; the power is then the
+  probability that every such value is rejected, a lower bound for every signal.
+
+``last_step = False`` describes the plain sandwich of the spec, whose low threshold is
+``σ√k·a − B`` without the last-step (Anderson) bound ``σ·a`` of
+:func:`~fedpriv.verification.gaussian.gaussian_norm_test`; with the adversarial model it
+reproduces the spec's "detects σ = 2 against 0.5 while B ≲ 88" (≈ 84 at α = 10⁻⁶).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from scipy import stats
+
+from fedpriv.errors import InputError
+from fedpriv.validate import check_dim, check_nonnegative, check_positive, check_probability
+from fedpriv.verification.verdict import DEFAULT_ALPHA
+
+__all__ = ["gaussian_detectable_records", "gaussian_norm_power", "gaussian_norm_thresholds"]
+
+SignalModel = Literal["independent", "adversarial"]
+
+
+def gaussian_norm_thresholds(
+    declared_sigma: float,
+    *,
+    dim: int,
+    records: int,
+    steps: int = 1,
+    alpha: float = DEFAULT_ALPHA,
+    last_step: bool = True,
+) -> tuple[float, float]:
+    """``(T_low, T_high)`` of :func:`~fedpriv.verification.gaussian.gaussian_norm_test` for a
+    known ``B``, in units of ``C``: ``T_low = max(σ·q, σ√k·q − B)`` (``σ√k·q − B`` without
+    ``last_step``), ``T_high = σ√k·q' + B``, ``q``, ``q'`` the ``α/2`` and ``1 − α/2`` quantiles
+    of ``χ_p``."""
+    sigma = check_positive("declared_sigma", declared_sigma)
+    p, b, k = check_dim("dim", dim), check_dim("records", records, 0), check_dim("steps", steps)
+    a = check_probability("alpha", alpha)
+    low = math.sqrt(float(stats.chi2.ppf(a / 2, p)))
+    high = math.sqrt(float(stats.chi2.isf(a / 2, p)))
+    triangle = sigma * math.sqrt(k) * low - b
+    return max(sigma * low, triangle) if last_step else triangle, sigma * math.sqrt(k) * high + b
+
+
+def gaussian_norm_power(
+    declared_sigma: float,
+    actual_sigma: float,
+    *,
+    dim: int,
+    records: int,
+    steps: int = 1,
+    alpha: float = DEFAULT_ALPHA,
+    signal: SignalModel = "independent",
+    last_step: bool = True,
+) -> float:
+    """Probability that the Gaussian norm test rejects a client that declared ``σ_d`` and
+    added ``σ_a``, with ``B = records`` aligned clipped gradients.
+
+    Parameters
+    ----------
+    declared_sigma, actual_sigma
+        ``σ_d > 0`` and ``σ_a ≥ 0`` (noise multipliers).
+    dim, records, steps
+        ``p``, ``B`` and ``k``.
+    alpha
+        The test's false-alarm rate.
+    signal
+        ``"independent"`` or ``"adversarial"`` (see the module docstring).
+    last_step
+        Whether the test uses the last-step bound (as ``gaussian_norm_test`` does).
+    """
+    actual = check_nonnegative("actual_sigma", actual_sigma)
+    low, high = gaussian_norm_thresholds(
+        declared_sigma, dim=dim, records=records, steps=steps, alpha=alpha, last_step=last_step
+    )
+    b, p = float(records), int(dim)
+    if signal not in ("independent", "adversarial"):
+        raise InputError("signal", signal, "'independent' or 'adversarial'")
+    if actual == 0:  # ‖u‖ = B exactly, or anything in [0, B] for the adversary
+        return float(b < low) if signal == "adversarial" else float(b < low or b > high)
+    scale = actual * math.sqrt(steps)
+    if signal == "adversarial":
+        below = stats.chi2.cdf(((low - b) / scale) ** 2, p) if low > b else 0.0
+        return float(below + stats.chi2.sf(((high + b) / scale) ** 2, p))
+    shift = (b / scale) ** 2
+    below = stats.ncx2.cdf((low / scale) ** 2, p, shift) if shift > 0 else stats.chi2.cdf(
+        (low / scale) ** 2, p
+    )
+    above = stats.ncx2.sf((high / scale) ** 2, p, shift) if shift > 0 else stats.chi2.sf(
+        (high / scale) ** 2, p
+    )
+    return float(below + above)
+
+
+def gaussian_detectable_records(
+    declared_sigma: float,
+    actual_sigma: float,
+    *,
+    dim: int,
+    steps: int = 1,
+    alpha: float = DEFAULT_ALPHA,
+    power: float = 0.99,
+    signal: SignalModel = "independent",
+    last_step: bool = True,
+) -> int:
+    """The largest ``B`` at which :func:`gaussian_norm_power` is at least ``power`` (the power
+    falls as ``B`` grows when ``σ_a < σ_d``); ``−1`` if not even ``B = 0``."""
+    if not check_nonnegative("actual_sigma", actual_sigma) < check_positive(
+        "declared_sigma", declared_sigma
+    ):
+        raise InputError("actual_sigma", actual_sigma, f"less than declared_sigma {declared_sigma}")
+    target = check_probability("power", power)
+
+    def detects(b: int) -> bool:
+        return (
+            gaussian_norm_power(
+                declared_sigma, actual_sigma, dim=dim, records=b, steps=steps, alpha=alpha,
+                signal=signal, last_step=last_step,
+            )
+            >= target
+        )  # fmt: skip
+
+    if not detects(0):
+        return -1
+    low, high = 0, 1
+    while detects(high):
+        low, high = high, 2 * high
+    while high - low > 1:  # detects(low), not detects(high)
+        mid = (low + high) // 2
+        low, high = (mid, high) if detects(mid) else (low, mid)
+    return low

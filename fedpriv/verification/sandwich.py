@@ -1,0 +1,95 @@
+"""p-values of norm tests whose signal is bounded by clipping (privacy-math.md §9.1).
+
+The observed norm is ``x = ‖u‖`` with ``u = Σ_t S_t + N``, ``N = Σ_t N_t`` the noise of ``k``
+steps and ``‖Σ_t S_t‖ ≤ c·B`` (``c`` the clipping bound per record in this norm, ``B`` the
+records used). Three one-sided bounds hold for every signal an honest client can produce:
+
+* **triangle, low:** ``‖N‖ ≥ x − c·B`` fails only if ``‖N‖ ≤ x + c·B``;
+* **triangle, high:** ``‖N‖ ≤ x + c·B`` fails only if ``‖N‖ ≥ x − c·B``;
+* **last step, low (Anderson):** the last step's noise ``N_k`` is drawn after everything
+  else, so ``u = X + N_k`` with ``X`` independent of ``N_k``; for noise with a symmetric
+  unimodal density and a norm ball (symmetric, convex), Anderson's theorem gives
+  ``P(‖X + N_k‖ ≤ t | X) ≤ P(‖N_k‖ ≤ t)``: ``x`` is stochastically at least one step's
+  noise norm, whatever the signal. No ``B`` enters.
+
+The low side rejects when either low bound does; at a fixed level that is one threshold on
+``x`` (the larger of the two), so the level is kept. The two sides are combined by Bonferroni:
+``p = min(1, 2·min(p_low, p_high))``.
+
+When ``B`` is random (Poisson sampling), half of a side's level is spent on ``B ≤ B(β)``,
+``B(β)`` the least ``b`` with ``P(B > b) ≤ β``: rejecting at level ``a`` when the noise tail
+with ``b = B(a/2)`` is at most ``a/2`` gives the p-value
+``2 · min_b max(P(B > b), tail(b))`` (``tail`` nondecreasing in ``b``, so the minimum is where the
+two cross, found by bisection).
+
+References
+----------
+.. [1] T. W. Anderson, "The integral of a symmetric unimodal function over a symmetric convex
+   set and some probability inequalities", Proc. AMS 6(2), 170–176, 1955, Theorem 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fedpriv.verification.laws import NormLaw
+from fedpriv.verification.records import RecordCount
+
+__all__ = ["NoiseNorm", "high_tail", "low_tail", "one_sided_p_value"]
+
+
+@dataclass(frozen=True)
+class NoiseNorm:
+    """A norm of the noise: ``‖N‖ = scale · X`` with ``X ~ law`` for the ``k`` summed steps, and
+    ``‖N_k‖ = step_scale · X₁`` with ``X₁ ~ step_law`` for the last step alone."""
+
+    law: NormLaw
+    scale: float
+    step_law: NormLaw
+    step_scale: float
+    steps: int
+
+
+def low_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
+    """Bound on the probability of a norm this small: ``min`` of the last-step (Anderson) and
+    the triangle bounds at signal bound ``signal = c·b``."""
+    last = noise.step_law.cdf(observed / noise.step_scale)
+    triangle = noise.law.cdf((observed + signal) / noise.scale)
+    return min(last, triangle)
+
+
+def high_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
+    """Bound on the probability of a norm this large: the triangle bound at ``c·b``."""
+    return noise.law.sf((observed - signal) / noise.scale)
+
+
+def one_sided_p_value(
+    tail: Callable[[int], float], records: RecordCount, uses_records: bool = True
+) -> tuple[float, int]:
+    """The p-value of one side of a test whose tail bound depends on the record bound ``b``,
+    and the ``b`` it was taken at.
+
+    Parameters
+    ----------
+    tail
+        ``b ↦`` bound on the probability of the observation given ``B ≤ b``; nondecreasing.
+    records
+        The law of ``B``.
+    uses_records
+        False when ``tail`` does not depend on ``b`` (the last-step bound at ``k = 1``): then no
+        level is spent on ``B``.
+    """
+    if records.known or not uses_records:
+        return min(1.0, tail(records.trials)), records.trials
+    low, high = 0, records.trials  # predicate P(B > b) ≤ tail(b) is false…false true…true
+    while low < high:
+        mid = (low + high) // 2
+        if records.exceed_probability(mid) <= tail(mid):
+            high = mid
+        else:
+            low = mid + 1
+    best, at = tail(low), low
+    if low > 0 and records.exceed_probability(low - 1) < best:
+        best, at = records.exceed_probability(low - 1), low - 1
+    return min(1.0, 2.0 * best), at

@@ -1,0 +1,175 @@
+"""What the server recovers from a client's update: the summed release ``Σ_t r_t``.
+
+With ``k`` steps of plain SGD, ``θ_k = θ_0 − η Σ_t r_t``, so ``Σ_t r_t = −Δ/η`` and the
+noisy clipped sum of privacy-math.md §9 is ``u = L·Σ_t r_t``. Other optimisers
+(``torch.optim.SGD`` semantics, state created afresh each round):
+
+* **momentum μ, k = 1:** the first step sets the buffer to the gradient, so the step is plain
+  SGD; with Nesterov it is ``(1 + μ)·`` the gradient — ``Σ r = −Δ/(η(1+μ))``.
+* **weight decay λ, k = 1:** the step direction is ``r + λθ_0`` — ``Σ r = −Δ/η − λθ_0``.
+* **momentum or weight decay with k > 1, a buffer kept across rounds, Adam and any other
+  adaptive method:** the update is not a known linear map of the releases (Adam divides each
+  coordinate by its own running scale), so no test here holds: ``unverifiable``.
+
+(Plain SGD with weight decay and k > 1 weights step t's noise by ``(1−ηλ)^{k−1−t}``: the
+Gaussian test would hold with ``k`` replaced by ``Σ_t (1−ηλ)^{2t}``. Not offered: fedpriv's
+clients use plain SGD.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedpriv.errors import InputError
+from fedpriv.validate import check_dim, check_nonnegative, check_positive
+from fedpriv.verification.records import RecordCount
+from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, roundoff_bound
+from fedpriv.verification.verdict import Verdict, unverifiable
+
+__all__ = ["ClientUpdate", "client_update", "flatten"]
+
+
+def flatten(arrays: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
+    """Concatenate parameter arrays (in order, each row-major) into one float64 vector."""
+    if isinstance(arrays, np.ndarray):
+        return np.asarray(arrays, dtype=np.float64).ravel()
+    return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    """One client-round as the tests see it.
+
+    Attributes
+    ----------
+    summed
+        ``Σ_t r_t`` recovered from the update (float64, shape ``(p,)``).
+    step_scale
+        What the optimiser multiplies a release by: ``η`` (``η(1+μ)`` with Nesterov).
+    weight_decay
+        ``λ`` (k = 1 only).
+    steps, batch_size
+        ``k`` and the divisor ``L`` of the release.
+    records
+        The law of the records used, ``B``.
+    start_norms, delta_norms
+        ``(ℓ1, ℓ2)`` norms of ``θ_0`` and of ``Δ`` (for the rounding slack).
+    unit_roundoff
+        ``u`` of the client's arithmetic (float32).
+    """
+
+    summed: np.ndarray
+    step_scale: float
+    weight_decay: float
+    steps: int
+    batch_size: float
+    records: RecordCount
+    start_norms: tuple[float, float]
+    delta_norms: tuple[float, float]
+    unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF
+
+    @property
+    def dim(self) -> int:
+        """The model dimension ``p``."""
+        return int(self.summed.size)
+
+    @property
+    def noisy_sum(self) -> np.ndarray:
+        """``u = L·Σ_t r_t``: the clipped sums plus the noise, summed over steps."""
+        return self.batch_size * self.summed
+
+    def summed_error(self, norm_ord: int, release_norm: float) -> float:
+        """Bound on the rounding error of :attr:`summed` in the ℓ1 (``norm_ord = 1``) or ℓ2
+        norm, given a bound ``release_norm`` on every step's ``‖r_t‖`` in that norm (taken
+        before cancellation: for a noisy sum, ``(‖S_t‖ + ‖N_t‖)/L``)."""
+        i = 0 if norm_ord == 1 else 1
+        start = self.start_norms[i]
+        step = self.step_scale * (release_norm + self.weight_decay * start)
+        bound = roundoff_bound(start, step, self.steps, self.delta_norms[i], self.unit_roundoff)
+        return bound / self.step_scale
+
+
+def client_update(
+    theta: np.ndarray | Sequence[np.ndarray],
+    theta_client: np.ndarray | Sequence[np.ndarray],
+    *,
+    lr: float,
+    steps: int,
+    batch_size: float,
+    records: RecordCount,
+    optimizer: str = "sgd",
+    momentum: float = 0.0,
+    nesterov: bool = False,
+    weight_decay: float = 0.0,
+    fresh_state: bool = True,
+    unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
+) -> ClientUpdate | Verdict:
+    """Recover ``Σ_t r_t`` from the broadcast ``θ`` and the returned ``θ_client``.
+
+    Returns an ``unverifiable`` :class:`Verdict` (test ``"optimizer"`` or ``"update"``) when
+    the optimiser defeats the tests or the update is not finite (an honest client whose
+    training diverged sends NaN, so that is not evidence against its declaration).
+
+    Parameters
+    ----------
+    theta, theta_client
+        Trainable parameters before and after, as one array or a list of arrays in the same
+        order (the dtype the client trained in).
+    lr, steps, batch_size, records
+        ``η``, ``k``, ``L`` and the law of ``B``.
+    optimizer, momentum, nesterov, weight_decay, fresh_state
+        The declared optimiser (``torch.optim.SGD`` semantics); ``fresh_state`` says whether
+        its state (the momentum buffer) is created afresh each round.
+    unit_roundoff
+        ``u`` of the client's arithmetic.
+    """
+    eta = check_positive("lr", lr)
+    k = check_dim("steps", steps)
+    mu = check_nonnegative("momentum", momentum)
+    decay = check_nonnegative("weight_decay", weight_decay)
+    start, end = flatten(theta), flatten(theta_client)
+    if start.shape != end.shape:
+        raise InputError("theta_client", end.shape, f"parameters of the shape {start.shape}")
+    reason = _unsupported(optimizer, k, mu, decay, fresh_state)
+    if reason is not None:
+        return unverifiable("optimizer", reason)
+    delta = end - start
+    if not np.all(np.isfinite(delta)):
+        return unverifiable("update", "the update is not finite (training diverged?)")
+    step_scale = eta * (1.0 + mu if nesterov and mu > 0 else 1.0)
+    summed = -delta / step_scale - decay * start
+    return ClientUpdate(
+        summed=summed,
+        step_scale=step_scale,
+        weight_decay=decay,
+        steps=k,
+        batch_size=check_positive("batch_size", batch_size),
+        records=records,
+        start_norms=_norms(start),
+        delta_norms=_norms(delta),
+        unit_roundoff=unit_roundoff,
+    )
+
+
+def _norms(x: np.ndarray) -> tuple[float, float]:
+    return float(np.sum(np.abs(x))), float(np.linalg.norm(x))
+
+
+def _unsupported(optimizer: str, steps: int, momentum: float, decay: float, fresh: bool) -> (
+    str | None
+):
+    """Why the tests do not hold for this optimiser, or None when they do."""
+    if optimizer != "sgd":
+        return (
+            f"optimizer {optimizer!r}: not a known linear map of the releases (adaptive methods "
+            "rescale each coordinate), so the noise cannot be checked"
+        )
+    if momentum > 0 and not fresh:
+        return "SGD momentum with a buffer kept across rounds mixes earlier rounds' releases in"
+    if steps > 1 and (momentum > 0 or decay > 0):
+        what = "momentum" if momentum > 0 else "weight decay"
+        return f"SGD with {what} over k = {steps} steps weights the releases unequally"
+    return None

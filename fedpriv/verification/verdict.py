@@ -1,0 +1,141 @@
+"""The outcome of one server-side check of a declared mechanism (privacy-math.md §9).
+
+A :class:`Verdict` says whether a client's update is ``consistent`` with what it declared,
+``inconsistent`` (with the statistic and its p-value), or ``unverifiable`` (with why). Several
+checks of one client-round combine into one verdict with :func:`combine_verdicts`.
+
+p-values are *valid*: under the declaration, ``P(p ≤ a) ≤ a`` for every ``a``. A check rejects
+(``inconsistent``) when ``p ≤ α``; deterministic checks report ``p = 0`` (impossible under the
+declaration) or ``p = 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_ALPHA",
+    "Status",
+    "Verdict",
+    "combine_verdicts",
+    "decide",
+    "unverifiable",
+]
+
+Status = Literal["consistent", "inconsistent", "unverifiable"]
+
+# The false-alarm rate of each test (``audit.verify_alpha``): with 10⁴ client-rounds and a few
+# tests each, the expected number of false "inconsistent" labels in a run is below 0.1.
+DEFAULT_ALPHA = 1e-6
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One check of one client-round.
+
+    Attributes
+    ----------
+    test
+        Which check (``"gaussian-norm"``, ``"declaration"``, …, or ``"client-round"``).
+    status
+        ``"consistent"``, ``"inconsistent"`` or ``"unverifiable"``.
+    reason
+        One sentence a reader of the report understands without the code.
+    p_value
+        The smallest false-alarm rate at which the check rejects; ``None`` if nothing was tested.
+    alpha
+        The false-alarm rate the status was decided at; ``None`` for deterministic checks.
+    statistic
+        The numbers behind the decision (observed norm, noise scale, signal bound, tails…).
+    parts
+        The verdicts a combined verdict was made from (empty for a single check).
+    """
+
+    test: str
+    status: Status
+    reason: str
+    p_value: float | None = None
+    alpha: float | None = None
+    statistic: Mapping[str, float] = field(default_factory=dict)
+    parts: tuple[Verdict, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The verdict as a JSON-ready dict (parts nested)."""
+        return {
+            "test": self.test,
+            "status": self.status,
+            "reason": self.reason,
+            "p_value": self.p_value,
+            "alpha": self.alpha,
+            "statistic": dict(self.statistic),
+            "parts": [part.to_dict() for part in self.parts],
+        }
+
+
+def decide(
+    test: str,
+    p_value: float,
+    alpha: float,
+    statistic: Mapping[str, float],
+    *,
+    passed: str,
+    failed: str,
+) -> Verdict:
+    """``inconsistent`` with reason ``failed`` when ``p_value ≤ alpha``, else ``consistent``."""
+    bad = p_value <= alpha
+    return Verdict(
+        test=test,
+        status="inconsistent" if bad else "consistent",
+        reason=f"{failed if bad else passed} (p = {p_value:.3g}, alpha = {alpha:.3g})",
+        p_value=float(p_value),
+        alpha=alpha,
+        statistic=dict(statistic),
+    )
+
+
+def unverifiable(test: str, reason: str, statistic: Mapping[str, float] | None = None) -> Verdict:
+    """A check that could not be made, and why."""
+    return Verdict(test, "unverifiable", reason, statistic=dict(statistic or {}))
+
+
+def combine_verdicts(
+    verdicts: Sequence[Verdict],
+    test: str = "client-round",
+    *,
+    preconditions: Sequence[Verdict] = (),
+) -> Verdict:
+    """One verdict for several checks of the same client-round.
+
+    ``inconsistent`` if any check or precondition is; else ``consistent`` if any check is;
+    else ``unverifiable``. A precondition (the declaration is possible, the batch sizes fit
+    q) can refute a round but cannot verify it. The combined p-value is Bonferroni's
+    ``min(1, m·min_i p_i)``, ``m`` the number of statistical parts (those with an ``alpha``;
+    deterministic parts never reject falsely and are not counted) — valid under any
+    dependence between the parts — so that combined verdicts of many client-rounds can enter
+    :mod:`fedpriv.verification.multiple`. Each part decides at its own ``α``, so the
+    false-alarm rate of the combined status is at most ``Σ_i α_i``.
+    """
+    everything = [*preconditions, *verdicts]
+    if not everything:
+        raise ValueError("combine_verdicts: nothing to combine")
+    if any(v.status == "inconsistent" for v in everything):
+        status: Status = "inconsistent"
+    elif any(v.status == "consistent" for v in verdicts):
+        status = "consistent"
+    else:
+        status = "unverifiable"
+    chosen = [v for v in everything if v.status == status]
+    p_values = [v.p_value for v in everything if v.p_value is not None]
+    alphas = [v.alpha for v in everything if v.alpha is not None]
+    p = min(1.0, max(1, len(alphas)) * min(p_values)) if p_values else None
+    return Verdict(
+        test=test,
+        status=status,
+        reason="; ".join(f"{v.test}: {v.reason}" for v in chosen),
+        p_value=p,
+        alpha=sum(alphas) if alphas else None,
+        statistic={f"{v.test}.{k}": x for v in everything for k, x in v.statistic.items()},
+        parts=tuple(everything),
+    )

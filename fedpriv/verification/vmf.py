@@ -1,0 +1,75 @@
+"""``vmf``: is the update a sum of ``k`` releases of norm ``s``? (privacy-math.md §9.4)
+
+Each step releases ``r_t = s·y_t`` with ``‖y_t‖ = 1``, so ``‖Σ_t r_t‖ = s`` for ``k = 1`` and
+``≤ k·s`` for ``k > 1`` — deterministic checks (p-value 0 or 1) up to float32 rounding:
+``ŷ`` has ``|‖ŷ‖ − 1| ≤ ρ`` (:func:`~fedpriv.verification.roundoff.norm_tolerance`),
+``fl(s·ŷ)`` one more rounding, and the parameter round trip
+:func:`~fedpriv.verification.roundoff.roundoff_bound`. ``vmf_keep_norm`` releases
+``(‖S_t‖/L)·y_t`` instead: ``‖u‖ ≤ Σ_t ‖S_t‖ ≤ C·B``, the ``clip`` check.
+"""
+
+from __future__ import annotations
+
+import math
+
+from fedpriv.validate import check_dim, check_nonnegative, check_positive
+from fedpriv.verification.clip import verify_clip
+from fedpriv.verification.roundoff import norm_tolerance
+from fedpriv.verification.update import ClientUpdate
+from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict
+
+__all__ = ["verify_vmf", "vmf_norm_test"]
+
+
+def vmf_norm_test(norm: float, *, scale: float, steps: int, tolerance: float) -> Verdict:
+    """Check ``‖Σ_t r_t‖ = s`` (``k = 1``) or ``≤ k·s`` (``k > 1``) within ``tolerance``.
+
+    Parameters
+    ----------
+    norm
+        ``‖Σ_t r_t‖₂ = ‖u‖₂/L``.
+    scale
+        The declared public scale ``s``.
+    steps
+        ``k``.
+    tolerance
+        Absolute float tolerance on ``norm``.
+    """
+    x, s = check_nonnegative("norm", norm), check_positive("scale", scale)
+    k, tol = check_dim("steps", steps), check_nonnegative("tolerance", tolerance)
+    if k == 1:
+        ok, claim = abs(x - s) <= tol, f"= s = {s:.6g}"
+    else:
+        ok, claim = x <= k * s + tol, f"≤ k·s = {k * s:.6g}"
+    statistic = {"norm": x, "scale": s, "deviation": x - s, "tolerance": tol}
+    reason = f"‖Σ r_t‖ = {x:.9g} {'' if ok else 'not '}{claim} within {tol:.3g}"
+    return Verdict(
+        test="vmf-norm",
+        status="consistent" if ok else "inconsistent",
+        reason=reason,
+        p_value=1.0 if ok else 0.0,
+        statistic=statistic,
+    )
+
+
+def verify_vmf(
+    update: ClientUpdate,
+    *,
+    scale: float,
+    clip_bound: float,
+    keep_norm: bool = False,
+    alpha: float = DEFAULT_ALPHA,
+) -> Verdict:
+    """The ``vmf`` mechanism's check on a recovered update.
+
+    Tolerance: ``k·s·(ρ + u + ρu)`` for the releases' norms plus the round-trip bound with
+    every ``‖r_t‖ ≤ s(1 + ρ)(1 + u)``. With ``keep_norm`` the ``clip`` check at ``C`` (ℓ2).
+    """
+    if keep_norm:
+        return verify_clip(update, clip_bound=clip_bound, alpha=alpha)
+    s, k, unit = check_positive("scale", scale), update.steps, update.unit_roundoff
+    rho = norm_tolerance(update.dim, 0, unit)
+    release = s * (1.0 + rho) * (1.0 + unit)
+    tolerance = k * s * (rho + unit + rho * unit) + update.summed_error(2, release)
+    norm = math.sqrt(float(update.summed @ update.summed))
+    return vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance)

@@ -1,0 +1,113 @@
+"""Simulated client-rounds for the verification tests: the releases of privacy-math.md §2 built
+with numpy in float32, applied as local SGD steps to float32 parameters (the round trip the
+server sees), plus the declaration an honest client would send."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedpriv.special.vmf_sampler import sample_vmf_cosine
+from fedpriv.verification import Declaration
+
+F32 = np.float32
+
+
+def clip_rows(grads: np.ndarray, bound: float, norm_ord: int) -> np.ndarray:
+    """``ḡ_i = g_i · min(1, C/‖g_i‖)`` in float32, as fedpriv.gradients.clipping does."""
+    norms = np.linalg.norm(grads, ord=norm_ord, axis=1) if grads.size else np.zeros(0, F32)
+    factors = np.minimum(F32(1), F32(bound) / np.maximum(norms, F32(1e-30)))
+    return grads * factors[:, None].astype(F32)
+
+
+def gradients(rng: np.random.Generator, count: int, dim: int, aligned: bool) -> np.ndarray:
+    """Per-example gradients: all along one direction with norm 5 (every one clipped; their
+    clipped sum has the largest norm clipping allows), or independent with random norms."""
+    if aligned:
+        direction = np.ones(dim, F32) / F32(np.sqrt(dim))
+        return np.tile(F32(5) * direction, (count, 1))
+    scales = rng.uniform(0.05, 3.0, size=(count, 1)).astype(F32)
+    return (rng.standard_normal((count, dim), dtype=F32) * scales / F32(np.sqrt(dim))).astype(F32)
+
+
+def release(
+    mechanism: str, clipped_sum: np.ndarray, batch: float, rng: np.random.Generator, d: Declaration
+) -> np.ndarray:
+    """One step's float32 release of privacy-math.md §2 for a clipped (or raw) sum."""
+    c = F32(d.clip_bound)
+    if mechanism == "gaussian":
+        noise = rng.standard_normal(clipped_sum.size, dtype=F32) * F32(d.noise_multiplier) * c
+        return (clipped_sum + noise) / F32(batch)
+    if mechanism == "laplace":
+        e = -np.log1p(-rng.random((2, clipped_sum.size)))  # float64 exponentials, as fedpriv
+        return (clipped_sum + F32(d.laplace_scale) * c * (e[1] - e[0]).astype(F32)) / F32(batch)
+    if mechanism == "vmf":
+        return F32(d.vmf_scale) * vmf_direction(clipped_sum, rng, kappa=50.0)
+    return clipped_sum / F32(batch)  # clip, none
+
+
+def vmf_direction(total: np.ndarray, rng: np.random.Generator, kappa: float) -> np.ndarray:
+    """A float32 VMF draw around the direction of ``total`` (uniform if it is 0), O(p)."""
+    norm = np.linalg.norm(total)
+    if norm > 0:
+        mean = total / norm
+    else:
+        mean = rng.standard_normal(total.size, dtype=F32)
+        mean /= np.linalg.norm(mean)
+    w = F32(sample_vmf_cosine(kappa, total.size, 1, rng)[0])
+    normal = rng.standard_normal(total.size, dtype=F32)
+    orthogonal = normal - F32(normal @ mean) * mean
+    v = orthogonal / np.linalg.norm(orthogonal)
+    return (w * mean + np.sqrt(max(F32(0), F32(1) - w * w)) * v).astype(F32)
+
+
+def simulate_round(
+    mechanism: str,
+    rng: np.random.Generator,
+    *,
+    dim: int = 13_700,
+    local_size: int = 640,
+    batch_size: int = 64,
+    steps: int = 1,
+    lr: float = 0.1,
+    aligned: bool = False,
+    sampling: str = "poisson",
+    report_batches: bool = False,
+    released: str | None = None,
+    actual: dict[str, float] | None = None,
+    update_factor: float = 1.0,
+    **params: float,
+) -> tuple[Declaration, np.ndarray, np.ndarray]:
+    """One client-round: ``(declaration, θ, θ_client)``, both float32. Honest unless the
+    release is made by another mechanism (``released``), with other parameters (``actual``),
+    or the update is multiplied by ``update_factor``."""
+    d = Declaration(
+        mechanism=mechanism,
+        clip_bound=params.get("clip_bound", 1.0),
+        lr=lr,
+        steps=steps,
+        batch_size=float(batch_size),
+        local_size=local_size,
+        sample_rate=batch_size / local_size,
+        noise_multiplier=params.get("noise_multiplier", 1.0),
+        laplace_scale=params.get("laplace_scale", 1.0),
+        vmf_scale=params.get("vmf_scale", 1.0),
+        sampling=sampling,
+    )
+    truth = Declaration(**{**d.__dict__, **(actual or {})})
+    released = released or mechanism
+    theta = (F32(0.1) * rng.standard_normal(dim, dtype=F32)).astype(F32)
+    current, sizes = theta.copy(), []
+    norm_ord = 1 if released == "laplace" else 2
+    for _ in range(steps):
+        count = rng.binomial(local_size, d.sample_rate) if sampling == "poisson" else batch_size
+        grads = gradients(rng, count, dim, aligned)
+        if released != "none":
+            grads = clip_rows(grads, d.clip_bound, norm_ord)
+        total = grads.sum(axis=0, dtype=F32) if count else np.zeros(dim, F32)
+        step = release(released, total, d.batch_size, rng, truth)
+        current = (current - F32(lr) * step).astype(F32)
+        sizes.append(int(count))
+    current = (theta + F32(update_factor) * (current - theta)).astype(F32)
+    if report_batches:
+        d = Declaration(**{**d.__dict__, "batch_sizes": tuple(sizes)})
+    return d, theta, current
