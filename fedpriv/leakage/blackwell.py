@@ -88,6 +88,7 @@ MAX_COMPOSED_BINS = 10_000_000
 MIN_LOSS_STD = 2e-4
 """Smallest single-release loss std composed: 20 intervals of the finest discretisation."""
 _FINEST = 1e-5
+_MIN_VARIANCE = 1e-12  # loss std 1e-6: chord round-off gives perfect privacy ~1e-14
 _BYTES_PER_BIN = 64
 _TAIL_MASS_TRUNCATION = 1e-15  # dp-accounting's default for self_compose
 
@@ -136,9 +137,12 @@ def _moments(losses: np.ndarray, weights: np.ndarray, infinite_mass: float) -> L
         v3=float(w @ np.abs(losses - v1) ** 3),
         v4=float(w @ np.abs(losses) ** 3),
     )
-    if not functionals.variance > 0.0:
-        raise InputError("pld", "Var(L) = 0", "a mechanism whose privacy loss is not constant "
-                         "(perfect privacy has eta = 0/0)")  # fmt: skip
+    if not functionals.variance > _MIN_VARIANCE:
+        raise InputError(
+            "pld", f"Var(L) = {functionals.variance:.3g}",
+            f"a mechanism whose privacy loss is not constant (variance > {_MIN_VARIANCE:g}; "
+            "perfect privacy has eta = 0/0)",
+        )  # fmt: skip
     return functionals
 
 
