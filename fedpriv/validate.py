@@ -8,7 +8,15 @@ from typing import Any
 
 from fedpriv.errors import InputError
 
-__all__ = ["check_dim", "check_nonnegative", "check_positive", "check_rate", "number"]
+__all__ = [
+    "check_dim",
+    "check_finite",
+    "check_nonnegative",
+    "check_positive",
+    "check_probability",
+    "check_rate",
+    "number",
+]
 
 
 def number(value: Any) -> float:
@@ -27,11 +35,29 @@ def check_positive(key: str, value: Any) -> float:
     return v
 
 
-def check_nonnegative(key: str, value: Any) -> float:
-    """A finite number ``>= 0``."""
+def check_nonnegative(key: str, value: Any, *, allow_inf: bool = False) -> float:
+    """A finite number ``>= 0`` (or ``+inf`` too, with ``allow_inf``)."""
     v = number(value)
-    if not (math.isfinite(v) and v >= 0.0):
-        raise InputError(key, value, "a finite number >= 0")
+    if not (v >= 0.0 and (allow_inf or math.isfinite(v))):
+        raise InputError(key, value, "a number >= 0 (inf allowed)" if allow_inf
+                         else "a finite number >= 0")  # fmt: skip
+    return v
+
+
+def check_finite(key: str, value: Any) -> float:
+    """Any finite number."""
+    v = number(value)
+    if not math.isfinite(v):
+        raise InputError(key, value, "a finite number")
+    return v
+
+
+def check_probability(key: str, value: Any, *, closed: bool = False) -> float:
+    """A probability in ``(0, 1)``, or in ``[0, 1]`` with ``closed``."""
+    v = number(value)
+    inside = 0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0
+    if not inside:
+        raise InputError(key, value, "a number in [0, 1]" if closed else "a number in (0, 1)")
     return v
 
 
