@@ -65,10 +65,10 @@ from fedpriv.validate import check_dim, check_positive
 
 __all__ = [
     "BERRY_ESSEEN_CONSTANT",
-    "INFINITE_LOSS_TOLERANCE",
-    "MAX_COMPOSED_BINS",
     "DominanceBound",
+    "INFINITE_LOSS_TOLERANCE",
     "LossFunctionals",
+    "MAX_COMPOSED_BINS",
     "MIN_LOSS_STD",
     "check_composed_size",
     "composed_curve",

@@ -55,6 +55,7 @@ from fedpriv.validate import (
 
 __all__ = [
     "ACCURACY_MECHANISMS",
+    "ASSUMPTIONS",
     "InputRobustness",
     "PacConfidence",
     "input_robustness",
