@@ -23,6 +23,7 @@ __all__ = [
     "Check",
     "check_choice",
     "check_dim",
+    "check_finite",
     "check_flag",
     "check_match",
     "check_int_range",
@@ -58,11 +59,20 @@ def check_positive(key: str, value: Any) -> float:
     return v
 
 
-def check_nonnegative(key: str, value: Any) -> float:
-    """A finite number ``>= 0``."""
+def check_nonnegative(key: str, value: Any, *, allow_inf: bool = False) -> float:
+    """A finite number ``>= 0`` (or ``+inf`` too, with ``allow_inf``)."""
     v = number(value)
-    if not (math.isfinite(v) and v >= 0.0):
-        raise InputError(key, value, "a finite number >= 0")
+    if not (v >= 0.0 and (allow_inf or math.isfinite(v))):
+        raise InputError(key, value, "a number >= 0 (inf allowed)" if allow_inf
+                         else "a finite number >= 0")  # fmt: skip
+    return v
+
+
+def check_finite(key: str, value: Any) -> float:
+    """Any finite number."""
+    v = number(value)
+    if not math.isfinite(v):
+        raise InputError(key, value, "a finite number")
     return v
 
 
@@ -125,11 +135,13 @@ def check_positive_list(key: str, value: Any) -> tuple[float, ...]:
     return values
 
 
-def check_probability(key: str, value: Any) -> float:
-    """A probability strictly inside ``(0, 1)`` (a δ, a confidence level)."""
+def check_probability(key: str, value: Any, *, closed: bool = False) -> float:
+    """A probability in ``(0, 1)`` (a δ, a confidence, a significance level), or in ``[0, 1]``
+    with ``closed``."""
     v = number(value)
-    if not 0.0 < v < 1.0:
-        raise InputError(key, value, "a number in (0, 1)")
+    inside = 0.0 <= v <= 1.0 if closed else 0.0 < v < 1.0
+    if not inside:
+        raise InputError(key, value, "a number in [0, 1]" if closed else "a number in (0, 1)")
     return v
 
 

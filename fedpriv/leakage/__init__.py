@@ -4,7 +4,10 @@ Bayesian privacy bounds and estimates (privacy-math.md §4–6).
 Modules: :mod:`~fedpriv.leakage.capacity` (§5), :mod:`~fedpriv.leakage.tradeoff` and
 :mod:`~fedpriv.leakage.vmf_curve` (§4 trade-off functions), :mod:`~fedpriv.leakage.profiles`
 (PLD privacy profiles of subsampled, composed mechanisms), :mod:`~fedpriv.leakage.bayes_error`
-(R_min, Δ, the PP/BNP extremes), :mod:`~fedpriv.leakage.bayesian` (§6),
+(R_min, Δ, the PP/BNP extremes), :mod:`~fedpriv.leakage.loss_pmf` (a PLD's loss pmfs and
+profile), :mod:`~fedpriv.leakage.blackwell` (privacy-loss moments, emergent Blackwell
+dominance), :mod:`~fedpriv.leakage.bayesian` (§6), :mod:`~fedpriv.leakage.robustness` (PAC and
+input robustness from Bayesian privacy),
 :mod:`~fedpriv.leakage.specs` and :mod:`~fedpriv.leakage.comparison` (``fedpriv compare``),
 :mod:`~fedpriv.leakage.plot` (its figure). Importing this package loads neither
 dp-accounting nor matplotlib.
@@ -27,6 +30,14 @@ from fedpriv.leakage.bayesian import (
     posterior_from_matches,
     vmf_mbp_bound,
 )
+from fedpriv.leakage.blackwell import (
+    DominanceBound,
+    LossFunctionals,
+    composed_curve,
+    pld_functionals,
+    theorem3_bound,
+    tradeoff_functionals,
+)
 from fedpriv.leakage.capacity import (
     THREAT_MODELS,
     capacity_report,
@@ -36,6 +47,7 @@ from fedpriv.leakage.capacity import (
     log_capacity_vmf,
     secret_radius,
 )
+from fedpriv.leakage.robustness import input_robustness, pac_accuracy, pac_robust_confidence
 from fedpriv.leakage.tradeoff import (
     blatant_non_privacy_tradeoff,
     gaussian_tradeoff,
@@ -44,8 +56,11 @@ from fedpriv.leakage.tradeoff import (
     tradeoff_from_privacy_profile,
     vmf_tradeoff,
 )
+from fedpriv.leakage.vmf_curve import vmf_angle_quantile
 
 __all__ = [
+    "DominanceBound",
+    "LossFunctionals",
     "THREAT_MODELS",
     "TradeoffCurve",
     "abp_bound",
@@ -55,21 +70,29 @@ __all__ = [
     "blatant_non_privacy_tradeoff",
     "capacity_report",
     "compose_log_capacities",
+    "composed_curve",
     "cumulative_mbp_bound",
     "delta_divergence",
     "gaussian_tradeoff",
+    "input_robustness",
     "laplace_mbp_bound",
     "laplace_tradeoff",
     "log_capacity_gaussian",
     "log_capacity_laplace",
     "log_capacity_vmf",
     "mbp_estimate",
+    "pac_accuracy",
+    "pac_robust_confidence",
     "perfect_privacy",
     "perfect_privacy_tradeoff",
+    "pld_functionals",
     "posterior_from_matches",
     "secret_radius",
     "symmetric_delta",
+    "theorem3_bound",
     "tradeoff_from_privacy_profile",
+    "tradeoff_functionals",
+    "vmf_angle_quantile",
     "vmf_mbp_bound",
     "vmf_tradeoff",
 ]

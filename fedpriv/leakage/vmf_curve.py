@@ -36,9 +36,9 @@ import numpy.typing as npt
 from scipy import special
 
 from fedpriv.leakage._validate import as_alpha
-from fedpriv.validate import check_dim, check_positive
+from fedpriv.validate import check_dim, check_positive, check_probability
 
-__all__ = ["vmf_tradeoff"]
+__all__ = ["vmf_angle_quantile", "vmf_tradeoff"]
 
 _NODES = 32769
 _BULK_NATS = 60.0  # the finest uniform grid spans the density down to e^-60 of its peak
@@ -198,3 +198,33 @@ def vmf_tradeoff(alpha: npt.ArrayLike, kappa: float, dim: int) -> np.ndarray:
         )
     out = np.exp(np.interp(at, index, b_low))
     return np.where(a <= 0.0, 1.0, np.where(a >= 1.0, 0.0, out))
+
+
+def vmf_angle_quantile(prob: float, kappa: float, dim: int) -> float:
+    """The angle ``θ_q`` with ``P(θ ≤ θ_q) = prob``, ``θ = arccos xᵀy``, ``y ~ VMF(x, κ)``.
+
+    Read off the same adaptive grid and exact cell masses as :func:`vmf_tradeoff` (both tails
+    in log space; linear interpolation in the node index, so relative accuracy ≈ 1e-6 in the
+    tail probability), tested against the ``p = 3`` closed form and Monte Carlo.
+
+    Parameters
+    ----------
+    prob
+        Probability in (0, 1).
+    kappa
+        Concentration ``κ > 0``.
+    dim
+        Dimension ``p ≥ 2``.
+    """
+    q = check_probability("prob", prob)
+    kappa, dim = check_positive("kappa", kappa), check_dim("dim", dim, minimum=2)
+    peak, bulk, tails = _ranges(kappa, dim)
+    theta = _grid(bulk, tails)
+    cells = _log_cells(theta, _log_density(theta, kappa, dim) - peak)
+    upper, lower = _tails(cells, special.logsumexp(cells))  # log P(θ ≥ node), log P(θ < node)
+    index = np.arange(theta.size, dtype=float)
+    if q >= 0.5:
+        at = np.interp(math.log1p(-q), np.minimum.accumulate(upper)[::-1], index[::-1])
+    else:
+        at = np.interp(math.log(q), np.maximum.accumulate(lower), index)
+    return float(np.interp(at, index, theta))

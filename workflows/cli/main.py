@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "account": "account",
     "capacity": "capacity",
     "compare": "compare",
+    "robustness": "robustness",
     "sweep": "sweep",
     "deploy-local": "deploy_local",
 }

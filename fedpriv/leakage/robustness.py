@@ -1,0 +1,266 @@
+"""PAC robustness and input robustness from Bayesian privacy (Zhang & Chen, Theorems 4.3, 5.5).
+
+**Sources.** The paper's definitions (Def. 4.3 ε-MBP, Def. 4.4 standard accuracy, Def. 4.6
+α-PAC robustness) could not be retrieved here (arXiv 2403.16591, v5); the statements below are
+implemented literally as issue #18 gives them:
+
+* Theorem 4.3: an (ε, β, α)-MBP mechanism — ε-MBP (privacy-math.md §6) with standard accuracy
+  α at confidence 1 − β — is α-PAC-robust with probability ``1 − γ``, ``γ = (1 + 4ε)β``.
+  When ``γ ≥ 1`` the statement says nothing (*vacuous*); with ``ε = ∞`` (the Gaussian has no
+  finite MBP bound) the hypothesis fails and the result is vacuous too.
+* Standard accuracy of ONE release, as read here: ``P(‖M(v) − v‖ ≤ α) ≥ 1 − β`` for the
+  released ``M(v)`` and the value ``v`` it perturbs, so α is the (1 − β)-quantile of the size
+  of the noise. The norm: the one the mechanism's sensitivity is measured in
+  (privacy-math.md §2, the same as the server-side checks of §9) — ℓ2 for Gaussian and VMF,
+  **ℓ1 for Laplace** (ℓ1 clipping), where ``‖b·V‖₁ ~ b·Gamma(p, 1)`` exactly; since
+  ``‖·‖₂ ≤ ‖·‖₁`` the Laplace α is also a valid (conservative) ℓ2 radius.
+
+  - Gaussian, release ``(S + N(0, s²I_p))/L`` with ``s = σC``: ``α = s·χ_p⁻¹(1 − β)/L``.
+  - Laplace, release ``(S + Lap(b)^p)/L``: ``α = b·Γ_p⁻¹(1 − β)/L`` (ℓ1).
+  - VMF, release ``s·y`` against ``s·u``: ``‖s·y − s·u‖ = 2s·sin(θ/2)``, ``θ = arccos uᵀy``,
+    so ``α = 2s·sin(θ_{1−β}/2)`` with ``θ_{1−β}`` the (1 − β)-quantile of the angle
+    (:func:`fedpriv.leakage.vmf_curve.vmf_angle_quantile`); the batch size does not enter.
+  - clip: 0 (the release *is* the clipped aggregate; clipping bias is not noise);
+    none: undefined (None) — no mechanism, so no (ε, β, α)-MBP statement to make.
+* Theorem 5.5 (input robustness): ``α = C·r/2 + (4D(1 − ε_p) − c₂·c_b·I^{p−1}) / (2c_a)``
+  with Lipschitz constant ``C``, radius ``r``, parameter-space bound ``D``, algorithm
+  constants ``c_a, c_b, c₂, I, p`` and privacy leakage ``ε_p``. Every constant is an
+  assumption about the problem and the algorithm that fedpriv cannot check; ``ε_p`` must be
+  the paper's leakage measure, accepted in [0, 1] (the ABP of §6 is at most √(log 2)).
+
+References
+----------
+.. [1] X. Zhang, W. Chen, "Bridging privacy and robustness for trustworthy machine learning",
+   arXiv 2403.16591 (v5, 2025), Theorems 4.3 and 5.5, Definitions 4.3, 4.4, 4.6.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from scipy import stats
+
+from fedpriv.errors import InputError
+from fedpriv.leakage.vmf_curve import vmf_angle_quantile
+from fedpriv.validate import (
+    check_dim,
+    check_finite,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+)
+
+__all__ = [
+    "ACCURACY_MECHANISMS",
+    "ASSUMPTIONS",
+    "InputRobustness",
+    "PacConfidence",
+    "input_robustness",
+    "pac_accuracy",
+    "pac_robust_confidence",
+    "robustness_report",
+]
+
+ASSUMPTIONS = {
+    "lipschitz": "C, the Lipschitz constant of the model/loss in its input (Theorem 5.5)",
+    "radius": "r, the radius of the input perturbations considered",
+    "diameter": "D, the bound on the parameter space",
+    "c_a": "c_a, an algorithm constant of Theorem 5.5",
+    "c_b": "c_b, an algorithm constant of Theorem 5.5",
+    "c_2": "c_2, an algorithm constant of Theorem 5.5",
+    "i_const": "I, the base of the term I^(p-1) of Theorem 5.5",
+    "p_const": "p, the exponent's parameter in I^(p-1) (not assumed to be the model dimension)",
+    "leakage": "eps_p, the privacy leakage in the paper's own measure, in [0, 1]: say where it "
+    "comes from (e.g. an ABP estimate or bound of fedpriv, privacy-math.md section 6)",
+}
+"""Every input of Theorem 5.5 is a claim fedpriv cannot check: what each one asserts."""
+
+
+@dataclass(frozen=True)
+class PacConfidence:
+    """Theorem 4.3: ``gamma = (1 + 4ε)β``; ``confidence = 1 − gamma``, None when vacuous."""
+
+    gamma: float
+    confidence: float | None
+
+    @property
+    def vacuous(self) -> bool:
+        """Whether the theorem says nothing (``γ ≥ 1`` or ``ε = ∞``)."""
+        return self.confidence is None
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, ``vacuous`` included."""
+        return {**asdict(self), "vacuous": self.vacuous}
+
+
+def pac_robust_confidence(eps_mbp: float, beta: float) -> PacConfidence:
+    """Probability ``1 − (1 + 4ε)β`` with which an (ε, β, α)-MBP mechanism is α-PAC-robust.
+
+    Parameters
+    ----------
+    eps_mbp
+        Maximum Bayesian privacy ``ε ≥ 0`` (``inf`` allowed: vacuous).
+    beta
+        Failure probability of the standard accuracy, in [0, 1].
+    """
+    eps = check_nonnegative("eps_mbp", eps_mbp, allow_inf=True)
+    b = check_probability("beta", beta, closed=True)
+    gamma = math.inf if math.isinf(eps) else (1.0 + 4.0 * eps) * b
+    return PacConfidence(gamma=gamma, confidence=1.0 - gamma if gamma < 1.0 else None)
+
+
+def _gaussian(beta: float, dim: int, p: dict[str, float]) -> float:
+    radius = math.sqrt(stats.chi2.isf(beta, dim))  # isf: precise for small β
+    return check_positive("noise_std", p["noise_std"]) * radius / _batch(p)
+
+
+def _laplace(beta: float, dim: int, p: dict[str, float]) -> float:
+    scale = check_positive("laplace_scale", p["laplace_scale"])
+    return scale * stats.gamma.isf(beta, dim) / _batch(p)
+
+
+def _vmf(beta: float, dim: int, p: dict[str, float]) -> float:
+    kappa = check_positive("kappa", p["kappa"])
+    theta = vmf_angle_quantile(1.0 - beta, kappa, check_dim("dim", dim, minimum=2))
+    return 2.0 * check_positive("vmf_scale", p["vmf_scale"]) * math.sin(theta / 2.0)
+
+
+def _batch(p: dict[str, float]) -> float:
+    return check_positive("batch_size", p["batch_size"])
+
+
+# mechanism -> (its parameters, α of one release); None: undefined
+ACCURACY_MECHANISMS: dict[str, tuple[frozenset[str], Callable[..., float] | None]] = {
+    "gaussian": (frozenset({"noise_std", "batch_size"}), _gaussian),
+    "laplace": (frozenset({"laplace_scale", "batch_size"}), _laplace),
+    "vmf": (frozenset({"kappa", "vmf_scale"}), _vmf),
+    "clip": (frozenset(), lambda beta, dim, p: 0.0),
+    "none": (frozenset(), None),
+}
+
+
+def pac_accuracy(
+    mechanism: str,
+    beta: float,
+    *,
+    dim: int,
+    noise_std: float | None = None,
+    laplace_scale: float | None = None,
+    kappa: float | None = None,
+    vmf_scale: float | None = None,
+    batch_size: float | None = None,
+) -> float | None:
+    """Standard accuracy α of ONE release at confidence ``1 − β`` (module docstring).
+
+    Parameters
+    ----------
+    mechanism
+        ``gaussian``, ``laplace``, ``vmf``, ``clip`` or ``none``.
+    beta
+        Failure probability in (0, 1).
+    dim
+        Model dimension ``p``.
+    noise_std
+        Gaussian noise std on the sum, ``s = σC`` (gaussian only).
+    laplace_scale
+        Laplace scale on the sum, ``b = λC`` (laplace only; α in ℓ1).
+    kappa, vmf_scale
+        VMF concentration and public release scale ``s`` (vmf only).
+    batch_size
+        ``L``, the divisor of the noisy sum (gaussian and laplace).
+
+    Returns
+    -------
+    float or None
+        α, or None for ``none`` (undefined).
+    """
+    if mechanism not in ACCURACY_MECHANISMS:
+        raise InputError("mechanism", mechanism, f"one of {sorted(ACCURACY_MECHANISMS)}")
+    needed, rule = ACCURACY_MECHANISMS[mechanism]
+    given = {"noise_std": noise_std, "laplace_scale": laplace_scale, "kappa": kappa,
+             "vmf_scale": vmf_scale, "batch_size": batch_size}  # fmt: skip
+    for name, value in given.items():
+        if (value is None) == (name in needed):
+            allowed = f"a value for {mechanism}" if value is None else f"none for {mechanism}"
+            raise InputError(name, value, allowed)
+    b = check_probability("beta", beta)
+    p = check_dim("dim", dim)
+    params = {k: v for k, v in given.items() if v is not None}
+    return None if rule is None else float(rule(b, p, params))
+
+
+@dataclass(frozen=True)
+class InputRobustness:
+    """Theorem 5.5: ``alpha = lipschitz_term + leakage_term − algorithm_term``."""
+
+    alpha: float
+    lipschitz_term: float
+    leakage_term: float
+    algorithm_term: float
+
+    def as_dict(self) -> dict[str, float]:
+        """JSON-ready fields."""
+        return asdict(self)
+
+
+def input_robustness(
+    *,
+    lipschitz: float,
+    radius: float,
+    diameter: float,
+    leakage: float,
+    c_a: float,
+    c_b: float,
+    c_2: float,
+    i_const: float,
+    p_const: float,
+) -> InputRobustness:
+    """``α = C·r/2 + (4D(1 − ε_p) − c₂·c_b·I^{p−1}) / (2c_a)`` ([1]_ Theorem 5.5).
+
+    Parameters
+    ----------
+    lipschitz, radius, diameter
+        ``C > 0``, ``r ≥ 0``, ``D > 0`` (assumptions about the problem).
+    leakage
+        Privacy leakage ``ε_p`` in [0, 1].
+    c_a, c_b, c_2, i_const, p_const
+        Algorithm constants: ``c_a > 0``, ``c_b ≥ 0``, ``c₂ ≥ 0``, ``I > 0``, finite ``p``;
+        ``I^{p−1}`` is taken in log space (``inf`` if it overflows a double).
+    """
+    lip = check_positive("lipschitz", lipschitz) * check_nonnegative("radius", radius) / 2.0
+    two_ca = 2.0 * check_positive("c_a", c_a)
+    eps = check_probability("leakage", leakage, closed=True)
+    leak = 4.0 * check_positive("diameter", diameter) * (1.0 - eps) / two_ca
+    coeff = check_nonnegative("c_b", c_b) * check_nonnegative("c_2", c_2)
+    power = check_finite("p_const", p_const) - 1.0
+    log_term = power * math.log(check_positive("i_const", i_const))
+    if coeff == 0.0:
+        algo = 0.0
+    else:
+        log_algo = math.log(coeff) + log_term - math.log(two_ca)
+        algo = math.inf if log_algo > 709.0 else math.exp(log_algo)
+    return InputRobustness(lip + leak - algo, lip, leak, algo)
+
+
+def robustness_report(
+    constants: dict[str, float], *, eps_mbp: float | None = None, beta: float | None = None
+) -> dict[str, Any]:
+    """Theorem 5.5 from ``constants`` (the keyword arguments of :func:`input_robustness`) and,
+    when ``eps_mbp`` and ``beta`` are both given, Theorem 4.3's confidence; with the list of
+    assumptions the user must justify (:data:`ASSUMPTIONS`)."""
+    if (eps_mbp is None) != (beta is None):
+        missing = "beta" if beta is None else "eps_mbp"
+        raise InputError(missing, None, "both Theorem 4.3 inputs (MBP eps and beta), or neither")
+    result = input_robustness(**constants)
+    pac = None if eps_mbp is None else pac_robust_confidence(eps_mbp, beta).as_dict()
+    return {
+        "theorem": "Zhang & Chen, arXiv 2403.16591, Theorem 5.5 (input robustness)",
+        **result.as_dict(),
+        "inputs": dict(constants),
+        "assumptions": dict(ASSUMPTIONS),
+        "alpha_negative": result.alpha < 0.0,
+        "pac": None if pac is None else {"eps_mbp": eps_mbp, "beta": beta, **pac},
+    }
