@@ -8,7 +8,14 @@ from typing import Any
 
 from fedpriv.errors import InputError
 
-__all__ = ["check_dim", "check_nonnegative", "check_positive", "check_rate", "number"]
+__all__ = [
+    "check_dim",
+    "check_in_range",
+    "check_nonnegative",
+    "check_positive",
+    "check_rate",
+    "number",
+]
 
 
 def number(value: Any) -> float:
@@ -35,14 +42,25 @@ def check_nonnegative(key: str, value: Any) -> float:
     return v
 
 
-def check_dim(key: str, dim: Any, minimum: int = 1) -> int:
-    """An integer ``>= minimum`` (a dimension or a count; ``1e5`` is accepted, ``2.5`` not)."""
+def check_in_range(key: str, value: Any, low: float, high: float, why: str = "") -> float:
+    """A finite number in ``[low, high]``; ``why`` says where the limits come from."""
+    v = number(value)
+    if not (math.isfinite(v) and low <= v <= high):
+        reason = f" ({why})" if why else ""
+        raise InputError(key, value, f"a number in [{low:g}, {high:g}]{reason}")
+    return v
+
+
+def check_dim(key: str, dim: Any, minimum: int = 1, maximum: float = math.inf) -> int:
+    """An integer in ``[minimum, maximum]`` (a dimension or a count; ``1e5`` is accepted, ``2.5``
+    not)."""
     try:
         whole = not isinstance(dim, bool) and float(dim) == int(dim)
     except (TypeError, ValueError, OverflowError):
         whole = False
-    if not whole or dim < minimum:
-        raise InputError(key, dim, f"an integer >= {minimum}")
+    if not whole or not minimum <= dim <= maximum:
+        upper = "" if maximum == math.inf else f" and <= {maximum:g}"
+        raise InputError(key, dim, f"an integer >= {minimum}{upper}")
     return int(dim)
 
 
