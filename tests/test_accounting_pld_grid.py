@@ -159,9 +159,9 @@ def test_ledger_grid_sums_the_composed_windows_and_checks_accuracy() -> None:
 
 def test_explicit_discretization_is_kept_when_it_fits() -> None:
     need = _two_point(100)
-    finest = need.composed_width / 10**5
+    finest = need.composed_width / (10**5 * (1 - 1e-2))
     assert resolve_discretization(need, 1.01 * finest, 1e-5, budget=10**5) == 1.01 * finest
     with pytest.raises(InputError) as info:
         resolve_discretization(need, 0.9 * finest, 1e-5, budget=10**5)
     assert info.value.key == "discretization"
-    assert resolve_discretization(need, None, 1e-5, budget=10**5) > finest
+    assert resolve_discretization(need, None, 1e-5, budget=10**5) == pytest.approx(finest)

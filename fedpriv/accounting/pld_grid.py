@@ -12,13 +12,15 @@ the loss (:class:`LossLaw`, a few thousand cells), and the grid is
 fits, else the finest grid that fits. The PLD built on it stays pessimistic (an upper bound on
 δ(ε), hence on ε) at every Δ.
 
-How coarse may Δ be? Pessimistic connect-the-dots moves a loss value ``ℓ ∈ [a, a + Δ]`` onto
-``a`` and ``a + Δ`` keeping ``E_P[1]`` and ``E_P[e^{−L}]``: the mean of the loss rises by at most
-``Δ²/8`` and its variance by at most ``Δ²/4`` per release, to leading order (Doroshenko et al.
-2022). After T releases the composed loss (mean ``T·KL``, variance ``T·s²``, ``KL ≈ s²/2`` for
-small losses) is shifted by a relative ``Δ²/(4s²)``: with ``Δ ≤ s/RESOLUTION``, ``s`` the standard
-deviation of one release's loss (in the direction, add or remove, where it is larger: that one
-dominates ε), the bias of ε is below 0.25 %. A setting that needs a coarser Δ
+How coarse may Δ be? Pessimistic connect-the-dots (Doroshenko et al. 2022) moves a loss value
+``ℓ = a + x ∈ [a, a + Δ]`` onto ``a`` and ``a + Δ`` keeping ``E_P[1]`` and ``E_P[e^{−L}]``, i.e.
+with weight ``w = (1 − e^{−x})/(1 − e^{−Δ})`` on ``a + Δ``: the mean of the loss rises by
+``wΔ − x ≈ x(Δ − x)/2 ≤ Δ²/8`` and its variance by ``w(1 − w)Δ² ≤ Δ²/4`` per release (derived
+here from that split; to leading order in Δ). After T releases the composed loss (mean
+``T·KL``, variance ``T·s²``, ``KL ≈ s²/2`` for small losses) is shifted by a relative
+``Δ²/(4s²)``: with ``Δ ≤ s/RESOLUTION``, ``s`` the standard deviation of one release's loss (in
+the direction, add or remove, where it is larger: that one dominates ε), the bias of ε is below
+0.25 %. A setting that needs a coarser Δ
 than ``max(default, s/RESOLUTION)`` is refused with :class:`~fedpriv.errors.InputError` naming
 ``steps`` (the composition does not fit) or the noise parameter (one release does not).
 
@@ -26,8 +28,8 @@ References
 ----------
 .. [1] V. Doroshenko, B. Ghazi, P. Kamath, R. Kumar, P. Manurangsi, "Connect the dots: tighter
    discrete approximations of privacy loss distributions", PETS 2022 (Algorithm 1).
-.. [2] Google, dp-accounting, ``pld.common.compute_self_convolve_bounds`` (the Chernoff window,
-   eq. (5) of the supplementary material of Koskela et al. / the dp-accounting PLD notes).
+.. [2] Google, dp-accounting, ``pld.common.compute_self_convolve_bounds`` (the Chernoff window;
+   its source cites eq. (5) of the supplementary material of dp-accounting's PLD notes).
 """
 
 from __future__ import annotations
@@ -211,7 +213,7 @@ def choose_discretization(
     if step <= coarsest * (1.0 + 1e-12):
         return step
     widest = max(needs, key=lambda need: need.single_width)
-    if single / budget > coarsest:
+    if single / usable > coarsest:
         raise InputError(widest.parameter, widest.value, (
             f"a value whose single-release PLD fits {budget:,} points at discretisation "
             f"{coarsest:.3g} (it would need {math.ceil(single / coarsest):,}): the loss "
@@ -254,9 +256,9 @@ def resolve_discretization(
         return auto
     step = check_positive("discretization", discretization)
     widest = max(need.single_width, need.composed_width)
-    if widest / step > budget:
+    if widest / step > budget * (1.0 - _MARGIN):
         raise InputError("discretization", discretization, (
-            f"at least {widest / budget:.3g} for {need.steps:,} release(s) at "
+            f"at least {widest / (budget * (1.0 - _MARGIN)):.3g} for {need.steps:,} release(s) at "
             f"{need.parameter} = {need.value:g} (limit {budget:,} points), or None to choose "
             "it automatically"))
     return step
