@@ -256,3 +256,55 @@ def test_too_many_steps_names_the_largest_count_that_fits() -> None:
     with pytest.raises(InputError):
         choose_discretization([vmf_grid_need(100.0, 13_700, 0.0021333, most + 1)],
                               DEFAULT_DISCRETIZATION)
+
+
+def _log_tail(kappa: float, dim: int, sign: int, cut: float) -> float:
+    """log of the mass of ``t > cut`` under the law ``∝ e^{sign κt}(1−t²)^{(p−3)/2}``: each
+    integral is scaled by the density's maximum over its own interval (the law is unimodal), so
+    that a tail of e^{-10⁶} keeps its digits; quadrature split around that maximum."""
+    m = (dim - 3) / 2
+    mode = sign * kappa / (m + math.sqrt(m * m + kappa * kappa)) if m else float(sign)
+
+    def log_f(t: float) -> float:
+        if not m:
+            return sign * kappa * t
+        return sign * kappa * t + m * math.log1p(-t * t) if abs(t) < 1 else -math.inf
+
+    def log_mass(a: float, b: float) -> float:
+        peak = min(max(mode, a), b)
+        inner = min(max(peak, -1 + 1e-15), 1 - 1e-15)
+        slope = abs(sign * kappa - 2 * m * inner / (1 - inner * inner))
+        scales = (1 / math.sqrt(kappa + 2 * m + 1), 1 / max(slope, 1.0))
+        pts = sorted({peak + k * w for w in scales for k in (-50, -5, -1, 1, 5, 50)
+                      if a < peak + k * w < b})
+        top = log_f(inner)
+        f = lambda t: math.exp(log_f(t) - top)  # noqa: E731
+        area = integrate.quad(f, a, b, points=pts or None, epsabs=0, epsrel=1e-10, limit=800)[0]
+        return math.log(area) + top
+
+    return log_mass(max(cut, -1.0), 1.0) - log_mass(-1.0, 1.0)
+
+
+@pytest.mark.parametrize(("kappa", "dim"), [(1e6, 3), (1e6, 13_700), (1e6, 10**8), (100.0, 10**8),
+                                            (1e-3, 10**8)])
+def test_single_release_at_the_corners_of_the_validated_range(
+    monkeypatch, kappa: float, dim: int
+) -> None:
+    """Unsubsampled, δ(ε) = P(t > c) − e^ε Q(t > c) with c = ε/(2κ), in log space; the PLD
+    (automatic grid, 300,000-point budget) is sandwiched, δ(ε) ≤ δ_PLD(ε) ≤ δ(ε − Δ), at
+    KAPPA_MAX and DIM_MAX."""
+    monkeypatch.setattr(pld_grid, "POINT_BUDGET", 300_000)
+    pld = vmf_pld(kappa, dim, 1.0)
+    step = _step_of(pld)
+
+    def exact(eps: float) -> float:
+        cut = eps / (2 * kappa)
+        if cut >= 1.0:
+            return 0.0
+        log_p, log_q = _log_tail(kappa, dim, 1, cut), _log_tail(kappa, dim, -1, cut)
+        return math.exp(log_p) * -math.expm1(min(0.0, eps + log_q - log_p))
+
+    scale = float(pld.get_epsilon_for_delta(1e-6))
+    for eps in (0.0, 0.25 * scale, 0.5 * scale, 0.9 * scale):
+        got = float(pld.get_delta_for_epsilon(eps))
+        assert exact(eps) * (1 - 1e-7) <= got <= exact(eps - step) * (1 + 1e-7) + 1e-15
