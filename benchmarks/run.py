@@ -5,7 +5,8 @@
 Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release per
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
 ``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
-``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``simulation``
+``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``vmf_pld`` (the
+VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time and the load average before and after it; a section that
@@ -71,6 +72,12 @@ def _capacity(quick: bool) -> dict[str, Any]:
     return leakage_costs(quick)
 
 
+def _vmf_pld(quick: bool) -> dict[str, Any]:
+    from benchmarks.vmf_pld import measure
+
+    return measure(quick)
+
+
 def _simulation(quick: bool) -> dict[str, Any]:
     from benchmarks.audit_costs import audit_costs
     from benchmarks.simulation import measure
@@ -90,6 +97,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "attacks": _attacks,
     "accounting": _accounting,
     "capacity": _capacity,
+    "vmf_pld": _vmf_pld,
     "simulation": _simulation,
     "html_report": _html_report,
 }
@@ -189,6 +197,10 @@ def headlines(result: dict[str, Any]) -> list[str]:
         + [f"  calibration: {r['calibration_to_epsilon_1']}",
            f"  fedpriv account (VMF, T=1e5): {r['cli_vmf_T1e5']}"],
         "capacity": lambda r: _table_lines(r["capacity"], "log_capacity", "ms", "ms"),
+        "vmf_pld": lambda r: [f"  kappa {row['kappa']:g}: Δ {row['discretization']:.3g}, "
+                              f"{row['composed_points']:,} points, {row['seconds']} s, "
+                              f"ε PLD {row['epsilon_pld']:.6g} (RDP {row['epsilon_rdp']:.6g})"
+                              for row in r["rows"]],
         "simulation": _simulation_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"

@@ -24,6 +24,7 @@ __all__ = [
     "check_choice",
     "check_dim",
     "check_finite",
+    "check_in_range",
     "check_flag",
     "check_match",
     "check_int_range",
@@ -31,7 +32,6 @@ __all__ = [
     "check_positive",
     "check_positive_list",
     "check_probability",
-    "check_range",
     "check_rate",
     "check_scores",
     "number",
@@ -76,19 +76,13 @@ def check_finite(key: str, value: Any) -> float:
     return v
 
 
-def check_range(key: str, value: Any, low: float, high: float, *, what: str = "") -> float:
-    """A finite number in ``[low, high]`` (``what`` names it in the message)."""
-    v = number(value)
-    if not (math.isfinite(v) and low <= v <= high):
-        raise InputError(key, value, f"{what or 'a number'} in [{low:g}, {high:g}]")
-    return v
-
-
-def check_dim(key: str, dim: Any, minimum: int = 1) -> int:
-    """An integer ``>= minimum`` (a dimension or a count; ``1e5`` is accepted, ``2.5`` not)."""
+def check_dim(key: str, dim: Any, minimum: int = 1, maximum: float = math.inf) -> int:
+    """An integer in ``[minimum, maximum]`` (a dimension or a count; ``1e5`` is accepted,
+    ``2.5`` not)."""
     v = number(dim)
-    if not (math.isfinite(v) and v == int(v) and v >= minimum):
-        raise InputError(key, dim, f"an integer >= {minimum}")
+    if not (math.isfinite(v) and v == int(v) and minimum <= v <= maximum):
+        upper = "" if maximum == math.inf else f" and <= {maximum:g}"
+        raise InputError(key, dim, f"an integer >= {minimum}{upper}")
     return int(v)
 
 
@@ -98,6 +92,15 @@ def check_int_range(key: str, value: Any, low: int, high: int, *, what: str = ""
     if not (math.isfinite(v) and v == int(v) and low <= v <= high):
         raise InputError(key, value, f"{what or 'an integer'} in [{low:,}, {high:,}]")
     return int(v)
+
+
+def check_in_range(key: str, value: Any, low: float, high: float, why: str = "") -> float:
+    """A finite number in ``[low, high]``; ``why`` says where the limits come from."""
+    v = number(value)
+    if not (math.isfinite(v) and low <= v <= high):
+        reason = f" ({why})" if why else ""
+        raise InputError(key, value, f"a number in [{low:g}, {high:g}]{reason}")
+    return v
 
 
 def check_rate(key: str, rate: Any) -> float:

@@ -1,17 +1,36 @@
-"""The tight VMF route (PLD) against exact single-release privacy profiles and the RDP route."""
+"""The tight VMF route (PLD) against exact single-release privacy profiles, an independent
+composition (``pld_support``: floor-rounded buckets, a rigorous lower bound) and the RDP route.
+
+Where an exact answer is feasible: single releases at any κ (quadrature of the law of t,
+``_ExactVmf``); compositions through the lower bound of ``pld_support`` while its bucket width
+``h`` keeps ``T·h`` small against ε — at the paper settings (p = 13,700, q = 0.0021333,
+T = 1,407) for all four κ of issue #16 (100, 500, 2,000, 10,000), with at most 2.1 million
+buckets; and the three-fold composition at p = 3 in closed form.
+"""
 
 from __future__ import annotations
 
 import math
+import time
 
+import numpy as np
 import pytest
+from pld_support import epsilon_lower_bound, vmf_directions
 from scipy import integrate, optimize
 
+from fedpriv.accounting import pld_grid
 from fedpriv.accounting.accountant import epsilon
+from fedpriv.accounting.conversion import DEFAULT_ORDERS, rdp_to_epsilon
 from fedpriv.accounting.events import ReleaseEvent
-from fedpriv.accounting.vmf_pld import vmf_pld
+from fedpriv.accounting.pld_grid import choose_discretization
+from fedpriv.accounting.rdp import vmf_rdp
+from fedpriv.accounting.subsampling import subsampled_rdp
+from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION, vmf_grid_need, vmf_pld
+from fedpriv.errors import InputError
 from fedpriv.mechanisms.laplace import LaplaceRelease
 from fedpriv.mechanisms.vmf import VMFRelease
+
+PAPER = dict(dim=13_700, q=0.0021333, steps=1407, delta=1.6667e-5)
 
 
 class _ExactVmf:
@@ -94,14 +113,6 @@ def test_laplace_pld_matches_dp_accounting() -> None:
     assert mine.epsilon <= rdp
 
 
-def test_oversized_pld_is_refused_with_a_clear_error() -> None:
-    from fedpriv.errors import InputError
-
-    with pytest.raises(InputError, match="rdp for kappa"):
-        vmf_pld(5000.0, 13_700, 0.01)
-
-
-
 def _irwin_hall3(s: float) -> float:
     """Density of the sum of three independent uniforms on [−1, 1]."""
     x = (s + 3.0) / 2.0
@@ -130,3 +141,172 @@ def test_three_fold_composition_sandwiches_exact_delta(kappa: float) -> None:
     for eps in (0.0, 0.5, 2.0, 4.0):
         got = float(composed.get_delta_for_epsilon(eps))
         assert exact(eps) * (1 - 1e-9) <= got <= exact(eps - 3 * step) * (1 + 1e-9) + 1e-14
+
+
+def _step_of(pld: object) -> float:
+    return pld._pmf_remove._discretization  # type: ignore[attr-defined]  # the Δ dp-accounting holds
+
+
+def _rdp_epsilon(kappa: float, dim: int, q: float, steps: int, delta: float) -> float:
+    orders = np.array(DEFAULT_ORDERS)
+    curve = subsampled_rdp(orders, lambda a: vmf_rdp(a, kappa, dim), q)
+    return rdp_to_epsilon(orders, steps * curve, delta).epsilon
+
+
+def _auto_epsilon(
+    kappa: float, dim: int, q: float, steps: int, delta: float
+) -> tuple[float, float]:
+    """(ε, Δ) of the automatic-grid PLD composed ``steps`` times."""
+    pld = vmf_pld(kappa, dim, q, steps=steps)
+    composed = pld.self_compose(steps) if steps > 1 else pld
+    return float(composed.get_epsilon_for_delta(delta)), _step_of(pld)
+
+
+def test_automatic_grid_is_the_spec_default_where_it_fits() -> None:
+    need = vmf_grid_need(30.0, PAPER["dim"], PAPER["q"], PAPER["steps"])
+    assert choose_discretization([need], DEFAULT_DISCRETIZATION) == DEFAULT_DISCRETIZATION
+    assert _step_of(vmf_pld(30.0, PAPER["dim"], PAPER["q"], steps=PAPER["steps"])) == 1e-5
+
+
+def test_coarse_grid_is_within_two_percent_of_an_exact_lower_bound(monkeypatch) -> None:
+    """A budget of 300,000 points forces Δ ≈ 3e-3 at κ = 500 (ε ≈ 395): the answer stays above
+    the independent lower bound (it is pessimistic) and within 2 % of it, hence of the truth."""
+    monkeypatch.setattr(pld_grid, "POINT_BUDGET", 300_000)
+    kappa, dim, q, steps, delta = 500.0, PAPER["dim"], PAPER["q"], PAPER["steps"], PAPER["delta"]
+    got, step = _auto_epsilon(kappa, dim, q, steps, delta)
+    assert step > 20 * DEFAULT_DISCRETIZATION
+    low = epsilon_lower_bound(vmf_directions(kappa, dim, q), steps, delta, h=5e-4)
+    assert low <= got <= 1.02 * low
+    assert got <= _rdp_epsilon(kappa, dim, q, steps, delta)
+
+
+@pytest.mark.parametrize(("kappa", "q"), [(100.0, 1.0), (2000.0, 0.05)])
+def test_coarse_single_release_sandwiches_exact_delta(monkeypatch, kappa: float, q: float) -> None:
+    """δ(ε) ≤ δ_PLD(ε) ≤ δ(ε − Δ) at the Δ chosen; κ = 100, q = 1 (3.28 M points at 1e-5) was
+    refused before; here a 200,000-point budget makes the grid coarse on purpose."""
+    monkeypatch.setattr(pld_grid, "POINT_BUDGET", 200_000)
+    exact = _ExactVmf(kappa, PAPER["dim"], q)
+    pld = vmf_pld(kappa, PAPER["dim"], q)
+    step = _step_of(pld)
+    assert step > DEFAULT_DISCRETIZATION
+    for eps in (0.0, 0.1 * kappa, 0.2 * kappa, 0.3 * kappa):
+        got = float(pld.get_delta_for_epsilon(eps))
+        assert exact.delta(eps) * (1 - 1e-9) <= got <= exact.delta(eps - step) * (1 + 1e-9) + 1e-15
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kappa", "h"), [(100.0, 1e-5), (500.0, 5e-4), (2000.0, 5e-3),
+                                          (10_000.0, 0.1)])
+def test_paper_settings_at_any_kappa(kappa: float, h: float) -> None:
+    """Issue #16: the PLD at κ = 100 … 10,000 (refused before: 10.5 M / 85 M points at 1e-5)
+    answers within 2 % of the exact value (bracketed below by floor-rounded buckets of width h,
+    T·h/2 ≤ 0.3 % of ε) and never above the RDP bound (vacuous there: 56,500 at κ = 500)."""
+    dim, q, steps, delta = PAPER["dim"], PAPER["q"], PAPER["steps"], PAPER["delta"]
+    start = time.perf_counter()
+    got, _ = _auto_epsilon(kappa, dim, q, steps, delta)
+    seconds = time.perf_counter() - start
+    low = epsilon_lower_bound(vmf_directions(kappa, dim, q), steps, delta, h)
+    assert steps * h / 2 <= 0.003 * low
+    assert low <= got <= 1.02 * low
+    assert got <= _rdp_epsilon(kappa, dim, q, steps, delta)
+    assert seconds < 180  # the aim is 60 s on 2 idle cores (benchmarks/vmf_pld.py records it)
+
+
+def test_composed_sizes_match_the_prediction_and_the_budget(monkeypatch) -> None:
+    """The sizes predicted before allocation are those dp-accounting allocates (here the
+    composed window binds: 880 nats in 400,000 points)."""
+    monkeypatch.setattr(pld_grid, "POINT_BUDGET", 400_000)
+    steps = PAPER["steps"]
+    need = vmf_grid_need(500.0, PAPER["dim"], PAPER["q"], steps)
+    step = choose_discretization([need], DEFAULT_DISCRETIZATION)
+    pld = vmf_pld(500.0, PAPER["dim"], PAPER["q"], steps=steps)
+    composed = pld.self_compose(steps)
+    pmfs = [(pld._pmf_remove, composed._pmf_remove), (pld._pmf_add, composed._pmf_add)]
+    for law, (single, many) in zip(need.laws, pmfs, strict=True):
+        assert single.size == pytest.approx(law.width / step, abs=3)
+        assert many.size == pytest.approx(pld_grid.composed_width(law, steps) / step, rel=5e-3)
+        assert many.size <= 400_000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "key"),
+    [(dict(kappa=1e300), "kappa"), (dict(kappa=2e6), "kappa"), (dict(kappa=-1.0), "kappa"),
+     (dict(dim=1), "dim"), (dict(dim=1e12), "dim"), (dict(steps=0), "steps"),
+     (dict(steps=2.5), "steps"), (dict(steps=1e12), "steps"),
+     (dict(sample_rate=0.0), "sample_rate"),
+     (dict(discretization=1e-9, steps=1407), "discretization")],
+)
+def test_refusals_name_the_parameter_before_allocating(kwargs: dict, key: str) -> None:
+    import tracemalloc
+
+    args = dict(kappa=100.0, dim=13_700, sample_rate=0.0021333) | kwargs
+    tracemalloc.start()
+    with pytest.raises(InputError) as info:
+        vmf_pld(**args)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert info.value.key == key
+    assert peak < 64 * 2**20  # the coarse law only (a few MB); the PLD would take hundreds
+
+
+def test_too_many_steps_names_the_largest_count_that_fits() -> None:
+    with pytest.raises(InputError, match=r"at most ([\d,]+) releases") as info:
+        vmf_pld(100.0, 13_700, 0.0021333, steps=1e12)
+    most = int(info.value.allowed.split("at most ")[1].split(" ")[0].replace(",", ""))
+    need = vmf_grid_need(100.0, 13_700, 0.0021333, most)
+    choose_discretization([need], DEFAULT_DISCRETIZATION)  # fits
+    with pytest.raises(InputError):
+        choose_discretization([vmf_grid_need(100.0, 13_700, 0.0021333, most + 1)],
+                              DEFAULT_DISCRETIZATION)
+
+
+def _log_tail(kappa: float, dim: int, sign: int, cut: float) -> float:
+    """log of the mass of ``t > cut`` under the law ``∝ e^{sign κt}(1−t²)^{(p−3)/2}``: each
+    integral is scaled by the density's maximum over its own interval (the law is unimodal), so
+    that a tail of e^{-10⁶} keeps its digits; quadrature split around that maximum."""
+    m = (dim - 3) / 2
+    mode = sign * kappa / (m + math.sqrt(m * m + kappa * kappa)) if m else float(sign)
+
+    def log_f(t: float) -> float:
+        if not m:
+            return sign * kappa * t
+        return sign * kappa * t + m * math.log1p(-t * t) if abs(t) < 1 else -math.inf
+
+    def log_mass(a: float, b: float) -> float:
+        peak = min(max(mode, a), b)
+        inner = min(max(peak, -1 + 1e-15), 1 - 1e-15)
+        slope = abs(sign * kappa - 2 * m * inner / (1 - inner * inner))
+        scales = (1 / math.sqrt(kappa + 2 * m + 1), 1 / max(slope, 1.0))
+        pts = sorted({peak + k * w for w in scales for k in (-50, -5, -1, 1, 5, 50)
+                      if a < peak + k * w < b})
+        top = log_f(inner)
+        f = lambda t: math.exp(log_f(t) - top)  # noqa: E731
+        area = integrate.quad(f, a, b, points=pts or None, epsabs=0, epsrel=1e-10, limit=800)[0]
+        return math.log(area) + top
+
+    return log_mass(max(cut, -1.0), 1.0) - log_mass(-1.0, 1.0)
+
+
+@pytest.mark.parametrize(("kappa", "dim"), [(1e6, 3), (1e6, 13_700), (1e6, 10**8), (100.0, 10**8),
+                                            (1e-3, 10**8)])
+def test_single_release_at_the_corners_of_the_validated_range(
+    monkeypatch, kappa: float, dim: int
+) -> None:
+    """Unsubsampled, δ(ε) = P(t > c) − e^ε Q(t > c) with c = ε/(2κ), in log space; the PLD
+    (automatic grid, 300,000-point budget) is sandwiched, δ(ε) ≤ δ_PLD(ε) ≤ δ(ε − Δ), at
+    KAPPA_MAX and DIM_MAX."""
+    monkeypatch.setattr(pld_grid, "POINT_BUDGET", 300_000)
+    pld = vmf_pld(kappa, dim, 1.0)
+    step = _step_of(pld)
+
+    def exact(eps: float) -> float:
+        cut = eps / (2 * kappa)
+        if cut >= 1.0:
+            return 0.0
+        log_p, log_q = _log_tail(kappa, dim, 1, cut), _log_tail(kappa, dim, -1, cut)
+        return math.exp(log_p) * -math.expm1(min(0.0, eps + log_q - log_p))
+
+    scale = float(pld.get_epsilon_for_delta(1e-6))
+    for eps in (0.0, 0.25 * scale, 0.5 * scale, 0.9 * scale):
+        got = float(pld.get_delta_for_epsilon(eps))
+        assert exact(eps) * (1 - 1e-7) <= got <= exact(eps - step) * (1 + 1e-7) + 1e-15

@@ -41,7 +41,8 @@ def _refused(capsys, args: list[str], key: str) -> str:
         (["data.name=mnist", "data.root=/nonexistent/fedpriv-data"], "data.root"),
         (["mechanism.clip_per_layer=[1.0, 1.0]"], "mechanism.clip_per_layer"),
         (["data.num_clients=100000"], "data.num_clients"),
-        (["mechanism.name=vmf", "mechanism.kappa=5000", "audit.accountant=pld"], "accountant"),
+        # the VMF PLD now accounts kappa = 5000 (automatic grid); beyond 1e6 it refuses kappa
+        (["mechanism.name=vmf", "mechanism.kappa=2e6", "audit.accountant=pld"], "kappa"),
         (["mechanism.noise_multiplier=nan"], "mechanism.noise_multiplier"),
         (["train.lr=inf"], "train.lr"),
         (["audit.attacks=['magic']"], "audit.attacks"),

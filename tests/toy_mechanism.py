@@ -37,10 +37,16 @@ class VarianceGaussianRelease(Release):
     def rdp(self, orders: np.ndarray) -> np.ndarray:
         return np.asarray(orders, dtype=float) / (2.0 * self.noise_variance)
 
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         from fedpriv.accounting.dp_library import gaussian_pld
 
-        return gaussian_pld(math.sqrt(self.noise_variance), sample_rate, discretization)
+        sigma = math.sqrt(self.noise_variance)
+        return gaussian_pld(sigma, sample_rate, discretization, steps=steps)
+
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
+        from fedpriv.accounting.dp_library import gaussian_grid_need
+
+        return gaussian_grid_need(math.sqrt(self.noise_variance), sample_rate, steps)
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
         from fedpriv.leakage.tradeoff import gaussian_tradeoff

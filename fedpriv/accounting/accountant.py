@@ -19,6 +19,7 @@ from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEve
 from fedpriv.accounting.routes import (
     approach1_route,
     grouped_counts,
+    pld_discretization,
     pld_epsilon,
     rdp_route,
 )
@@ -89,7 +90,8 @@ def epsilon(
         on a homogeneous ledger), ``"rdp"`` or ``"approach1"``. Ignored for ``pld``.
     discretization
         PLD value discretisation; default: the finest ``pld_discretization`` of the releases in
-        the ledger (PLDs compose only on a common grid).
+        the ledger (PLDs compose only on a common grid), coarsened pessimistically where the
+        composed grid would not fit the memory budget (the Δ used is reported).
     """
     _check_choices(accountant, route, delta)
     events = tuple(events)
@@ -98,7 +100,7 @@ def epsilon(
     if not all(e.release.formal_guarantee for e in events):
         return _no_guarantee(events, delta, accountant)
     if accountant == "pld":
-        step = discretization or min(e.release.pld_discretization for e in events)
+        step = discretization or pld_discretization(events)
         eps = pld_epsilon(events, delta, step)
         return AccountingResult(eps, delta, "pld", "pld", None, {"pld": eps}, (), None, step)
     return _rdp_accountant(events, delta, route)

@@ -95,9 +95,16 @@ class Release(ABC):
         return subsampled_rdp(np.array(orders), self.rdp, sample_rate)
 
     @abstractmethod
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         """Pessimistic dp-accounting ``PrivacyLossDistribution`` of one Poisson-subsampled
-        release (``sample_rate = 1``: the release itself)."""
+        release (``sample_rate = 1``: the release itself), at a discretisation fit for
+        composing it ``steps`` times (``None``: chosen to fit the memory budget,
+        :mod:`fedpriv.accounting.pld_grid`)."""
+
+    @abstractmethod
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
+        """What its PLD composed ``steps`` times needs of a grid
+        (:class:`fedpriv.accounting.pld_grid.GridNeed`), estimated before anything is built."""
 
     @abstractmethod
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
@@ -147,7 +154,10 @@ class NoGuarantee(Release):
     def rdp(self, orders: np.ndarray) -> np.ndarray:
         return np.full(np.shape(orders), math.inf)
 
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
+        raise InputError("mechanism", self.name, "a mechanism with a formal guarantee")
+
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
         raise InputError("mechanism", self.name, "a mechanism with a formal guarantee")
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:

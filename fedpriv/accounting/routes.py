@@ -31,6 +31,7 @@ __all__ = [
     "approach1_route",
     "composed_rdp",
     "grouped_counts",
+    "pld_discretization",
     "pld_epsilon",
     "rdp_route",
 ]
@@ -81,14 +82,26 @@ def _approach1(release: Release, rate: float, count: int, delta: float) -> Appro
     return approach1(release.rdp, rate, count, delta)
 
 
+def pld_discretization(events: Sequence[ReleaseEvent]) -> float:
+    """The ledger's PLD value discretisation: the finest default of its releases, coarsened
+    (pessimistically) only as far as the composed grid needs to fit the memory budget
+    (:func:`fedpriv.accounting.pld_grid.choose_discretization`)."""
+    from fedpriv.accounting.pld_grid import choose_discretization
+
+    counts = grouped_counts(events)
+    default = min(release.pld_discretization for release, _ in counts)
+    needs = [release.grid_need(rate, count) for (release, rate), count in counts.items()]
+    return choose_discretization(needs, default)
+
+
 @lru_cache(maxsize=256)
-def _per_step_pld(release: Release, sample_rate: float, discretization: float) -> Any:
-    return release.pld(sample_rate, discretization)
+def _per_step_pld(release: Release, sample_rate: float, discretization: float, steps: int) -> Any:
+    return release.pld(sample_rate, discretization, steps=steps)
 
 
 @lru_cache(maxsize=32)
 def _self_composed_pld(release: Release, rate: float, count: int, discretization: float) -> Any:
-    return _per_step_pld(release, rate, discretization).self_compose(count)
+    return _per_step_pld(release, rate, discretization, count).self_compose(count)
 
 
 def pld_epsilon(events: Sequence[ReleaseEvent], delta: float, discretization: float) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 from scipy import special
 
 from fedpriv.errors import InputError
-from fedpriv.special.bessel import log_iv
+from fedpriv.special.bessel import log_normalized_ive
 from fedpriv.validate import check_dim, check_nonnegative, check_positive
 
 __all__ = [
@@ -114,25 +114,26 @@ def log_capacity_gaussian(dim: int, radius: float, noise_std: float) -> float:
 def log_capacity_vmf(dim: int, kappa: float) -> float:
     """``log C`` of the von Mises–Fisher mechanism on ``S^{p−1}`` (secrets are directions).
 
-    ``C = 2 κ^{p/2−1} e^κ / (Γ(p/2) 2^{p/2} I_{p/2−1}(κ))`` (privacy-math.md §5), with
-    ``log I_ν`` from :func:`fedpriv.special.bessel.log_iv` (stable for ν in the millions).
+    ``C = 2 κ^{p/2−1} e^κ / (Γ(p/2) 2^{p/2} I_{p/2−1}(κ))`` (privacy-math.md §5). With
+    ``I_ν(κ) = (κ/2)^ν ₀F₁(; ν+1; κ²/4) / Γ(ν+1)`` (DLMF 10.39.9) the powers and the Gamma
+    function cancel exactly: ``C = e^κ / ₀F₁(; p/2; κ²/4)``, i.e.
+    ``log C = −log_normalized_ive(p/2 − 1, κ)`` (:mod:`fedpriv.special.bessel`), evaluated
+    without forming ``κ`` and ``log I_ν(κ)`` separately (at κ = 1e20 they agree to 15 digits and
+    their difference is the whole answer). Correct to a relative error below 1e-12 for every
+    finite κ > 0 and p up to 10⁷ (tested against mpmath at 50 digits), ``≥ 0``, non-decreasing
+    in κ (its derivative is ``1 − A_p(κ) > 0``) and tends to ``ν log(κ/2) − log Γ(ν+1)
+    + ½ log(2πκ)`` as κ → ∞; ``p = 3`` gives ``κ e^κ / sinh κ``.
 
     Parameters
     ----------
     dim
         Dimension ``p ≥ 2`` of the ambient space.
     kappa
-        Concentration ``κ > 0``.
+        Concentration ``κ > 0`` (finite).
     """
     p = check_dim("dim", dim, minimum=2)
     kappa = check_positive("kappa", kappa)
-    nu = p / 2.0 - 1.0
-    log_bessel = float(log_iv(nu, kappa))
-    log_norm = special.gammaln(p / 2.0) + (p / 2.0) * math.log(2.0)
-    # ν log κ vanishes at ν = 0 (p = 2); write it so that 0·log κ is not evaluated as 0·(−inf).
-    nu_log_kappa = nu * math.log(kappa) if nu else 0.0
-    # C ≥ 1 always; for κ → 0 the difference of large terms can round to slightly below 0.
-    return max(0.0, float(math.log(2.0) + nu_log_kappa + kappa - log_norm - log_bessel))
+    return -float(log_normalized_ive(p / 2.0 - 1.0, kappa))
 
 
 def log_capacity_laplace(dim: int, radius: float, scale: float) -> float:

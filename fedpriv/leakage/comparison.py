@@ -57,6 +57,14 @@ def _check_composable(spec: MechanismSpec, key: str) -> None:
                          "subsampled releases (steps=T would compose them T*N times)")  # fmt: skip
 
 
+def _curve(spec: MechanismSpec, key: str) -> TradeoffCurve:
+    """The spec's trade-off curve; a limit found while building it names the spec's flag."""
+    try:
+        return TradeoffCurve.from_function(spec.tradeoff())
+    except InputError as exc:
+        raise InputError(key, spec.text, f"{exc.key} {exc.allowed}") from None
+
+
 def _single_release_pld(spec: MechanismSpec, discretization: float) -> Any:
     """dp-accounting PLD of ONE release of ``spec`` (Poisson-subsampled at its ``q``, if any),
     built by the mechanism's own release class."""
@@ -243,8 +251,7 @@ def compare_specs(
     path = None if plot is None else _check_plot_path(plot, "--plot")
     if counts is not None:
         return _compare_composed((a, b), counts, path, (keys, compose_keys))
-    curve_a = TradeoffCurve.from_function(a.tradeoff())
-    curve_b = TradeoffCurve.from_function(b.tradeoff())
+    curve_a, curve_b = _curve(a, keys[0]), _curve(b, keys[1])
     deltas = _deltas(curve_a, curve_b)
     if path is not None:
         from fedpriv.leakage.plot import Ruler, plot_bayes_error_curves

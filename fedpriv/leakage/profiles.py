@@ -88,5 +88,5 @@ def subsampled_profile(
         PLD value discretisation interval.
     """
     q, steps = check_rate("q", q), check_dim("steps", steps)
-    pld = release.pld(q, discretization)
+    pld = release.pld(q, discretization, steps=steps)
     return _profile(pld.self_compose(steps) if steps > 1 else pld, discretization)

@@ -61,10 +61,15 @@ class GaussianRelease(Release):
 
         return gaussian_subsampled_rdp(orders, self.noise_multiplier, sample_rate)
 
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         from fedpriv.accounting.dp_library import gaussian_pld
 
-        return gaussian_pld(self.noise_multiplier, sample_rate, discretization)
+        return gaussian_pld(self.noise_multiplier, sample_rate, discretization, steps=steps)
+
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
+        from fedpriv.accounting.dp_library import gaussian_grid_need
+
+        return gaussian_grid_need(self.noise_multiplier, sample_rate, steps)
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
         from fedpriv.leakage.tradeoff import gaussian_tradeoff

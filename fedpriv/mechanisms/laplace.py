@@ -57,10 +57,15 @@ class LaplaceRelease(Release):
 
         return laplace_rdp(orders, self.laplace_scale)
 
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         from fedpriv.accounting.dp_library import laplace_pld
 
-        return laplace_pld(self.laplace_scale, sample_rate, discretization)
+        return laplace_pld(self.laplace_scale, sample_rate, discretization, steps=steps)
+
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
+        from fedpriv.accounting.dp_library import laplace_grid_need
+
+        return laplace_grid_need(self.laplace_scale, sample_rate, steps)
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
         from fedpriv.leakage.tradeoff import laplace_tradeoff

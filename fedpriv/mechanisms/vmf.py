@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
+from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION as VMF_DISCRETIZATION
 from fedpriv.mechanisms.base import ClippedMechanism, param
 from fedpriv.special.vmf_sampler import sample_uniform_direction, sample_vmf
 from fedpriv.validate import check_dim, check_flag, check_positive
@@ -53,7 +54,7 @@ class VMFRelease(Release):
     parameter_name: ClassVar[str] = "kappa"
     more_noise: ClassVar[int] = -1
     parameter_help: ClassVar[str] = "VMF concentration kappa (needs --dim)"
-    pld_discretization: ClassVar[float] = 1e-5  # privacy-math.md §3: keep it fine
+    pld_discretization: ClassVar[float] = VMF_DISCRETIZATION  # privacy-math.md §3: keep it fine
 
     def __post_init__(self) -> None:
         check_positive("kappa", self.kappa)
@@ -70,10 +71,15 @@ class VMFRelease(Release):
 
         return vmf_rdp(orders, self.kappa, self.dim)
 
-    def pld(self, sample_rate: float, discretization: float) -> Any:
+    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         from fedpriv.accounting.vmf_pld import vmf_pld
 
-        return vmf_pld(self.kappa, self.dim, sample_rate, discretization)
+        return vmf_pld(self.kappa, self.dim, sample_rate, discretization, steps=steps)
+
+    def grid_need(self, sample_rate: float, steps: int) -> Any:
+        from fedpriv.accounting.vmf_pld import vmf_grid_need
+
+        return vmf_grid_need(self.kappa, self.dim, sample_rate, steps)
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
         from fedpriv.leakage.tradeoff import vmf_tradeoff
