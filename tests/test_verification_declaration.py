@@ -44,7 +44,6 @@ def test_a_plausible_declaration_is_consistent_without_a_p_value():
 @pytest.mark.parametrize(
     ("change", "words"),
     [
-        ({"mechanism": "gausian"}, "mechanism"),
         ({"steps": 2.5}, "steps"),
         ({"steps": 0}, "steps"),
         ({"local_size": 0}, "local size"),

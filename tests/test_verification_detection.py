@@ -9,9 +9,12 @@ import math
 
 import numpy as np
 import pytest
-from verification_support import simulate_round
+from verification_support import simulate_round, verify
 
-from fedpriv.verification import MECHANISMS, Verdict, verify_update
+from fedpriv.mechanisms import mechanism_names
+from fedpriv.verification import Verdict
+
+MECHANISMS = tuple(mechanism_names())
 
 
 def _tests(verdict: Verdict) -> dict[str, Verdict]:
@@ -44,7 +47,7 @@ def _honest_rounds(repeats: int, seed: int) -> list[Verdict]:
                 mechanism, rng, steps=k, aligned=aligned, sampling=sampling,
                 report_batches=report, lr=float(rng.choice([0.01, 0.1, 1.0])),
             )  # fmt: skip
-            verdicts.append(verify_update(d, theta, theta_client))
+            verdicts.append(verify(d, theta, theta_client))
     return verdicts
 
 
@@ -70,7 +73,7 @@ def test_two_hundred_honest_rounds_are_never_inconsistent():
 def _verdict(**kwargs) -> Verdict:
     rng = np.random.default_rng(kwargs.pop("seed", 11))
     d, theta, theta_client = simulate_round(rng=rng, **kwargs)
-    return verify_update(d, theta, theta_client)
+    return verify(d, theta, theta_client)
 
 
 @pytest.mark.parametrize("records", [16, 64, 640])

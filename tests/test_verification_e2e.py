@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from verification_support import verify
 
 from fedpriv.mechanisms import build_mechanism, make_generator
 from fedpriv.models import build_model
 from fedpriv.training import local_train
-from fedpriv.verification import Declaration, Verdict, verify_update
+from fedpriv.verification import Declaration, Verdict
 
 N, BATCH, STEPS, LR = 200, 20, 2, 0.1
 PARAMS = {
@@ -50,7 +51,7 @@ def _train_and_verify(
         vmf_keep_norm=getattr(claim, "vmf_keep_norm", False),
         batch_sizes=tuple(result.batch_sizes),
     )
-    return verify_update(declaration, before, after)
+    return verify(declaration, before, after)
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))

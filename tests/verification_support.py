@@ -111,3 +111,21 @@ def simulate_round(
     if report_batches:
         d = Declaration(**{**d.__dict__, "batch_sizes": tuple(sizes)})
     return d, theta, current
+
+
+def declared_mechanism(d: Declaration):  # noqa: ANN201 - a fedpriv Mechanism
+    """The mechanism the declaration names, built through the registry (so the server's
+    route — ``mechanism.verify`` — is what the tests exercise)."""
+    from fedpriv.mechanisms import build_mechanism
+
+    params = {"clip": d.clip_bound, "noise_multiplier": d.noise_multiplier,
+              "laplace_scale": d.laplace_scale, "kappa": 1.0, "vmf_scale": d.vmf_scale,
+              "vmf_keep_norm": d.vmf_keep_norm}  # fmt: skip
+    return build_mechanism(d.mechanism, params)
+
+
+def verify(d: Declaration, theta, theta_client, **kwargs):  # noqa: ANN001, ANN201
+    """:func:`fedpriv.verification.verify_update` with the declared mechanism's own check."""
+    from fedpriv.verification import verify_update
+
+    return verify_update(d, theta, theta_client, declared_mechanism(d).verify, **kwargs)

@@ -19,7 +19,8 @@ import numpy as np
 __all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "py_value", "row_values", "to_json"]
 
 #: Fields holding a JSON document; the column is the field name + ``_json``.
-JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate"})
+JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate", "verification",
+                         "epsilon_lower"})
 
 
 def py_value(value: Any) -> Any:

@@ -105,8 +105,48 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "mbp_bound": row.get("mbp_bound"), "abp_bound": row.get("abp_bound"),
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
+            **_trust(row),
         })  # fmt: skip
     return series
+
+
+def _trust(row: Row) -> Row:
+    """The verification, lower-bound, robustness and budget columns of a tally row."""
+    return {
+        "guarantee": row.get("guarantee"),
+        "verification": _loads(row.get("verification_json")),
+        "epsilon_declared": row.get("epsilon_declared"),
+        "log_capacity_declared": row.get("log_capacity_declared"),
+        "epsilon_lower": _loads(row.get("epsilon_lower_json")),
+        "pac_accuracy": row.get("pac_accuracy"),
+        "pac_robust_confidence": row.get("pac_robust_confidence"),
+    }
+
+
+_VERDICT_ORDER = {"inconsistent": 0, "consistent": 1, "unverifiable": 2}
+
+
+def _verification(tallies: list[Row]) -> Row | None:
+    """The client's verdict over its rounds: the first inconsistent round if any, else the
+    last consistent one, else the last unverifiable one (with the round it is from)."""
+    verdicts = [(t["round"], _loads(t.get("verification_json"))) for t in tallies]
+    verdicts = [(r, v) for r, v in verdicts if v]
+    if not verdicts:
+        return None
+    rnd, verdict = min(verdicts, key=lambda rv: (_VERDICT_ORDER.get(rv[1]["status"], 3),
+                                                 rv[0] if rv[1]["status"] == "inconsistent"
+                                                 else -rv[0]))
+    return {**verdict, "round": rnd}
+
+
+def _budget(tallies: list[Row], updates: list[Row]) -> Row | None:
+    """The client's ε budget and the first round it declined to train for want of it."""
+    budgets = [t.get("epsilon_budget") for t in tallies if t.get("epsilon_budget") is not None]
+    declined = [u["round"] for u in updates if u["status"] == "declined"]
+    if not budgets and not declined:
+        return None
+    return {"epsilon_budget": budgets[-1] if budgets else None,
+            "exhausted_round": min(declined) if declined else None}
 
 
 def _client(
@@ -118,12 +158,14 @@ def _client(
     latest = (ok or updates or [{}])[-1]
     formal = all(u["formal_guarantee"] == 1 for u in ok) if ok else None
     last = tallies[-1] if tallies else {}
+    guarantee = last.get("guarantee") or (
+        None if formal is None else "declared" if formal else "none")
     return {
         "client_id": client_id,
         "mechanism": latest.get("mechanism"),
         "mechanism_params": _loads(latest.get("mechanism_params_json")),
         "formal_guarantee": formal,
-        "guarantee": None if formal is None else "formal" if formal else "no formal guarantee",
+        "guarantee": guarantee,
         "pseudo_gradient": any(u["pseudo_gradient"] == 1 for u in ok) if ok else None,
         "rounds_participated": len(ok),
         **{key: last.get(key) for key in _CUMULATIVE},
@@ -134,6 +176,9 @@ def _client(
         "mbp_estimate": _worst("mbp_estimate", [*tallies, *attacks]),
         "abp_estimate": _worst("abp_estimate", [*tallies, *attacks]),
         "attack": _attack_summary(_best(attacks)),
+        **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
+        "verification": _verification(tallies),
+        "budget": _budget(tallies, updates),
         "failures": failures,
         "per_round": _per_round(updates, tallies, attacks),
     }

@@ -26,12 +26,18 @@ __all__ = [
 APPLICATION_ID = 0x66647076
 #: ``PRAGMA user_version``; bump it on any incompatible schema change. Version 2 added the
 #: ``aggregates`` table (the global model after each round, for ``--resume``) and the
-#: ``malformed`` failure kind.
-SCHEMA_VERSION = 2
+#: ``malformed`` failure kind. Version 3 added the verification of each client-round against its
+#: declared mechanism, the canary ε lower bound, the PAC robustness fields and privacy budgets
+#: (``tallies`` columns), the ``inconsistent`` and ``declined`` update statuses and the
+#: ``identity``, ``inconsistent`` and ``declined`` failure kinds.
+SCHEMA_VERSION = 3
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
-UPDATE_STATUSES = ("ok", "failed", "rejected")
-FAILURE_KINDS = ("exception", "non-finite", "shape", "malformed", "timeout", "lost-node")
+UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined")
+FAILURE_KINDS = (
+    "exception", "non-finite", "shape", "malformed", "timeout", "lost-node", "identity",
+    "inconsistent", "declined",
+)  # fmt: skip
 TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
 
 #: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` is stored as JSON).
@@ -43,7 +49,9 @@ UPDATE_FIELDS = (
 TALLY_FIELDS = (
     "epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases",
     "log_capacity_round", "log_capacity_cumulative", "threat_model", "mbp_bound", "abp_bound",
-    "mbp_estimate", "abp_estimate", "details",
+    "mbp_estimate", "abp_estimate", "details", "guarantee", "verification", "epsilon_declared",
+    "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
+    "epsilon_budget",
 )  # fmt: skip
 #: Keys accepted in ``write_attack(result=...)`` (``estimate`` is stored as JSON).
 ATTACK_FIELDS = (
@@ -152,6 +160,14 @@ CREATE TABLE tallies (
     mbp_estimate REAL,
     abp_estimate REAL,
     details_json TEXT,
+    guarantee TEXT,
+    verification_json TEXT,
+    epsilon_declared REAL,
+    log_capacity_declared REAL,
+    epsilon_lower_json TEXT,
+    pac_accuracy REAL,
+    pac_robust_confidence REAL,
+    epsilon_budget REAL,
     PRIMARY KEY (round, client_id)
 ) STRICT;
 CREATE INDEX tallies_by_client ON tallies (client_id, round);

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from fedpriv.accounting.events import Release
     from fedpriv.gradients import GradientSource
+    from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = [
     "REGISTERED",
@@ -142,6 +143,14 @@ class Mechanism(ABC):
         """Raise InputError if the mechanism's parameters do not fit a model with these
         parameter sizes (checked before training starts); nothing to check by default."""
         return None
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """Test a recovered update against this mechanism as declared, at false-alarm rate
+        ``alpha`` per test (privacy-math.md §9; :mod:`fedpriv.verification`). A mechanism
+        without a test says so: ``unverifiable``."""
+        from fedpriv.verification import unverifiable
+
+        return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
 
 
 def check_batch_size(batch_size: float) -> None:

@@ -17,6 +17,8 @@ from fedpriv.mechanisms.base import ClippedMechanism
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.verification import ClientUpdate, Verdict
+
 __all__ = ["ClipMechanism"]
 
 
@@ -31,6 +33,12 @@ class ClipMechanism(ClippedMechanism):
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
         return clipped_sum / batch_size
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """The clip bound: ``‖u‖ ≤ C·B``."""
+        from fedpriv.verification import verify_clip
+
+        return verify_clip(update, clip_bound=self.sensitivity, alpha=alpha)
 
     def release(self, dim: int) -> Release:
         return NoGuarantee(self.name)

@@ -29,6 +29,8 @@ from fedpriv.validate import check_nonnegative, check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.verification import ClientUpdate, Verdict
+
 __all__ = ["GaussianMechanism", "GaussianRelease"]
 
 
@@ -103,6 +105,13 @@ class GaussianMechanism(ClippedMechanism):
     ) -> torch.Tensor:
         noise = clipped_sum.new_empty(clipped_sum.shape).normal_(generator=generator)
         return (clipped_sum + self.noise_std * noise) / batch_size
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """The noise-norm sandwich and the noise-law test (σ = 0 is checked like ``clip``)."""
+        from fedpriv.verification import verify_gaussian
+
+        return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
+                               clip_bound=self.sensitivity, alpha=alpha)
 
     def release(self, dim: int) -> Release:
         if self.noise_multiplier == 0.0 or not math.isfinite(self.noise_std):

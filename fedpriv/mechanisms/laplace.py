@@ -31,6 +31,8 @@ from fedpriv.validate import check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.verification import ClientUpdate, Verdict
+
 __all__ = ["LaplaceMechanism", "LaplaceRelease"]
 
 
@@ -112,6 +114,13 @@ class LaplaceMechanism(ClippedMechanism):
         minus_exp = torch.log1p(-uniform)  # −E₁, −E₂
         noise = (minus_exp[1] - minus_exp[0]).to(clipped_sum.dtype)
         return (clipped_sum + self.noise_scale * noise) / batch_size
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """The ℓ1 noise-norm sandwich and the noise-law test."""
+        from fedpriv.verification import verify_laplace
+
+        return verify_laplace(update, laplace_scale=self.laplace_scale,
+                              clip_bound=self.sensitivity, alpha=alpha)
 
     def release(self, dim: int) -> Release:
         return LaplaceRelease(self.laplace_scale)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     import torch
 
     from fedpriv.gradients import GradientSource
+    from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["NoMechanism"]
 
@@ -39,6 +40,12 @@ class NoMechanism(Mechanism):
     ) -> torch.Tensor:
         check_batch_size(batch_size)
         return source.gradient_sum() / batch_size
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """Nothing is claimed, so nothing can be contradicted: ``unverifiable``."""
+        from fedpriv.verification import verify_none
+
+        return verify_none(update)
 
     def release(self, dim: int) -> Release:
         return NoGuarantee(self.name)

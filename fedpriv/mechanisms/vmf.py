@@ -41,6 +41,8 @@ from fedpriv.validate import check_dim, check_flag, check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.verification import ClientUpdate, Verdict
+
 __all__ = ["VMFMechanism", "VMFRelease"]
 
 
@@ -134,6 +136,13 @@ class VMFMechanism(ClippedMechanism):
             )
         y = sample_vmf(direction, self.kappa, generator)
         return y * (norm / batch_size if self.vmf_keep_norm else self.vmf_scale)
+
+    def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
+        """The released norm: ``s`` exactly for one step, at most ``k·s`` for ``k``."""
+        from fedpriv.verification import verify_vmf
+
+        return verify_vmf(update, scale=self.vmf_scale, clip_bound=self.sensitivity,
+                          keep_norm=self.vmf_keep_norm, alpha=alpha)
 
     def release(self, dim: int) -> Release:
         if self.vmf_keep_norm:

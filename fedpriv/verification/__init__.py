@@ -2,8 +2,9 @@
 mechanism the client declared (privacy-math.md §9).
 
 Pure functions of numpy arrays and plain numbers; no Flower and no torch. The server's reply
-check calls :func:`verify_update`; a mechanism class can call its own ``verify_*`` on a
-:class:`ClientUpdate`; the report adjusts the per-round p-values with :func:`holm`.
+check calls :func:`verify_update` with the declared mechanism's ``verify`` method, which calls
+its ``verify_*`` here on a :class:`ClientUpdate`; the report adjusts the per-round p-values
+with :func:`holm`.
 
 Modules: :mod:`~fedpriv.verification.verdict` (the result type), :mod:`~.declaration`
 (plausibility), :mod:`~.records` (the law of the records used), :mod:`~.update` (the summed
@@ -15,7 +16,6 @@ release, optimisers), :mod:`~.laws` (noise-norm laws and Chernoff bounds), :mod:
 
 from fedpriv.verification.clip import clip_norm_test, verify_clip, verify_none
 from fedpriv.verification.declaration import (
-    MECHANISMS,
     Declaration,
     check_batch_sizes,
     check_declaration,
@@ -35,7 +35,7 @@ from fedpriv.verification.power import (
     gaussian_norm_thresholds,
 )
 from fedpriv.verification.records import RecordCount, record_count
-from fedpriv.verification.registry import VERIFIERS, verify_update
+from fedpriv.verification.registry import Verifier, verify_update
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, norm_tolerance, roundoff_bound
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import (
@@ -51,13 +51,12 @@ __all__ = [
     "ADJUSTMENTS",
     "DEFAULT_ALPHA",
     "FLOAT32_UNIT_ROUNDOFF",
-    "MECHANISMS",
-    "VERIFIERS",
     "ClientUpdate",
     "Declaration",
     "RecordCount",
     "Status",
     "Verdict",
+    "Verifier",
     "benjamini_hochberg",
     "bonferroni",
     "check_batch_sizes",

@@ -2,49 +2,34 @@
 
 The steps, in order: the declaration must be possible (:func:`check_declaration`); declared
 Poisson batch sizes must fit ``Binomial(k·n, q)`` (:func:`check_batch_sizes`); the optimiser
-must leave the releases recoverable (:func:`client_update`); then the mechanism's own checks,
-found by name in :data:`VERIFIERS`. The parts combine into one verdict.
+must leave the releases recoverable (:func:`client_update`); then the mechanism's own checks —
+its ``verify`` method (``fedpriv/mechanisms/<name>.py``), which calls the test functions of this
+package. The parts combine into one verdict.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from fedpriv.validate import check_probability
-from fedpriv.verification.clip import verify_clip, verify_none
 from fedpriv.verification.declaration import Declaration, check_batch_sizes, check_declaration
-from fedpriv.verification.gaussian import verify_gaussian
-from fedpriv.verification.laplace import verify_laplace
 from fedpriv.verification.records import record_count
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
-from fedpriv.verification.vmf import verify_vmf
 
-__all__ = ["VERIFIERS", "verify_update"]
+__all__ = ["Verifier", "verify_update"]
 
-Verifier = Callable[[ClientUpdate, Declaration, float], Verdict]
-
-VERIFIERS: Mapping[str, Verifier] = {
-    "gaussian": lambda u, d, a: verify_gaussian(
-        u, noise_multiplier=d.noise_multiplier, clip_bound=d.clip_bound, alpha=a
-    ),
-    "laplace": lambda u, d, a: verify_laplace(
-        u, laplace_scale=d.laplace_scale, clip_bound=d.clip_bound, alpha=a
-    ),
-    "vmf": lambda u, d, a: verify_vmf(
-        u, scale=d.vmf_scale, clip_bound=d.clip_bound, keep_norm=d.vmf_keep_norm, alpha=a
-    ),
-    "clip": lambda u, d, a: verify_clip(u, clip_bound=d.clip_bound, alpha=a),
-    "none": lambda u, d, a: verify_none(u),
-}
+Verifier = Callable[[ClientUpdate, float], Verdict]
+"""A mechanism's own check of a recovered update at level α (``Mechanism.verify``)."""
 
 
 def verify_update(
     declaration: Declaration,
     theta: np.ndarray | Sequence[np.ndarray],
     theta_client: np.ndarray | Sequence[np.ndarray],
+    verifier: Verifier,
     *,
     alpha: float = DEFAULT_ALPHA,
 ) -> Verdict:
@@ -56,6 +41,8 @@ def verify_update(
         What the client declared.
     theta, theta_client
         The broadcast trainable parameters and the client's, as arrays in the same order.
+    verifier
+        The declared mechanism's check (``mechanism.verify``).
     alpha
         False-alarm rate of each statistical test (``audit.verify_alpha``).
 
@@ -96,5 +83,5 @@ def verify_update(
         weight_decay=d.weight_decay,
         fresh_state=d.fresh_state,
     )
-    checked = update if isinstance(update, Verdict) else VERIFIERS[d.mechanism](update, d, a)
+    checked = update if isinstance(update, Verdict) else verifier(update, a)
     return combine_verdicts([checked], preconditions=preconditions)
