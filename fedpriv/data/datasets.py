@@ -4,8 +4,12 @@
   [0, 1] and bilinearly upsampled to 16×16; a seeded stratified split holds out the server's
   test set (``data.test_fraction``).
 * ``mnist`` (centre-cropped to 16×16), ``fashion-mnist`` (resized to 16×16), ``cifar10``
-  (32×32 RGB) — through torchvision from ``data.root``, with its official train/test split.
-  Nothing is downloaded unless ``data.download = true``.
+  (32×32 RGB) — from ``data.root``, with the official train/test split. For MNIST and
+  Fashion-MNIST ``data.root`` may hold the four IDX files of the original distribution
+  directly, plain or gzipped — Debian's ``dataset-fashion-mnist`` package puts them in
+  ``/usr/share/datasets/fashion-mnist/`` (:mod:`fedpriv.data.idx`) — or torchvision's layout
+  (``ROOT/FashionMNIST/raw/``), which torchvision reads. Nothing is downloaded unless
+  ``data.download = true``.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedpriv.data.idx import find_idx_set, read_idx
 from fedpriv.errors import InputError
 
 __all__ = ["DATASETS", "Dataset", "load_dataset"]
@@ -63,13 +68,57 @@ def _digits(root: str, download: bool, seed: int, test_fraction: float) -> Datas
     return Dataset("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx], 10)
 
 
+_APT_HINT = {
+    "FashionMNIST": "; on Debian or Ubuntu `apt-get install dataset-fashion-mnist` and set "
+                    "data.root = \"/usr/share/datasets/fashion-mnist\"",
+}
+
+
 def _missing(name: str, root: str, exc: Exception) -> InputError:
     return InputError(
         "data.root",
         root,
-        f"a directory holding the {name} files torchvision reads ({exc}); copy them there, or "
-        f"set data.download = true (--set data.download=true) on a machine with internet",
+        f"a directory holding the four {name} IDX files (plain or .gz), or torchvision's "
+        f"{name}/raw/ layout ({exc}){_APT_HINT.get(name, '')}; or set data.download = true "
+        f"(--set data.download=true) on a machine with internet",
     )
+
+
+def _idx_set(
+    cls_name: str, transform: Callable[[torch.Tensor], torch.Tensor]
+) -> Callable[[str, bool, int, float], Dataset]:
+    """An MNIST-format set: the IDX files directly in ``root`` (the original distribution's
+    layout, as Debian installs it), else torchvision's layout through torchvision."""
+    through_torchvision = _torchvision_set(cls_name, transform)
+
+    def load(root: str, download: bool, seed: int, test_fraction: float) -> Dataset:
+        files = find_idx_set(Path(root))
+        if files is None:
+            return through_torchvision(root, download, seed, test_fraction)
+        try:
+            arrays = {role: read_idx(path) for role, path in files.items()}
+            _check_idx_set(arrays)
+        except (OSError, ValueError, EOFError) as exc:
+            raise _missing(cls_name, root, exc) from None
+        return Dataset(
+            cls_name.lower(),
+            transform(_images(arrays["train_images"])),
+            torch.as_tensor(arrays["train_labels"], dtype=torch.int64),
+            transform(_images(arrays["test_images"])),
+            torch.as_tensor(arrays["test_labels"], dtype=torch.int64),
+            10,
+        )
+
+    return load
+
+
+def _check_idx_set(arrays: dict[str, np.ndarray]) -> None:
+    """One label per image, images ``(N, H, W)``."""
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise ValueError(f"{split}: images {images.shape} and labels {labels.shape} do not "
+                             "pair up as (N, H, W) and (N,)")
 
 
 def _torchvision_set(
@@ -114,8 +163,8 @@ def _resize_16(x: torch.Tensor) -> torch.Tensor:
 
 DATASETS: dict[str, Callable[[str, bool, int, float], Dataset]] = {
     "digits": _digits,
-    "mnist": _torchvision_set("MNIST", _centre_crop_16),
-    "fashion-mnist": _torchvision_set("FashionMNIST", _resize_16),
+    "mnist": _idx_set("MNIST", _centre_crop_16),
+    "fashion-mnist": _idx_set("FashionMNIST", _resize_16),
     "cifar10": _torchvision_set("CIFAR10", lambda x: x),
 }
 
