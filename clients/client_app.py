@@ -8,8 +8,12 @@ the result). The reply carries
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
 * ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport`: partition
   id, steps, learning rate, expected batch size, sampling rate, declared mechanism and its
-  public parameters; the record ids of each batch only when the simulation-only ground-truth
-  oracle is on (``audit.ground_truth``).
+  public parameters, the local optimiser's settings; the record ids of each batch only when
+  the simulation-only ground-truth oracle is on (``audit.ground_truth``).
+
+The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, or
+Adam) steps on each privatised gradient as Opacus does and is created afresh every round
+(:mod:`fedpriv.training.optimizers`).
 
 A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it in training.
 """
@@ -61,6 +65,7 @@ def train(msg: Message, context: Context) -> Message:
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=make_generator(cfg.seed, pid, server_round),
         record_ids=ids.tolist(), proximal_mu=float(config.get("proximal-mu", 0.0)),
+        optimizer=cfg.train.local_optimizer(),
     )
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     report = ClientReport(
@@ -69,6 +74,8 @@ def train(msg: Message, context: Context) -> Message:
         sampling=cfg.train.sampling, sample_rate=result.sample_rate, mechanism=mechanism.name,
         mechanism_params=mechanism.params(),
         oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))) if oracle else None,
+        optimizer=cfg.train.optimizer, momentum=cfg.train.momentum,
+        weight_decay=cfg.train.weight_decay, nesterov=cfg.train.nesterov,
     )
     content = RecordDict({
         "arrays": ArrayRecord(model.state_dict()),

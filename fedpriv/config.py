@@ -32,6 +32,7 @@ from fedpriv.mechanisms.registry import (
     parameter_field,
     parameter_names,
 )
+from fedpriv.protocol import OPTIMIZERS
 
 __all__ = [
     "AuditConfig",
@@ -107,6 +108,35 @@ class TrainConfig:
     local_steps: int = rule("an integer >= 1", _positive, default=1)
     sampling: str = rule(*_one_of("poisson", "fixed"), default="poisson")
     fraction_train: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=1.0)
+    optimizer: str = rule(*_one_of(*OPTIMIZERS), default="sgd")
+    momentum: float = rule("a number in [0, 1) (SGD only)", lambda v: 0 <= v < 1, default=0.0)
+    nesterov: bool = rule("true or false (SGD with momentum > 0 only)", default=False)
+    weight_decay: float = rule("a number >= 0 (added to the released gradient, as Opacus does)",
+                               lambda v: v >= 0, default=0.0)
+    betas: list[float] = rule(
+        "two numbers in [0, 1): Adam's (beta1, beta2)",
+        lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
+        default_factory=lambda: [0.9, 0.999],
+    )
+
+    def local_optimizer(self) -> Any:
+        """The :class:`fedpriv.training.LocalOptimizer` these settings describe (imports torch)."""
+        from fedpriv.training.optimizers import LocalOptimizer
+
+        return LocalOptimizer(self.optimizer, self.momentum, self.nesterov, self.weight_decay,
+                              (self.betas[0], self.betas[1]))
+
+
+def _check_optimizer(train: TrainConfig) -> None:
+    """Settings that do not fit the chosen optimiser, named by key."""
+    if train.optimizer != "sgd":
+        for key in ("momentum", "nesterov"):
+            if getattr(train, key):
+                raise InputError(f"train.{key}", getattr(train, key),
+                                 f"unset with train.optimizer = {train.optimizer!r} (SGD's "
+                                 "setting; Adam's moments are set by train.betas)")
+    if train.nesterov and train.momentum == 0:
+        raise InputError("train.nesterov", True, "false unless train.momentum > 0")
 
 
 @dataclass(frozen=True)
@@ -461,6 +491,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
     """Validate a nested mapping (a parsed TOML document) into a :class:`Config`."""
     cfg = _build(Config, raw, "")
     _check_overrides(cfg)
+    _check_optimizer(cfg.train)
     if cfg.audit.clients != "all" and isinstance(cfg.audit.clients, list):
         bad = [c for c in cfg.audit.clients if not 0 <= c < cfg.data.num_clients]
         if bad:

@@ -27,6 +27,7 @@ from fedpriv.errors import InputError
 __all__ = [
     "MAX_LOCAL_EXAMPLES",
     "MAX_LOCAL_STEPS",
+    "OPTIMIZERS",
     "REPORT_RECORD",
     "ClientReport",
     "GroundTruthOracle",
@@ -39,6 +40,8 @@ MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
+OPTIMIZERS = ("sgd", "adam")
+"""The local optimisers a client may declare (``train.optimizer``)."""
 
 
 class ReplyError(ValueError):
@@ -114,6 +117,11 @@ class ClientReport:
         The declared mechanism and its public parameters (a claim the server verifies).
     oracle
         Ground truth, only when the simulation-only oracle is on.
+    optimizer, momentum, weight_decay, nesterov
+        The local optimiser that stepped on each release (``"sgd"`` or ``"adam"``; SGD's
+        momentum and Nesterov flag; the weight decay added to the released gradient), created
+        afresh every round (:mod:`fedpriv.training.optimizers`). Plain SGD when a reply leaves
+        them out.
     """
 
     partition_id: int
@@ -127,6 +135,10 @@ class ClientReport:
     mechanism: str
     mechanism_params: Mapping[str, Any] = field(default_factory=dict)
     oracle: GroundTruthOracle | None = None
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    nesterov: bool = False
 
     def to_config(self) -> dict[str, Any]:
         """ConfigRecord values (scalars and JSON strings)."""
@@ -141,6 +153,10 @@ class ClientReport:
             "sample-rate": self.sample_rate,
             "mechanism": self.mechanism,
             "mechanism-params": json.dumps(dict(self.mechanism_params), sort_keys=True),
+            "optimizer": self.optimizer,
+            "momentum": self.momentum,
+            "weight-decay": self.weight_decay,
+            "nesterov": self.nesterov,
         }
         if self.oracle is not None:
             out["record-ids"] = json.dumps([list(b) for b in self.oracle.record_ids])
@@ -199,6 +215,7 @@ class ClientReport:
             mechanism=mechanism.name,
             mechanism_params=mechanism.params(),
             oracle=oracle,
+            **_optimizer(config),
         )
 
     def build_mechanism(self) -> Any:
@@ -206,6 +223,26 @@ class ClientReport:
         from fedpriv.mechanisms import build_mechanism
 
         return build_mechanism(self.mechanism, self.mechanism_params)
+
+
+def _optimizer(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The optimiser fields (plain SGD where a reply leaves them out), validated together."""
+    name = config.get("optimizer", "sgd")
+    if name not in OPTIMIZERS:
+        raise ReplyError("optimizer", name, f"one of {list(OPTIMIZERS)}")
+    momentum = _real("momentum", config.get("momentum", 0.0), 0.0, 1.0, open_low=False)
+    if momentum == 1.0:
+        raise ReplyError("momentum", momentum, "a number in [0, 1)")
+    decay = _real("weight-decay", config.get("weight-decay", 0.0), 0.0, 1e6, open_low=False)
+    nesterov = config.get("nesterov", False)
+    if not isinstance(nesterov, bool):
+        raise ReplyError("nesterov", nesterov, "true or false")
+    if name != "sgd" and (momentum or nesterov):
+        raise ReplyError("momentum" if momentum else "nesterov", momentum or nesterov,
+                         f"0 / false with optimizer {name!r} (SGD's settings)")
+    if nesterov and momentum == 0:
+        raise ReplyError("nesterov", nesterov, "false unless momentum > 0")
+    return {"optimizer": name, "momentum": momentum, "weight_decay": decay, "nesterov": nesterov}
 
 
 def _oracle(batches: Any) -> GroundTruthOracle:

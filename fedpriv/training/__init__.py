@@ -1,5 +1,12 @@
-"""Local training on one client: batches, the mechanism's release, the SGD step."""
+"""Local training on one client: batches, the mechanism's release, the optimiser's step."""
 
 from fedpriv.training.dpsgd import LocalResult, local_train, private_release, sample_batch
+from fedpriv.training.optimizers import LocalOptimizer
 
-__all__ = ["LocalResult", "local_train", "private_release", "sample_batch"]
+__all__ = [
+    "LocalOptimizer",
+    "LocalResult",
+    "local_train",
+    "private_release",
+    "sample_batch",
+]

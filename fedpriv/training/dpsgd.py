@@ -4,7 +4,10 @@ Each local step samples a batch (Poisson with rate q = L/n, or a fixed-size batc
 without replacement), forms the batch's gradient source (:func:`fedpriv.gradients.gradient_source`:
 rank-one factors for an all-linear model such as the paper MLP, ``torch.func`` per-example
 gradients otherwise), hands it to the mechanism — which clips, aggregates and adds noise,
-returning the released update of privacy-math.md §2 — and steps ``θ ← θ − η · release``.
+returning the released update of privacy-math.md §2 — and hands the release to the local
+optimiser as ``p.grad`` (:class:`fedpriv.training.optimizers.LocalOptimizer`: plain SGD
+``θ ← θ − η · release`` by default, or SGD with momentum / weight decay, or Adam, applied after
+the noise as Opacus does; created afresh every round).
 
 The accounting in :mod:`fedpriv.accounting` assumes Poisson sampling; fixed-size batches are
 offered for comparison with published code, and the report labels the sampling used.
@@ -20,6 +23,7 @@ import torch
 from torch import nn
 
 from fedpriv.gradients import gradient_source
+from fedpriv.training.optimizers import LocalOptimizer
 
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
@@ -70,13 +74,14 @@ def _flat(model: nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def _apply_update(model: nn.Module, update: torch.Tensor, lr: float) -> None:
+def _set_gradients(model: nn.Module, update: torch.Tensor) -> None:
+    """``p.grad`` of every parameter from the flat ``update`` (what Opacus's ``DPOptimizer``
+    leaves in ``p.grad`` before the wrapped optimiser steps)."""
     offset = 0
-    with torch.no_grad():
-        for p in model.parameters():
-            k = p.numel()
-            p.sub_(lr * update[offset : offset + k].view_as(p).to(p.dtype))
-            offset += k
+    for p in model.parameters():
+        k = p.numel()
+        p.grad = update[offset : offset + k].view_as(p).to(p.dtype)
+        offset += k
 
 
 def local_train(
@@ -92,6 +97,7 @@ def local_train(
     generator: torch.Generator,
     record_ids: Sequence[int] | None = None,
     proximal_mu: float = 0.0,
+    optimizer: LocalOptimizer | None = None,
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
@@ -104,6 +110,9 @@ def local_train(
         ``μ(θ − θ_round)`` of the proximal term ``(μ/2)‖θ − θ_round‖²`` to the release. It does
         not depend on the data, so adding it after the noise is post-processing: the privacy of
         the release is unchanged. (Zero at the first step: one local step is plain DP-SGD.)
+    optimizer
+        The local optimiser that steps on each release (default plain SGD at ``lr``), created
+        afresh for this call — one round — as :mod:`fedpriv.training.optimizers` explains.
     """
     n = x.shape[0]
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
@@ -112,6 +121,7 @@ def local_train(
     result = LocalResult(loss=0.0, steps=local_steps, sample_rate=expected / n)
     losses = []
     anchor = _flat(model) if proximal_mu else None
+    stepper = (optimizer or LocalOptimizer()).build(model.parameters(), lr)
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
         release, loss = private_release(
@@ -119,7 +129,8 @@ def local_train(
         )
         if anchor is not None:
             release = release + proximal_mu * (_flat(model) - anchor)
-        _apply_update(model, release, lr)
+        _set_gradients(model, release)
+        stepper.step()
         losses.append(loss)
         result.batch_sizes.append(int(idx.numel()))
         result.batch_indices.append(ids[idx].tolist())
