@@ -111,10 +111,12 @@ class TrainConfig:
     optimizer: str = rule(*_one_of(*OPTIMIZERS), default="sgd")
     momentum: float = rule("a number in [0, 1) (SGD only)", lambda v: 0 <= v < 1, default=0.0)
     nesterov: bool = rule("true or false (SGD with momentum > 0 only)", default=False)
-    weight_decay: float = rule("a number >= 0 (added to the released gradient, as Opacus does)",
-                               lambda v: v >= 0, default=0.0)
+    weight_decay: float = rule(
+        "a number >= 0 (added to the released gradient, as Opacus does; adamw: decoupled)",
+        lambda v: v >= 0, default=0.0,
+    )
     betas: list[float] = rule(
-        "two numbers in [0, 1): Adam's (beta1, beta2)",
+        "two numbers in [0, 1): Adam's and AdamW's (beta1, beta2)",
         lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
         default_factory=lambda: [0.9, 0.999],
     )

@@ -40,7 +40,7 @@ MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
-OPTIMIZERS = ("sgd", "adam")
+OPTIMIZERS = ("sgd", "adam", "adamw")
 """The local optimisers a client may declare (``train.optimizer``)."""
 
 
@@ -118,8 +118,9 @@ class ClientReport:
     oracle
         Ground truth, only when the simulation-only oracle is on.
     optimizer, momentum, weight_decay, nesterov
-        The local optimiser that stepped on each release (``"sgd"`` or ``"adam"``; SGD's
-        momentum and Nesterov flag; the weight decay added to the released gradient), created
+        The local optimiser that stepped on each release (``"sgd"``, ``"adam"`` or ``"adamw"``;
+        SGD's momentum and Nesterov flag; the weight decay — added to the released gradient,
+        or applied to the parameters directly by ``adamw``), created
         afresh every round (:mod:`fedpriv.training.optimizers`). Plain SGD when a reply leaves
         them out.
     """

@@ -40,15 +40,19 @@ class HandSGD:
 
 
 class HandAdam:
-    """Adam with bias correction and coupled weight decay λ (``g ← g + λθ``), ε = 1e-8."""
+    """Adam with bias correction, ε = 1e-8, and weight decay λ: coupled (``g ← g + λθ``, as
+    torch.optim.Adam) or, with ``decoupled``, AdamW's ``θ ← θ(1 − ηλ)`` before the step."""
 
-    def __init__(self, lr, betas=(0.9, 0.999), weight_decay=0.0):
-        self.lr, (self.b1, self.b2), self.wd = lr, betas, weight_decay
+    def __init__(self, lr, betas=(0.9, 0.999), weight_decay=0.0, decoupled=False):
+        self.lr, (self.b1, self.b2), self.wd, self.decoupled = lr, betas, weight_decay, decoupled
         self.m = self.v = None
         self.t = 0
 
     def step(self, theta, g):
-        g = g + self.wd * theta
+        if self.decoupled:
+            theta = theta * (1 - self.lr * self.wd)
+        else:
+            g = g + self.wd * theta
         self.t += 1
         if self.m is None:
             self.m, self.v = torch.zeros_like(g), torch.zeros_like(g)
@@ -100,6 +104,8 @@ def _setup(seed=0, n=64):
 CASES = {
     "adam+decay": (LocalOptimizer("adam", weight_decay=0.1, betas=(0.9, 0.99)),
                    lambda lr: HandAdam(lr, (0.9, 0.99), 0.1), 0.005),
+    "adamw": (LocalOptimizer("adamw", weight_decay=0.1),
+              lambda lr: HandAdam(lr, weight_decay=0.1, decoupled=True), 0.005),
     "sgd+momentum+decay": (LocalOptimizer("sgd", momentum=0.9, weight_decay=0.05),
                            lambda lr: HandSGD(lr, 0.9, False, 0.05), 0.5),
     "nesterov": (LocalOptimizer("sgd", momentum=0.5, nesterov=True),
@@ -214,7 +220,8 @@ def test_a_one_client_federation_is_centralised_dpsgd_step_for_step(tmp_path):
 @pytest.mark.parametrize(
     ("train", "key"),
     [
-        ({"optimizer": "adamw"}, "train.optimizer"),
+        ({"optimizer": "lbfgs"}, "train.optimizer"),
+        ({"optimizer": "adamw", "momentum": 0.5}, "train.momentum"),
         ({"optimizer": "adam", "momentum": 0.9}, "train.momentum"),
         ({"optimizer": "adam", "nesterov": True}, "train.nesterov"),
         ({"nesterov": True}, "train.nesterov"),
