@@ -33,11 +33,31 @@ def test_study_presets_span_the_published_range():
     assert {"gaussian", "vmf"} <= set(quick.sweep.mechanisms)
 
 
+def test_the_fashion_mnist_presets_carry_the_published_protocol():
+    full = load_config(CONFIGS / "paper-fmnist.toml")
+    quick = load_config(CONFIGS / "paper-fmnist-quick.toml")
+    for cfg in (full, quick):
+        assert cfg.data.name == "fashion-mnist" and cfg.data.num_clients == 1
+        assert (cfg.rounds, cfg.sweep.epochs, cfg.train.batch_size) == (1, 3, 128)
+        assert (cfg.train.lr, cfg.train.weight_decay, cfg.mechanism.value("clip")) == (
+            0.005, 0.1, 1.0)
+        assert cfg.sweep.attack == "iga" and cfg.sweep.attack_iterations == 10_000
+        assert cfg.sweep.attack_on == "first-release"
+    assert full.sweep.parameters == {
+        "gaussian": [1.23, 0.660, 0.461, 0.420, 0.321, 0.282, 0.229, 0.204],
+        "vmf": [75.0, 100.0, 150.0, 200.0, 250.0, 300.0, 350.0, 400.0]}
+    assert full.sweep.baselines == ["none", "clip"]
+    assert full.sweep.batch_sizes == [16, 32, 64, 128] and len(full.sweep.seeds) == 3
+    assert quick.sweep.parameters == {"gaussian": [1.23], "vmf": [75.0]}
+    assert quick.sweep.baselines == ["none"] and quick.sweep.seeds == [0]
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [
         ("epsilons", []),
         ("epsilons", [0]),
+        ("epsilons", [1, 0]),
         ("epsilons", [1, -2]),
         ("epsilons", [1, 1]),
         ("epsilons", [float("inf")]),

@@ -54,7 +54,7 @@ def test_tiny_sweep_runs_audits_and_resumes(tmp_path, capsys):
         assert row["accuracy"] == report["accuracy"][-1]
         assert row["attacked_updates"] == 2 and 0 <= row["ssim"] <= 1 and row["mse"] > 0
     assert [Path(f).name for f in result["figures"]] == list(FIGURES)
-    assert (out / "cells" / "gaussian-eps5.npz").is_file()
+    assert (out / "cells" / "gaussian-eps5-L8-seed0.npz").is_file()
     code, again, _ = _sweep(out, capsys)
     assert code == 0 and again["cells_run"] == [] and again["rows"] == result["rows"]
     code, _, err = _sweep(out, capsys, ("sweep.attack_iterations=21",))

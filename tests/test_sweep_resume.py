@@ -13,7 +13,7 @@ from PIL import Image
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
-from workflows.sweep import RESULTS_CSV, ROW_KEYS, STUDY, STUDY_HTML, run_sweep
+from workflows.sweep import RESULTS_CSV, ROW_KEYS, RUN_KEYS, RUNS_CSV, STUDY, STUDY_HTML, run_sweep
 from workflows.sweep.figures import FIGURES
 
 RAW = {
@@ -44,8 +44,9 @@ class StubRunner:
         if self.fail_on == len(self.calls):
             raise KeyboardInterrupt
         vmf = cfg.mechanism.name == "vmf"
-        attack = {"attack_id": 1, "round": 1, "mse": 0.3 if vmf else 0.1, "ssim": 0.2,
-                  "psnr": 10.0, "best_ssim": 0.4, "label_accuracy": 1.0}
+        shift = 0.01 * cfg.seed  # seeds differ a little
+        attack = {"attack_id": 1, "round": 1, "mse": (0.3 if vmf else 0.1) + shift,
+                  "ssim": 0.2, "psnr": 10.0, "best_ssim": 0.4, "label_accuracy": 1.0}
         clients = [{"client_id": c, "epsilon": 0.5, "attack": attack if c == 0 else None}
                    for c in range(cfg.data.num_clients)]
         return {"accuracy": [0.5, 0.2 if vmf else 0.8], "clients": clients, "wall_seconds": 1.0}
@@ -79,7 +80,7 @@ def test_rerun_with_the_same_out_runs_nothing(cfg, finished):
     again = run_sweep(cfg, out, runner=runner)
     assert runner.calls == []
     assert sorted(again["cells_resumed"]) == sorted(first["cells_run"])
-    assert again["rows"] == first["rows"]
+    assert again["rows"] == first["rows"] and again["runs"] == first["runs"]
 
 
 def test_interrupted_sweep_continues_from_the_finished_cells(cfg, tmp_path):
@@ -113,10 +114,13 @@ def test_a_foreign_directory_is_refused(cfg, tmp_path):
 def test_rows_csv_and_json_follow_the_contract(finished):
     out, _, result = finished
     assert all(tuple(r) == ROW_KEYS for r in result["rows"])
+    assert all(tuple(r) == RUN_KEYS for r in result["runs"])
     assert set(CONTRACT) <= set(ROW_KEYS)
     with open(out / RESULTS_CSV, newline="", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     assert tuple(table[0]) == ROW_KEYS and len(table) == 4
+    with open(out / RUNS_CSV, newline="", encoding="utf-8") as f:
+        assert len(list(csv.DictReader(f))) == 4
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert saved["rows"] == result["rows"] and saved["figures"] == result["figures"]
     for row in result["rows"]:
@@ -126,7 +130,7 @@ def test_rows_csv_and_json_follow_the_contract(finished):
                    if k != own)
         assert row["achieved_epsilon"] <= row["epsilon"]
         assert row["mse"] == (0.3 if row["mechanism"] == "vmf" else 0.1)
-        assert row["attacked_updates"] == 1 and row["mse_se"] is None
+        assert row["attacked_updates"] == 1 and row["mse_ci"] is None and row["seeds"] == 1
 
 
 def test_log_capacity_is_that_of_one_update_at_record_level(finished, cfg):
@@ -140,6 +144,7 @@ def test_log_capacity_is_that_of_one_update_at_record_level(finished, cfg):
             one = log_capacity_vmf(row["dim"], row["kappa"])
         assert row["log_capacity"] == pytest.approx(steps * one, rel=1e-12)
         assert row["log_capacity_cumulative"] == pytest.approx(cfg.rounds * steps * one)
+        assert row["steps"] == cfg.rounds * steps
 
 
 def test_figures_are_valid_pngs(finished):
@@ -160,6 +165,7 @@ def test_study_states_what_the_rows_say(finished):
     assert "VMF MSE 0.3 vs Gaussian 0.1" in text
     assert "VMF has the higher MSE at 2, the lower SSIM at 0 and the lower accuracy at 2" in text
     assert "Calibrated ε ≤ target in 4/4 cells" in text
+    assert "One seed per cell" in text
     by = {(r["mechanism"], r["epsilon"]): r for r in result["rows"]}
     vmf, gauss = by[("vmf", 2.0)], by[("gaussian", 2.0)]
     ratio = vmf["gaussian_equivalent_sigma"] / gauss["noise_multiplier"]

@@ -14,9 +14,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "sweep",
         help="compare mechanisms at matched epsilon: calibrate, train, attack, plot",
-        description="For every target epsilon and mechanism of CONFIG's [sweep], calibrate the "
-        "noise, run the audited federation, attack round 1, and write results.csv, "
-        "results.json, figures and study.md to DIR. Re-run with the same --out to resume.",
+        description="For every cell of CONFIG's [sweep] (mechanism and target epsilon or "
+        "noise parameter, batch size) and every seed, account the noise, run the audited "
+        "federation, attack the first release or round-1 update, and write results.csv (mean "
+        "and 95%% interval over seeds), runs.csv, results.json, figures and study.md to DIR. "
+        "Re-run with the same --out to resume.",
     )
     p.add_argument("config", metavar="CONFIG", help="TOML preset, e.g. configs/paper-compare.toml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -40,14 +42,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     """The result table and where the files are."""
-    lines = [f"{'mechanism':>9} {'target ε':>9} {'ε':>9} {'parameter':>22} {'accuracy':>8} "
-             f"{'MSE':>7} {'SSIM':>6} {'log C':>9}"]
+    lines = [f"{'mechanism':>9} {'L':>4} {'parameter':>22} {'ε/step':>9} {'ε/epoch*':>9} "
+             f"{'accuracy':>15} {'MSE':>15} {'SSIM':>13} {'log C':>9}"]
     for r in result["rows"]:
-        param = f"{r['parameter_name']}={_num(r[r['parameter_name']])}"
-        lines.append(f"{r['mechanism']:>9} {_num(r['epsilon']):>9} "
-                     f"{_num(r['achieved_epsilon']):>9} {param:>22} {_num(r['accuracy']):>8} "
-                     f"{_num(r['mse']):>7} {_num(r['ssim']):>6} {_num(r['log_capacity']):>9}")
+        name = r["parameter_name"]
+        param = "-" if name is None else f"{name}={_num(r[name])}"
+        lines.append(f"{r['mechanism']:>9} {r['batch_size']:>4} {param:>22} "
+                     f"{_num(r['achieved_epsilon']):>9} {_num(r['epsilon_per_epoch']):>9} "
+                     f"{_ci(r, 'accuracy'):>15} {_ci(r, 'mse'):>15} {_ci(r, 'ssim'):>13} "
+                     f"{_num(r['log_capacity']):>9}")
+    lines.append("(* per-epoch composition: a compatibility figure that understates epsilon; "
+                 "± is a 95% interval over seeds)")
     lines += [f"study: {result['study']}", f"table: {result['results_csv']}",
+              f"runs: {result['runs_csv']}",
               f"figures: {', '.join(Path(f).name for f in result['figures'])} in "
               f"{result['out_dir']}", f"wall time: {result['wall_seconds']:.1f} s"]
     return "\n".join(lines)
@@ -55,3 +62,8 @@ def render(result: dict[str, Any]) -> str:
 
 def _num(x: Any) -> str:
     return "-" if x is None else (x if isinstance(x, str) else f"{x:.4g}")
+
+
+def _ci(row: dict[str, Any], key: str) -> str:
+    half = row.get(f"{key}_ci")
+    return _num(row[key]) + ("" if half is None else f"±{half:.2g}")

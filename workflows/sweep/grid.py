@@ -1,6 +1,8 @@
-"""``reconstructions.png``: one row of true images, then one row per mechanism, one column per
-target ε; every panel shows the same true images (the round-1 batch every cell attacked) or
-that cell's reconstructions of them, captioned with the cell's MSE and SSIM."""
+"""``reconstructions.png``: per batch size, one row of true images, then one row per mechanism
+with its cells from the most to the least noise (ε ascending), then the cells without a
+guarantee; every panel shows the first seed's true images (the first batch every cell of that
+batch size and seed attacked) or that cell's reconstructions of them, captioned with ε and the
+cell's MSE and SSIM (means over seeds)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from workflows.sweep.plan import cell_key
+from workflows.sweep.figures import number, series
 from workflows.sweep.style import style
 
 __all__ = ["strip", "write_grid"]
@@ -41,19 +43,36 @@ def _show(ax: Any, images: np.ndarray | None, caption: str) -> None:
     else:
         cmap = colormaps["gray"].with_extremes(bad="white")
         ax.imshow(strip(images), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest")
-    ax.set_xlabel(caption, fontsize=12)
+    ax.set_xlabel(caption, fontsize=11)
 
 
-def _caption(row: Row | None) -> str:
-    if row is None:
-        return "not run"
-    mse, ssim = (math.nan if row.get(k) is None else float(row[k]) for k in ("mse", "ssim"))
-    return f"batch MSE {mse:.3f}, SSIM {ssim:.2f}"
+def _caption(row: Row) -> str:
+    mse, ssim, eps = (number(row.get(k)) for k in ("mse", "ssim", "epsilon"))
+    head = "no guarantee" if math.isinf(eps) else f"ε = {eps:.3g}"
+    return f"{head}\nMSE {mse:.3f}, SSIM {ssim:.2f}"
 
 
-def _originals(images: Mapping[str, Images | None], keys: Sequence[str]) -> np.ndarray | None:
-    for key in keys:
-        found = images.get(key)
+def _layout(rows: Sequence[Row]) -> list[tuple[str, int, list[Row]]]:
+    """Figure rows: ``(label, batch size, cells)``; an empty cell list marks the originals."""
+    out: list[tuple[str, int, list[Row]]] = []
+    for batch in sorted({int(r["batch_size"]) for r in rows}):
+        out.append(("original", batch, []))
+        for mech, b in series(rows):
+            if b == batch:
+                mine = [r for r in rows if (r["mechanism"], r["batch_size"]) == (mech, b)
+                        and r.get("parameter_name") is not None]
+                out.append((style(mech)[0], batch, sorted(mine, key=lambda r:
+                                                          number(r["epsilon"]))))
+        bare = [r for r in rows if r["batch_size"] == batch and r.get("parameter_name") is None]
+        if bare:
+            out.append((" / ".join(style(r["mechanism"])[0] for r in bare), batch, bare))
+    return out
+
+
+def _originals(images: Mapping[str, Images | None], rows: Sequence[Row],
+               batch: int) -> np.ndarray | None:
+    for row in rows:
+        found = images.get(row["cell"]) if row["batch_size"] == batch else None
         if found is not None:
             return found["originals"]
     return None
@@ -68,22 +87,22 @@ def write_grid(
     """Draw the grid (module docstring) and write it with ``save(figure, path)``."""
     from matplotlib.figure import Figure
 
-    mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
-    epsilons = sorted({float(r["epsilon"]) for r in rows})
-    by_key = {cell_key(r["mechanism"], float(r["epsilon"])): r for r in rows}
-    fig = Figure(figsize=(3.2 * len(epsilons) + 1.2, 1.5 * (len(mechanisms) + 1) + 0.8))
-    axes = np.atleast_2d(fig.subplots(len(mechanisms) + 1, len(epsilons), squeeze=False))
-    for j, eps in enumerate(epsilons):
-        keys = [cell_key(m, eps) for m in mechanisms]
-        _show(axes[0, j], _originals(images, keys), "true images")
-        axes[0, j].set_title(f"ε = {eps:g}", fontsize=15)
-        for i, key in enumerate(keys, start=1):
-            found = images.get(key)
-            recon = None if found is None else found["reconstructions"]
-            _show(axes[i, j], recon, _caption(by_key.get(key)))
-    for i, label in enumerate(["original", *(style(m)[0] for m in mechanisms)]):
-        axes[i, 0].set_ylabel(label, fontsize=15)
-    fig.suptitle("Round-1 reconstructions at matched ε (same true images in every column)",
+    layout = _layout(rows)
+    columns = max([len(cells) for _, _, cells in layout] + [1])
+    several = len({b for _, b, _ in layout}) > 1
+    fig = Figure(figsize=(3.0 * columns + 1.2, 1.7 * len(layout) + 0.8))
+    axes = np.atleast_2d(fig.subplots(len(layout), columns, squeeze=False))
+    for i, (name, batch, cells) in enumerate(layout):
+        if not cells:
+            _show(axes[i, 0], _originals(images, rows, batch), "true images")
+        for j, row in enumerate(cells):
+            found = images.get(row["cell"])
+            _show(axes[i, j], None if found is None else found["reconstructions"],
+                  _caption(row))
+        for j in range(max(len(cells), 1), columns):
+            axes[i, j].set_axis_off()
+        axes[i, 0].set_ylabel(f"{name}\nL = {batch}" if several else name, fontsize=14)
+    fig.suptitle("Reconstructions, first seed (the same true images along each batch size)",
                  fontsize=16)
     fig.tight_layout()
     return save(fig, path)

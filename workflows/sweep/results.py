@@ -1,16 +1,21 @@
-"""One result row per cell, from the cell's run report; ``results.csv``.
+"""Result rows: one per seed's run (``runs.csv``), one per cell over its seeds (``results.csv``).
 
-A row holds the contract keys of ``fedpriv sweep`` (architecture.md: ``mechanism``, ``epsilon``
-— the target —, ``noise_multiplier`` / ``kappa`` / ``laplace_scale``, ``accuracy``, ``mse``,
-``ssim``, ``log_capacity``) and what a reader needs to trust them: the calibrated ε, the ε the
-run's own auditor tallied, the accounting setting, and how many updates were attacked.
+A run row holds what one seed's run measured — the final test accuracy of the training run and
+the reconstruction scores of the attacked updates (means over them, with the standard error
+across updates when there are two or more) — beside the cell's accounting.
 
-Reconstruction scores are means over the attacked updates (round 1, the first
-``sweep.attack_clients`` clients) of each update's batch-mean score, with the standard error
-across updates when there are two or more. ``log_capacity`` is the record-level (or, with
-``audit.threat_model = "batch"``, batch-level) log Bayes capacity of one attacked update —
-``local_steps`` releases (privacy-math.md §5); ``log_capacity_cumulative`` covers the whole run
-(``T`` releases, the upper bound of §5 "Across rounds").
+A cell row holds the contract keys of ``fedpriv sweep`` (architecture.md: ``mechanism``,
+``epsilon`` — the target of a calibrated cell, else the cell's per-step ε —,
+``noise_multiplier`` / ``kappa`` / ``laplace_scale``, ``accuracy``, ``mse``, ``ssim``,
+``log_capacity``) and what a reader needs to trust them: for every measured quantity the mean
+over the seeds and the half-width of its 95% Student-t interval (``<key>_ci``: ``t₀.₉₇₅,k−1 ·
+s/√k`` over ``k`` seeds, absent with one seed); the per-step ε (``achieved_epsilon``), the
+per-epoch compatibility ε, the largest ε any run's own auditor tallied, the accounting setting.
+
+``log_capacity`` is the record-level (or, with ``audit.threat_model = "batch"``, batch-level)
+log Bayes capacity of the attacked release(s) — one release with the first-release probe,
+``local_steps`` releases for a round-1 update (privacy-math.md §5); ``log_capacity_cumulative``
+covers every release of the run (``T``, the upper bound of §5 "Across rounds").
 """
 
 from __future__ import annotations
@@ -29,29 +34,60 @@ from fedpriv.config import Config
 from fedpriv.mechanisms import accountable, release_class
 from workflows.sweep.plan import Cell, SweepSetting
 
-__all__ = ["PARAMETER_COLUMNS", "ROW_KEYS", "cell_row", "update_log_capacity", "write_csv"]
+__all__ = [
+    "MEASURED", "PARAMETER_COLUMNS", "ROW_KEYS", "RUN_KEYS", "aggregate", "run_row",
+    "student_t_interval", "update_log_capacity", "write_csv",
+]  # fmt: skip
 
 PARAMETER_COLUMNS = tuple(release_class(name).parameter_name for name in accountable())
-ROW_KEYS = (
-    "mechanism", "epsilon", "achieved_epsilon", "run_epsilon", "delta", "accountant", "route",
-    "parameter_name", *PARAMETER_COLUMNS, "gaussian_equivalent_sigma", "sample_rate", "steps",
-    "dim", "accuracy", "mse", "mse_se", "psnr", "ssim", "ssim_se", "best_ssim",
-    "relative_leakage", "label_accuracy", "attacked_updates", "attack", "attack_iterations",
-    "log_capacity", "log_capacity_cumulative", "threat_model", "run_dir", "wall_seconds",
+MEASURED = ("accuracy", "mse", "psnr", "ssim", "best_ssim", "relative_leakage",
+            "label_accuracy")
+"""Quantities measured per run, averaged over seeds with a 95% interval in a cell row."""
+_CELL_KEYS = (
+    "cell", "mechanism", "epsilon", "target_epsilon", "achieved_epsilon", "epsilon_per_epoch",
+    "run_epsilon", "delta", "accountant", "route", "parameter_name", *PARAMETER_COLUMNS,
+    "gaussian_equivalent_sigma", "batch_size", "sample_rate", "steps", "epochs", "dim",
 )  # fmt: skip
-"""Columns of ``results.csv`` and keys of every row, in order."""
+_TAIL = ("attack", "attack_iterations", "attack_on", "log_capacity", "log_capacity_cumulative",
+         "threat_model")
+RUN_KEYS = (
+    *_CELL_KEYS, "seed", *MEASURED, "mse_se", "ssim_se", "attacked_updates", *_TAIL, "run_dir",
+    "probe_dir", "wall_seconds",
+)  # fmt: skip
+"""Columns of ``runs.csv``: one seed's run."""
+ROW_KEYS = (
+    *_CELL_KEYS, "seeds", *(k for m in MEASURED for k in (m, f"{m}_ci")), "attacked_updates",
+    *_TAIL, "wall_seconds",
+)  # fmt: skip
+"""Columns of ``results.csv`` and keys of every cell row, in order."""
 
 
-def update_log_capacity(cfg: Config, cell: Cell, dim: int) -> float:
-    """log Bayes capacity of one round's update (``local_steps`` releases) under the run's
-    threat model: ``local_steps · log C`` of the cell's mechanism (privacy-math.md §5)."""
+def update_log_capacity(cfg: Config, cell: Cell, dim: int, releases: int) -> float:
+    """log Bayes capacity of ``releases`` releases of the cell's mechanism under the run's
+    threat model: ``releases · log C`` (privacy-math.md §5; ∞ without a guarantee)."""
     from fedpriv.ledger import secret_radius_units
     from fedpriv.mechanisms import build_mechanism
 
-    params = {**cfg.mechanism.params, cell.parameter_name: cell.parameter}
+    params = dict(cfg.mechanism.params)
+    if cell.parameter_name is not None:
+        params[cell.parameter_name] = cell.parameter
     release = build_mechanism(cell.mechanism, params).release(dim)
-    radius = secret_radius_units(cfg.audit.threat_model, cfg.train.batch_size)
-    return cfg.train.local_steps * release.log_bayes_capacity(dim, radius)
+    radius = secret_radius_units(cfg.audit.threat_model, cell.batch_size)
+    return releases * release.log_bayes_capacity(dim, radius)
+
+
+def student_t_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
+    """Mean of the finite ``values`` and the half-width of its 95% Student-t interval
+    (``None`` with fewer than two values)."""
+    from scipy.stats import t
+
+    finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if finite.size == 0:
+        return None, None
+    if finite.size == 1:
+        return float(finite[0]), None
+    half = t.ppf(0.975, finite.size - 1) * finite.std(ddof=1) / math.sqrt(finite.size)
+    return float(finite.mean()), float(half)
 
 
 def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -65,7 +101,7 @@ def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
 def _attack_scores(report: Mapping[str, Any]) -> dict[str, Any]:
     attacks = [c["attack"] for c in report.get("clients", []) if c.get("attack")]
     out: dict[str, Any] = {"attacked_updates": len(attacks)}
-    for key in ("mse", "ssim", "psnr", "best_ssim", "relative_leakage", "label_accuracy"):
+    for key in MEASURED[1:]:
         mean, se = _mean_se([a.get(key) for a in attacks])
         out[key] = mean
         if key in ("mse", "ssim"):
@@ -80,40 +116,73 @@ def _run_epsilon(report: Mapping[str, Any]) -> float | None:
     return max(numbers) if numbers else None
 
 
-def cell_row(
-    cfg: Config, setting: SweepSetting, cell: Cell, report: Mapping[str, Any], run_dir: Path
-) -> dict[str, Any]:
-    """The result row of ``cell`` from its run ``report`` (the ``simulate`` JSON object)."""
-    accuracy = report.get("accuracy") or []
-    per_update = update_log_capacity(cfg, cell, setting.dim)
-    row: dict[str, Any] = {
-        "mechanism": cell.mechanism, "epsilon": cell.target_epsilon,
-        "achieved_epsilon": cell.epsilon, "run_epsilon": _run_epsilon(report),
-        "delta": setting.delta, "accountant": setting.accountant, "route": cell.route,
+def _cell_part(cfg: Config, setting: SweepSetting, cell: Cell) -> dict[str, Any]:
+    """The columns every run of ``cell`` shares."""
+    one = update_log_capacity(cfg, cell, setting.dim, 1)
+    attacked = 1 if cfg.sweep.attack_on == "first-release" else setting.local_steps
+    equivalent = (cell.release(setting.dim).gaussian_equivalent(setting.dim)
+                  if cell.parameter is not None else None)
+    return {
+        "cell": cell.key, "mechanism": cell.mechanism,
+        "epsilon": cell.epsilon if cell.target_epsilon is None else cell.target_epsilon,
+        "target_epsilon": cell.target_epsilon, "achieved_epsilon": cell.epsilon,
+        "epsilon_per_epoch": cell.epsilon_per_epoch, "delta": setting.delta,
+        "accountant": setting.accountant, "route": cell.route,
         "parameter_name": cell.parameter_name,
         **{k: cell.parameter if k == cell.parameter_name else None for k in PARAMETER_COLUMNS},
-        "gaussian_equivalent_sigma": cell.release(setting.dim).gaussian_equivalent(setting.dim),
-        "sample_rate": setting.sample_rate, "steps": setting.steps, "dim": setting.dim,
-        "accuracy": accuracy[-1] if accuracy else None,
-        **_attack_scores(report),
-        "attack": cfg.sweep.attack, "attack_iterations": cfg.sweep.attack_iterations,
-        "log_capacity": per_update,
-        "log_capacity_cumulative": per_update * cfg.rounds,
-        "threat_model": cfg.audit.threat_model, "run_dir": str(run_dir),
-        "wall_seconds": report.get("wall_seconds"),
+        "gaussian_equivalent_sigma": equivalent, "batch_size": cell.batch_size,
+        "sample_rate": setting.sample_rate, "steps": setting.steps, "epochs": setting.epochs,
+        "dim": setting.dim, "attack": cfg.sweep.attack,
+        "attack_iterations": cfg.sweep.attack_iterations, "attack_on": cfg.sweep.attack_on,
+        "log_capacity": attacked * one, "log_capacity_cumulative": setting.steps * one,
+        "threat_model": cfg.audit.threat_model,
     }  # fmt: skip
-    return {key: row[key] for key in ROW_KEYS}
+
+
+def run_row(
+    cfg: Config, setting: SweepSetting, cell: Cell, seed: int,
+    train: tuple[Mapping[str, Any], Path], probe: tuple[Mapping[str, Any], Path] | None,
+) -> dict[str, Any]:
+    """The row of one seed's run of ``cell``: ``train`` is the training run's ``simulate``
+    report and directory, ``probe`` the probe's (None when the training run was attacked)."""
+    report, run_dir = train
+    attacked = report if probe is None else probe[0]
+    accuracy = report.get("accuracy") or []
+    wall = [r.get("wall_seconds") or 0.0 for r in (report, attacked if probe else {})]
+    row = {
+        **_cell_part(cfg, setting, cell), "run_epsilon": _run_epsilon(report), "seed": seed,
+        "accuracy": accuracy[-1] if accuracy else None, **_attack_scores(attacked),
+        "run_dir": str(run_dir), "probe_dir": None if probe is None else str(probe[1]),
+        "wall_seconds": sum(wall),
+    }  # fmt: skip
+    return {key: row.get(key) for key in RUN_KEYS}
+
+
+def aggregate(cfg: Config, setting: SweepSetting, cell: Cell,
+              runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The cell row: every measured quantity's mean over the seeds' ``runs`` and the
+    half-width of its 95% Student-t interval."""
+    row: dict[str, Any] = {**_cell_part(cfg, setting, cell), "seeds": len(runs)}
+    tallied = [float(r["run_epsilon"]) for r in runs if r.get("run_epsilon") is not None]
+    row["run_epsilon"] = max(tallied) if tallied else None
+    for key in MEASURED:
+        row[key], row[f"{key}_ci"] = student_t_interval(
+            [math.nan if r.get(key) is None else float(r[key]) for r in runs])
+    row["attacked_updates"] = sum(int(r.get("attacked_updates") or 0) for r in runs)
+    row["wall_seconds"] = sum(float(r.get("wall_seconds") or 0.0) for r in runs)
+    return {key: row.get(key) for key in ROW_KEYS}
 
 
 def _csv_value(value: Any) -> Any:
     return "" if value is None else value
 
 
-def write_csv(rows: Sequence[Mapping[str, Any]], path: Path) -> None:
-    """Write ``rows`` to ``path`` (columns :data:`ROW_KEYS`; empty cells for None), atomically."""
+def write_csv(rows: Sequence[Mapping[str, Any]], path: Path,
+              columns: Sequence[str] = ROW_KEYS) -> None:
+    """Write ``rows`` to ``path`` (``columns``; empty cells for None), atomically."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=ROW_KEYS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: _csv_value(row.get(k)) for k in ROW_KEYS})
+        writer.writerow({k: _csv_value(row.get(k)) for k in columns})
     atomic_write_bytes(path, buffer.getvalue().encode())

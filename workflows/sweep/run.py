@@ -1,15 +1,19 @@
-"""Run a sweep: calibrate, train and attack every (mechanism, ε) cell, then tabulate and plot.
+"""Run a sweep: account every cell, run each with every seed, then tabulate and plot.
 
-Each cell is one ordinary audited federated run (``strategies.simulation.simulate``, the
-Flower simulation on Ray that ``fedpriv simulate`` uses, imported only when a cell runs) of the
-per-cell configuration :func:`workflows.sweep.plan.cell_config`: the same clients, FedAvg and
-DP-SGD code, the honest-but-curious server attacking round 1. Finished cells are kept in the
-output directory (:class:`workflows.sweep.state.SweepDir`), so an interrupted sweep resumes.
+Each run is one ordinary audited federated run (``strategies.simulation.simulate``, the Flower
+simulation on Ray that ``fedpriv simulate`` uses, imported only when a run starts) of the
+per-cell configuration :func:`workflows.sweep.plan.cell_config`: the same clients, strategy
+and DP-SGD code, the honest-but-curious server attacking round 1 — or, with
+``sweep.attack_on = "first-release"``, a second, one-step run (:func:`~workflows.sweep.plan.
+probe_config`) whose update is the training run's first noisy release. Finished runs are kept
+in the output directory (:class:`workflows.sweep.state.SweepDir`), so an interrupted sweep
+resumes; a progress bar over the runs, with an estimate of the time left, goes to stderr.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,34 +26,38 @@ from workflows.sweep.figures import write_figures
 from workflows.sweep.plan import (
     Cell,
     SweepSetting,
+    batch_sizes,
     cell_config,
-    cell_key,
     check_sweepable,
-    plan_cell,
+    plan_cells,
+    probe_config,
+    run_key,
+    seeds,
     sweep_setting,
 )
-from workflows.sweep.results import cell_row, write_csv
+from workflows.sweep.results import RUN_KEYS, aggregate, run_row, write_csv
 from workflows.sweep.state import SweepDir
 from workflows.sweep.study import study_markdown, write_study
 from workflows.sweep.study_html import write_study_html
 
 __all__ = [
-    "RESULTS_CSV", "RESULTS_JSON", "STUDY", "STUDY_HTML", "Runner", "run_sweep",
+    "RESULTS_CSV", "RESULTS_JSON", "RUNS_CSV", "STUDY", "STUDY_HTML", "Runner", "run_sweep",
     "simulate_runner",
 ]  # fmt: skip
 
 RESULTS_CSV = "results.csv"
+RUNS_CSV = "runs.csv"
 RESULTS_JSON = "results.json"
 STUDY = "study.md"
 STUDY_HTML = "study.html"
 Runner = Callable[[Config, Path], dict[str, Any]]
-"""Runs one cell's configuration into a run directory and returns its ``simulate`` report."""
+"""Runs one configuration into a run directory and returns its ``simulate`` report."""
 
 log = logging.getLogger(__name__)
 
 
 def simulate_runner(verbose: bool = False) -> Runner:
-    """The default runner: a Flower simulation on Ray per cell."""
+    """The default runner: a Flower simulation on Ray per run."""
 
     def run(cfg: Config, run_dir: Path) -> dict[str, Any]:
         from strategies.simulation import simulate
@@ -59,34 +67,31 @@ def simulate_runner(verbose: bool = False) -> Runner:
     return run
 
 
-def _plan_unfinished(cfg: Config, setting: SweepSetting, state: SweepDir) -> dict[str, Cell]:
-    """Calibrate every cell not finished yet — all before any runs, so an unreachable ε stops
-    the sweep before work starts."""
-    cells = {}
-    for mechanism in cfg.sweep.mechanisms:
-        for epsilon in sorted(cfg.sweep.epsilons):
-            if state.finished(cell_key(mechanism, epsilon)) is None:
-                cell = plan_cell(setting, mechanism, epsilon)
-                cells[cell.key] = cell
-    return cells
+def _run(cfg: Config, setting: SweepSetting, cell: Cell, seed: int, state: SweepDir,
+         runner: Runner) -> None:
+    """Run, score and record one seed's run of ``cell``."""
+    key = run_key(cell, seed)
+    log.info("run %s: %s = %s, epsilon %.6g per step (%s)", key, cell.parameter_name,
+             cell.parameter, cell.epsilon, cell.route)
+    run_dir = state.fresh_run_dir(key)
+    train_cfg = cell_config(cfg, setting, cell, seed)
+    if cfg.sweep.attack_on == "first-release":
+        train = (runner(train_cfg, run_dir / "train"), run_dir / "train")
+        probe = (runner(probe_config(train_cfg), run_dir / "probe"), run_dir / "probe")
+        attacked = probe
+    else:
+        train = attacked = (runner(train_cfg, run_dir), run_dir)
+        probe = None
+    row = run_row(cfg, setting, cell, seed, train, probe)
+    state.save_images(key, example_images(attacked[1], attacked[0]))
+    state.finish(key, cell, row)
 
 
-def _run_cell(
-    cfg: Config, setting: SweepSetting, state: SweepDir, cell: Cell, runner: Runner
-) -> dict[str, Any]:
-    """Run and record one calibrated cell; return its finished record."""
-    log.info("cell %s: %s = %.6g (calibrated epsilon %.6g, route %s)", cell.key,
-             cell.parameter_name, cell.parameter, cell.epsilon, cell.route)
-    run_dir = state.fresh_run_dir(cell.key)
-    report = runner(cell_config(cfg, cell), run_dir)
-    row = cell_row(cfg, setting, cell, report, run_dir)
-    state.save_images(cell.key, example_images(run_dir, report))
-    state.finish(cell, row)
-    return state.finished(cell.key)
+def _progress(total: int, done: int) -> Any:
+    from tqdm import tqdm
 
-
-def _key(row: dict[str, Any]) -> str:
-    return cell_key(row["mechanism"], row["epsilon"])
+    return tqdm(total=total, initial=done, desc="sweep", unit="run", file=sys.stderr,
+                dynamic_ncols=True)
 
 
 def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None) -> dict[str, Any]:
@@ -99,38 +104,54 @@ def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None)
     out_dir
         Output directory (see :mod:`workflows.sweep.state`); re-use it to resume.
     runner
-        Runs one cell (default :func:`simulate_runner`); tests pass a stub.
+        Runs one configuration (default :func:`simulate_runner`); tests pass a stub.
 
     Raises
     ------
     InputError
-        A setting a sweep cannot honour, an unreachable ε, or an ``out_dir`` of another sweep.
+        A setting a sweep cannot honour, an unreachable ε, or an ``out_dir`` of another sweep
+        — all before any run starts.
     """
     start = time.monotonic()
     check_sweepable(cfg)
     out = Path(out_dir)
     state = SweepDir(out, cfg)
-    setting = sweep_setting(cfg)
+    settings = {b: sweep_setting(cfg, b) for b in batch_sizes(cfg)}
+    cells = [(settings[b], cell) for b in settings for cell in plan_cells(cfg, settings[b])]
+    planned = [(s, c, seed) for seed in seeds(cfg) for s, c in cells]  # seed-major: early tables
+    todo = [p for p in planned if state.finished(run_key(p[1], p[2])) is None]
     runner = runner or simulate_runner()
-    todo = _plan_unfinished(cfg, setting, state)
-    rows, images = [], {}
-    for mechanism in cfg.sweep.mechanisms:
-        for epsilon in sorted(cfg.sweep.epsilons):
-            key = cell_key(mechanism, epsilon)
-            done = state.finished(key) or _run_cell(cfg, setting, state, todo[key], runner)
-            rows.append(done["row"])
-            images[key] = state.load_images(key)
-    figures = write_figures(rows, out, images, setting.num_classes)
+    with _progress(len(planned), len(planned) - len(todo)) as bar:
+        for setting, cell, seed in todo:
+            bar.set_postfix_str(run_key(cell, seed))
+            _run(cfg, setting, cell, seed, state, runner)
+            bar.update(1)
+    return _tabulate(cfg, out, state, settings, cells, todo, start)
+
+
+def _tabulate(cfg: Config, out: Path, state: SweepDir, settings: dict[int, SweepSetting],
+              cells: list[tuple[SweepSetting, Cell]], todo: list, start: float) -> dict[str, Any]:
+    """Rows, tables, figures and the study from the finished runs."""
+    runs = {c.key: [state.finished(run_key(c, s))["row"] for s in seeds(cfg)] for _, c in cells}
+    rows = [aggregate(cfg, setting, c, runs[c.key]) for setting, c in cells]
+    first = seeds(cfg)[0]
+    images = {c.key: state.load_images(run_key(c, first)) for _, c in cells}
+    some = next(iter(settings.values()))
+    figures = write_figures(rows, out, images, some.num_classes)
     write_csv(rows, out / RESULTS_CSV)
+    run_rows = [r for _, c in cells for r in runs[c.key]]
+    write_csv(run_rows, out / RUNS_CSV, RUN_KEYS)
+    markdown = study_markdown(cfg, list(settings.values()), rows, figures)
+    ran = [run_key(c, s) for _, c, s in todo]
     result = {
-        "out_dir": str(out), "rows": rows, "figures": figures,
-        "results_csv": str(out / RESULTS_CSV),
-        "study": write_study(out / STUDY, cfg, setting, rows, figures),
-        "study_html": write_study_html(
-            out / STUDY_HTML, study_markdown(cfg, setting, rows, figures), figures
-        ),
-        "setting": setting.as_dict(), "cells_run": list(todo),
-        "cells_resumed": [k for k in map(_key, rows) if k not in todo],
+        "out_dir": str(out), "rows": rows, "runs": run_rows, "figures": figures,
+        "results_csv": str(out / RESULTS_CSV), "runs_csv": str(out / RUNS_CSV),
+        "study": write_study(out / STUDY, markdown),
+        "study_html": write_study_html(out / STUDY_HTML, markdown, figures),
+        "setting": some.as_dict(), "settings": [s.as_dict() for s in settings.values()],
+        "cells_run": ran,
+        "cells_resumed": [run_key(c, s) for _, c in cells for s in seeds(cfg)
+                          if run_key(c, s) not in ran],
         "wall_seconds": time.monotonic() - start,
     }  # fmt: skip
     write_json(out / RESULTS_JSON, result)

@@ -3,14 +3,16 @@
 Layout of ``--out DIR``::
 
     sweep.json            the validated config of the sweep (written first)
-    cells/<key>.json      one per finished cell: the calibrated cell and its result row
-    cells/<key>.npz       example originals and reconstructions of that cell (figure input)
-    runs/<key>/           the cell's run directory (audit store, report.json, ...)
-    results.csv, results.json, study.md, study.html, *.png   rebuilt at the end of every sweep
+    cells/<key>.json      one per finished run (a cell with one seed): the cell and its run row
+    cells/<key>.npz       example originals and reconstructions of that run (figure input)
+    runs/<key>/           the run's directory (audit store, report.json, ...; with the
+                          first-release probe, train/ and probe/ inside)
+    results.csv, runs.csv, results.json, study.md, study.html, *.png   rebuilt at the end
 
-A cell counts as finished only once its JSON exists (written atomically, last). Re-running
-with the same ``--out`` skips finished cells and starts unfinished ones afresh (their partial
-run directory is removed); a different config in the same directory is refused.
+Keys are :func:`workflows.sweep.plan.run_key`: ``<cell key>-seed<s>``. A run counts as
+finished only once its JSON exists (written atomically, last). Re-running with the same
+``--out`` skips finished runs and starts unfinished ones afresh (their partial run directory
+is removed); a different config in the same directory is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from workflows.sweep.plan import Cell
 __all__ = ["MANIFEST", "SweepDir"]
 
 MANIFEST = "sweep.json"
-_VERSION = 1
+_VERSION = 2
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -87,21 +89,21 @@ class SweepDir:
         return self.cells_dir / f"{key}.npz"
 
     def finished(self, key: str) -> dict[str, Any] | None:
-        """``{"cell": ..., "row": ...}`` of a finished cell, or None."""
+        """``{"cell": ..., "row": ...}`` of a finished run, or None."""
         path = self._json(key)
         if not path.is_file():
             return None
         return json.loads(path.read_text(encoding="utf-8"))
 
     def fresh_run_dir(self, key: str) -> Path:
-        """The run directory of an unfinished cell, emptied of an interrupted attempt."""
+        """The directory of an unfinished run, emptied of an interrupted attempt."""
         run_dir = self.runs_dir / key
         if run_dir.exists():
             shutil.rmtree(run_dir)
         return run_dir
 
     def save_images(self, key: str, images: dict[str, np.ndarray] | None) -> None:
-        """Keep a cell's example images (no file when there are none)."""
+        """Keep a run's example images (no file when there are none)."""
         if images is None:
             return
         path = self.images_path(key)
@@ -110,14 +112,14 @@ class SweepDir:
         tmp.replace(path)
 
     def load_images(self, key: str) -> dict[str, np.ndarray] | None:
-        """A finished cell's example images, or None."""
+        """A finished run's example images, or None."""
         path = self.images_path(key)
         if not path.is_file():
             return None
         with np.load(path) as data:
             return {name: data[name] for name in data.files}
 
-    def finish(self, cell: Cell, row: dict[str, Any]) -> None:
-        """Mark ``cell`` finished (atomically; the last thing a cell writes)."""
+    def finish(self, key: str, cell: Cell, row: dict[str, Any]) -> None:
+        """Mark run ``key`` of ``cell`` finished (atomically; the last thing a run writes)."""
         body = {"cell": cell.as_dict(), "row": row}
-        atomic_write_bytes(self._json(cell.key), (dumps(body, indent=2) + "\n").encode())
+        atomic_write_bytes(self._json(key), (dumps(body, indent=2) + "\n").encode())
