@@ -25,19 +25,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="override a config key, e.g. --set sweep.epsilons=[1,10]")
     p.add_argument("--out", metavar="DIR",
                    help="output directory (default runs/sweep-<preset>-<time>); reuse to resume")
+    p.add_argument("--workers", type=int, default=1, metavar="N",
+                   help="sweep processes sharing --out, each running one run at a time "
+                        "(default 1; at most the free cores: a run uses about one)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.config import load_config
+    from fedpriv.errors import InputError
     from workflows.sweep import run_sweep
     from workflows.sweep.run import simulate_runner
+    from workflows.sweep.workers import spawn_workers
 
     cfg = load_config(args.config, args.overrides)
+    if not 1 <= args.workers <= 64:
+        raise InputError("--workers", args.workers, "an integer in [1, 64]")
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.config).stem}-{stamp}"
-    return run_sweep(cfg, out.resolve(), runner=simulate_runner(verbose=args.verbose))
+
+    def workers(out_dir: Path) -> list:
+        return spawn_workers(args.config, args.overrides, out_dir, args.workers - 1)
+
+    return run_sweep(cfg, out.resolve(), runner=simulate_runner(verbose=args.verbose),
+                     workers=workers if args.workers > 1 else None)
 
 
 def render(result: dict[str, Any]) -> str:

@@ -128,8 +128,8 @@ def _epsilon_axis(ax: Any, rows: Sequence[Row]) -> None:
     ax.xaxis.set_minor_formatter(NullFormatter())
     calibrated = all(r.get("target_epsilon") is not None for r in rows
                      if r.get("parameter_name") is not None)
-    what = "target ε" if calibrated else "ε (per-step composition; the target where calibrated)"
-    ax.set_xlabel(f"{what} at δ = {number(rows[0]['delta']):g}, log scale")
+    what = "target ε" if calibrated else "ε per step (the target where calibrated)"
+    ax.set_xlabel(f"{what}, δ = {number(rows[0]['delta']):g}")
 
 
 def _interval_note(ax: Any, rows: Sequence[Row], key: str) -> None:

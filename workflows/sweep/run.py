@@ -7,7 +7,9 @@ and DP-SGD code, the honest-but-curious server attacking round 1 — or, with
 ``sweep.attack_on = "first-release"``, a second, one-step run (:func:`~workflows.sweep.plan.
 probe_config`) whose update is the training run's first noisy release. Finished runs are kept
 in the output directory (:class:`workflows.sweep.state.SweepDir`), so an interrupted sweep
-resumes; a progress bar over the runs, with an estimate of the time left, goes to stderr.
+resumes, and several sweep processes can share the directory, each claiming the runs it does
+(``fedpriv sweep --workers N``); a progress bar over the runs, with an estimate of the time
+left, goes to stderr.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from workflows.sweep.results import RUN_KEYS, aggregate, run_row, write_csv
 from workflows.sweep.state import SweepDir
 from workflows.sweep.study import study_markdown, write_study
 from workflows.sweep.study_html import write_study_html
+from workflows.sweep.workers import wait_for_workers
 
 __all__ = [
     "RESULTS_CSV", "RESULTS_JSON", "RUNS_CSV", "STUDY", "STUDY_HTML", "Runner", "run_sweep",
@@ -94,7 +97,10 @@ def _progress(total: int, done: int) -> Any:
                 dynamic_ncols=True)
 
 
-def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None) -> dict[str, Any]:
+def run_sweep(
+    cfg: Config, out_dir: Path | str, *, runner: Runner | None = None,
+    workers: Callable[[Path], list[Any]] | None = None,
+) -> dict[str, Any]:
     """Run (or resume) the sweep of ``cfg`` into ``out_dir``; return the ``sweep`` JSON object.
 
     Parameters
@@ -105,6 +111,9 @@ def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None)
         Output directory (see :mod:`workflows.sweep.state`); re-use it to resume.
     runner
         Runs one configuration (default :func:`simulate_runner`); tests pass a stub.
+    workers
+        Starts extra sweep processes on ``out_dir`` once every cell is planned (see
+        :mod:`workflows.sweep.workers`); they are waited for before the tables are written.
 
     Raises
     ------
@@ -121,16 +130,49 @@ def run_sweep(cfg: Config, out_dir: Path | str, *, runner: Runner | None = None)
     planned = [(s, c, seed) for seed in seeds(cfg) for s, c in cells]  # seed-major: early tables
     todo = [p for p in planned if state.finished(run_key(p[1], p[2])) is None]
     runner = runner or simulate_runner()
+    helpers = workers(out) if workers and todo else []
     with _progress(len(planned), len(planned) - len(todo)) as bar:
-        for setting, cell, seed in todo:
-            bar.set_postfix_str(run_key(cell, seed))
-            _run(cfg, setting, cell, seed, state, runner)
+        ran = _work(cfg, state, todo, runner, bar)
+    codes = wait_for_workers(helpers)
+    if any(codes):
+        log.warning("sweep workers exited with %s (see %s)", codes, out / "workers")
+    return _tabulate(cfg, out, state, settings, cells, ran, start)
+
+
+POLL_SECONDS = 5.0
+"""How often a process with nothing left to claim looks at runs other processes hold."""
+
+
+def _work(cfg: Config, state: SweepDir, todo: list[tuple[SweepSetting, Cell, int]],
+          runner: Runner, bar: Any) -> list[str]:
+    """Run every unfinished run this process can claim, then wait for those other processes
+    hold (taking over any whose process died); return the keys this process ran."""
+    pending, ran = list(todo), []
+    while pending:
+        progressed = False
+        for item in list(pending):
+            setting, cell, seed = item
+            key = run_key(cell, seed)
+            if state.finished(key) is None:
+                if not state.claim(key):
+                    continue
+                bar.set_postfix_str(key)
+                try:
+                    _run(cfg, setting, cell, seed, state, runner)
+                finally:
+                    state.release(key)
+                ran.append(key)
+                progressed = True
+            pending.remove(item)
             bar.update(1)
-    return _tabulate(cfg, out, state, settings, cells, todo, start)
+        if pending and not progressed:
+            time.sleep(POLL_SECONDS)
+    return ran
 
 
 def _tabulate(cfg: Config, out: Path, state: SweepDir, settings: dict[int, SweepSetting],
-              cells: list[tuple[SweepSetting, Cell]], todo: list, start: float) -> dict[str, Any]:
+              cells: list[tuple[SweepSetting, Cell]], ran: list[str],
+              start: float) -> dict[str, Any]:
     """Rows, tables, figures and the study from the finished runs."""
     runs = {c.key: [state.finished(run_key(c, s))["row"] for s in seeds(cfg)] for _, c in cells}
     rows = [aggregate(cfg, setting, c, runs[c.key]) for setting, c in cells]
@@ -142,7 +184,6 @@ def _tabulate(cfg: Config, out: Path, state: SweepDir, settings: dict[int, Sweep
     run_rows = [r for _, c in cells for r in runs[c.key]]
     write_csv(run_rows, out / RUNS_CSV, RUN_KEYS)
     markdown = study_markdown(cfg, list(settings.values()), rows, figures)
-    ran = [run_key(c, s) for _, c, s in todo]
     result = {
         "out_dir": str(out), "rows": rows, "runs": run_rows, "figures": figures,
         "results_csv": str(out / RESULTS_CSV), "runs_csv": str(out / RUNS_CSV),

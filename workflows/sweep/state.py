@@ -13,12 +13,19 @@ Keys are :func:`workflows.sweep.plan.run_key`: ``<cell key>-seed<s>``. A run cou
 finished only once its JSON exists (written atomically, last). Re-running with the same
 ``--out`` skips finished runs and starts unfinished ones afresh (their partial run directory
 is removed); a different config in the same directory is refused.
+
+Several sweep processes may share one ``--out`` (``fedpriv sweep --workers N``): a process
+runs a run only after claiming it — creating ``cells/<key>.lock`` exclusively, holding its
+host name and process id — and removes the lock when the run ends, finished or not. A lock
+whose process is gone (same host) is taken over.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +126,52 @@ class SweepDir:
         with np.load(path) as data:
             return {name: data[name] for name in data.files}
 
+    def _lock(self, key: str) -> Path:
+        return self.cells_dir / f"{key}.lock"
+
+    def claim(self, key: str) -> bool:
+        """Claim the unfinished run ``key`` for this process; False when another live process
+        holds it (or it finished meanwhile)."""
+        lock = self._lock(key)
+        for _ in range(2):
+            try:
+                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                if _holder_alive(lock):
+                    return False
+                lock.unlink(missing_ok=True)  # its process is gone: take the run over
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(f"{socket.gethostname()} {os.getpid()}\n")
+            if self.finished(key) is not None:  # finished between the caller's look and now
+                self.release(key)
+                return False
+            return True
+        return False
+
+    def release(self, key: str) -> None:
+        """Give up the claim on run ``key``."""
+        self._lock(key).unlink(missing_ok=True)
+
     def finish(self, key: str, cell: Cell, row: dict[str, Any]) -> None:
         """Mark run ``key`` of ``cell`` finished (atomically; the last thing a run writes)."""
         body = {"cell": cell.as_dict(), "row": row}
         atomic_write_bytes(self._json(key), (dumps(body, indent=2) + "\n").encode())
+
+
+def _holder_alive(lock: Path) -> bool:
+    """Whether the process named in ``lock`` still runs (a lock of another host, or one being
+    written, counts as alive)."""
+    try:
+        host, pid = lock.read_text(encoding="utf-8").split()
+    except (OSError, ValueError):
+        return True
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
