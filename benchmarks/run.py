@@ -6,7 +6,9 @@ Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
 ``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
 ``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``vmf_pld`` (the
-VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``simulation``
+VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``paper_cell``
+(one run of the Fashion-MNIST study, part by part: 3 epochs of local DP-SGD, IGA per
+iteration, per batch size; the simulation start-up), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time and the load average before and after it; a section that
@@ -78,6 +80,12 @@ def _vmf_pld(quick: bool) -> dict[str, Any]:
     return measure(quick)
 
 
+def _paper_cell(quick: bool) -> dict[str, Any]:
+    from benchmarks.paper_cell import measure
+
+    return measure(quick)
+
+
 def _simulation(quick: bool) -> dict[str, Any]:
     from benchmarks.audit_costs import audit_costs
     from benchmarks.simulation import measure
@@ -98,6 +106,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "accounting": _accounting,
     "capacity": _capacity,
     "vmf_pld": _vmf_pld,
+    "paper_cell": _paper_cell,
     "simulation": _simulation,
     "html_report": _html_report,
 }
@@ -201,6 +210,10 @@ def headlines(result: dict[str, Any]) -> list[str]:
                               f"{row['composed_points']:,} points, {row['seconds']} s, "
                               f"ε PLD {row['epsilon_pld']:.6g} (RDP {row['epsilon_rdp']:.6g})"
                               for row in r["rows"]],
+        "paper_cell": lambda r: [f"  train 3 epochs (s): {r['train_seconds']}",
+                                 f"  IGA ms/iteration: {r['iga_ms_per_iteration']}",
+                                 "  simulation overhead: "
+                                 f"{r.get('simulation_overhead_seconds')} s"],
         "simulation": _simulation_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"

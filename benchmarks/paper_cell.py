@@ -1,0 +1,131 @@
+"""What one run of the Fashion-MNIST study costs, part by part (``configs/paper-fmnist.toml``).
+
+``python benchmarks/paper_cell.py [--quick]`` prints one JSON object:
+
+* ``train_seconds``: 3 epochs of DP-SGD (AdamW, the paper MLP, Gaussian σ = 1.23 and VMF
+  κ = 75) over 60,000 records at each batch size — the client's whole local training in one
+  run, in-process (no Flower). Real Fashion-MNIST when Debian's files are installed, random
+  16×16 images otherwise (the cost does not depend on the pixels);
+* ``iga_ms_per_iteration``: IGA on a first release at each batch size (the attack reconstructs
+  L images), wall and process-CPU milliseconds per iteration, one torch thread, and the
+  seconds 10,000 iterations take at that rate;
+* ``simulation_overhead_seconds`` (not with ``--quick``): the wall time of a one-client,
+  one-round, one-step ``simulate`` run without attack — Ray start-up, the client actor's
+  imports and data loading, shutdown — which every run pays twice (training and probe).
+
+The sum is a run's cost on an idle machine; ``runs.csv`` of a sweep holds the measured ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEBIAN = "/usr/share/datasets/fashion-mnist"
+BATCHES = (16, 32, 64, 128)
+
+
+def _data() -> tuple[Any, Any, str]:
+    import torch
+
+    from fedpriv.data import load_dataset
+
+    if Path(DEBIAN, "train-images-idx3-ubyte.gz").is_file():
+        ds = load_dataset("fashion-mnist", DEBIAN)
+        return ds.train_x, ds.train_y, "fashion-mnist"
+    g = torch.Generator().manual_seed(0)
+    return torch.rand(60_000, 1, 16, 16, generator=g), torch.randint(0, 10, (60_000,),
+                                                                     generator=g), "random"
+
+
+def train_seconds(batches: tuple[int, ...]) -> dict[str, dict[str, float]]:
+    """Seconds of 3 epochs of local DP-SGD per mechanism and batch size."""
+    import torch
+
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.models import build_model
+    from fedpriv.training import LocalOptimizer, local_train
+
+    x, y, _ = _data()
+    out: dict[str, dict[str, float]] = {}
+    for name, params in (("gaussian", {"noise_multiplier": 1.23}), ("vmf", {"kappa": 75.0})):
+        mech = build_mechanism(name, {**params, "clip": 1.0})
+        for batch in batches:
+            model = build_model("paper-mlp", (1, 16, 16))
+            start = time.perf_counter()
+            local_train(model, x, y, mech, lr=0.005, local_steps=math.ceil(3 * len(x) / batch),
+                        batch_size=batch, sampling="poisson",
+                        generator=torch.Generator().manual_seed(1),
+                        optimizer=LocalOptimizer("adamw", weight_decay=0.1))
+            out.setdefault(name, {})[f"L{batch}"] = round(time.perf_counter() - start, 2)
+    return out
+
+
+def iga_ms(batches: tuple[int, ...], iterations: int) -> dict[str, dict[str, float]]:
+    """IGA milliseconds per iteration (wall and CPU) at each batch size."""
+    from attacks import run_attack, simulate_view
+
+    x, y, _ = _data()
+    out = {}
+    for batch in batches:
+        view = simulate_view("paper-mlp", x[:batch], y[:batch], seed=0)
+        run_attack("iga", view, iterations=5)  # warm-up
+        cpu = time.process_time()
+        result = run_attack("iga", view, iterations=iterations, seed=0)
+        cpu = time.process_time() - cpu
+        wall = 1e3 * result.seconds / iterations
+        out[f"L{batch}"] = {"wall_ms": round(wall, 3), "cpu_ms": round(1e3 * cpu / iterations, 3),
+                            "seconds_for_10000": round(wall * 10, 1)}
+    return out
+
+
+def simulation_overhead() -> float:
+    """Wall seconds of a one-client, one-round, one-step run without attack."""
+    from fedpriv.config import load_config
+    from strategies.simulation import simulate
+
+    root = Path(__file__).resolve().parents[1]
+    overrides = ["rounds=1", "train.local_steps=1", "sweep.epochs=1"]
+    if not Path(DEBIAN, "train-images-idx3-ubyte.gz").is_file():
+        overrides += ["data.name=digits"]
+    cfg = load_config(root / "configs" / "paper-fmnist-quick.toml", overrides)
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        simulate(cfg, Path(tmp) / "run")
+        return round(time.perf_counter() - start, 1)
+
+
+def measure(quick: bool = False) -> dict[str, Any]:
+    """All measurements; see the module docstring."""
+    import torch
+
+    torch.set_num_threads(1)
+    batches = (16, 128) if quick else BATCHES
+    out: dict[str, Any] = {
+        "data": _data()[2],
+        "train_seconds": train_seconds(batches),
+        "iga_ms_per_iteration": iga_ms(batches, 100 if quick else 300),
+        "torch_threads": 1,
+    }
+    if not quick:
+        out["simulation_overhead_seconds"] = simulation_overhead()
+    return out
+
+
+def main() -> None:
+    here = str(Path(__file__).resolve().parent)  # as a script this folder would shadow `attacks`
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
+    sys.path.insert(0, str(Path(here).parent))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two batch sizes, fewer iterations")
+    print(json.dumps(measure(parser.parse_args().quick)))
+
+
+if __name__ == "__main__":
+    main()
