@@ -178,3 +178,23 @@ def test_epochs_that_need_too_many_local_steps_are_refused(tmp_path):
     with pytest.raises(InputError) as err:
         run_sweep(cfg, tmp_path, runner=StubRunner())
     assert err.value.key == "sweep.epochs"
+
+
+def test_explicit_grids_are_compared_at_the_nearest_epsilon():
+    from workflows.sweep.study import _nearest_lines
+
+    def row(mech, name, value, eps, acc, mse):
+        return {"mechanism": mech, "batch_size": 128, "target_epsilon": None,
+                "parameter_name": name, name: value, "achieved_epsilon": eps,
+                "accuracy": acc, "accuracy_ci": 0.01, "mse": mse, "mse_ci": None,
+                "ssim": 0.1, "ssim_ci": None}
+
+    rows = [row("gaussian", "noise_multiplier", 1.23, 0.5, 0.68, 0.21),
+            row("gaussian", "noise_multiplier", 0.46, 3.0, 0.74, 0.20),
+            row("vmf", "kappa", 75, 1.7, 0.23, 0.29),  # nearest: σ = 0.46 (ε 3.0), within 2×
+            row("vmf", "kappa", 400, 30000.0, 0.6, 0.25)]  # no Gaussian within 2×
+    lines = _nearest_lines(rows, "vmf")
+    assert len(lines) == 2
+    assert "kappa = 75 (ε 1.7) vs Gaussian noise_multiplier = 0.46 (ε 3)" in lines[0]
+    assert "accuracy 0.23 ± 0.01 vs 0.74 ± 0.01" in lines[0]
+    assert "VMF has the higher MSE in 1 and the lower accuracy in 1" in lines[1]

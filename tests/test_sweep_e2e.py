@@ -35,6 +35,13 @@ def test_bad_sweep_flag_exits_2_before_any_work(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+def test_bad_worker_count_exits_2_before_any_work(tmp_path, capsys):
+    code = main(["sweep", str(CONFIGS / "paper-compare-quick.toml"), "--out", str(tmp_path / "x"),
+                 "--workers", "0", "--json"])
+    assert code == 2 and "--workers" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.slow
 def test_tiny_sweep_runs_audits_and_resumes(tmp_path, capsys):
     out = tmp_path / "sweep"

@@ -143,6 +143,37 @@ def _pair_lines(rows: Sequence[Row], other: str) -> list[str]:
     return lines
 
 
+def _nearest_lines(rows: Sequence[Row], other: str, within: float = 2.0) -> list[str]:
+    """Cells of ``other`` beside the Gaussian cell of the same batch size whose per-step ε is
+    nearest (within a factor ``within``): the comparison "at similar ε" of an explicit grid."""
+    explicit = [r for r in rows if r.get("target_epsilon") is None
+                and r.get("parameter_name") is not None]
+    lines, higher, lower_acc = [], 0, 0
+    for a in (r for r in explicit if r["mechanism"] == other):
+        ea = number(a["achieved_epsilon"])
+        near = [g for g in explicit if g["mechanism"] == "gaussian"
+                and g["batch_size"] == a["batch_size"]]
+        if not near or not math.isfinite(ea):
+            continue
+        g = min(near, key=lambda r: abs(math.log(number(r["achieved_epsilon"]) / ea)))
+        eg = number(g["achieved_epsilon"])
+        if max(ea / eg, eg / ea) > within:
+            continue
+        higher += number(a["mse"]) > number(g["mse"])
+        lower_acc += number(a["accuracy"]) < number(g["accuracy"])
+        lines.append(
+            f"- L = {a['batch_size']}: {label(other)} {_parameter(a)} (ε {_fmt(ea)}) vs "
+            f"Gaussian {_parameter(g)} (ε {_fmt(eg)}): accuracy {_with_ci(a, 'accuracy')} vs "
+            f"{_with_ci(g, 'accuracy')}; MSE {_with_ci(a, 'mse')} vs {_with_ci(g, 'mse')}; "
+            f"SSIM {_with_ci(a, 'ssim')} vs {_with_ci(g, 'ssim')}."
+        )
+    if lines:
+        lines.append(f"- Of these {len(lines)} pairs at per-step ε within a factor {within:g}, "
+                     f"{label(other)} has the higher MSE in {higher} and the lower accuracy in "
+                     f"{lower_acc}.")
+    return lines
+
+
 def _noise_lines(rows: Sequence[Row], accountant: str) -> list[str]:
     """How much more noise VMF got than Gaussian at each matched ε, in Gaussian-equivalent σ."""
     by = {(r["mechanism"], r["batch_size"], number(r["epsilon"])): r for r in _calibrated(rows)}
@@ -283,7 +314,7 @@ def study_markdown(
     """The study report as Markdown (module docstring)."""
     mechanisms = {r["mechanism"] for r in rows}
     said = [line for m in ("vmf", "laplace") if m in mechanisms and "gaussian" in mechanisms
-            for line in _pair_lines(rows, m)]
+            for line in (*_pair_lines(rows, m), *_nearest_lines(rows, m))]
     parts = [
         "# Mechanisms compared", "", "## Settings", "", *_settings(cfg, settings), "",
         "## Results", "", *_table(rows), "", "## What the data say", "", *said,
