@@ -11,8 +11,8 @@ the result). The reply carries
   public parameters, the local optimiser's settings; the record ids of each batch only when
   the simulation-only ground-truth oracle is on (``audit.ground_truth``).
 
-The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, or
-Adam) steps on each privatised gradient as Opacus does and is created afresh every round
+The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, Adam,
+or AdamW) steps on each privatised gradient as Opacus does and is created afresh every round
 (:mod:`fedpriv.training.optimizers`).
 
 A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it in training.

@@ -6,8 +6,8 @@ rank-one factors for an all-linear model such as the paper MLP, ``torch.func`` p
 gradients otherwise), hands it to the mechanism — which clips, aggregates and adds noise,
 returning the released update of privacy-math.md §2 — and hands the release to the local
 optimiser as ``p.grad`` (:class:`fedpriv.training.optimizers.LocalOptimizer`: plain SGD
-``θ ← θ − η · release`` by default, or SGD with momentum / weight decay, or Adam, applied after
-the noise as Opacus does; created afresh every round).
+``θ ← θ − η · release`` by default, or SGD with momentum / weight decay, Adam or AdamW, applied
+after the noise as Opacus does; created afresh every round).
 
 The accounting in :mod:`fedpriv.accounting` assumes Poisson sampling; fixed-size batches are
 offered for comparison with published code, and the report labels the sampling used.
