@@ -20,6 +20,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
+from clients.adversaries import adversary_mod
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
 from fedpriv.config import Config
@@ -32,7 +33,7 @@ from fedpriv.training import local_train
 __all__ = ["app"]
 
 torch.set_num_threads(1)  # one core per client actor; Ray schedules actors across cores
-app = ClientApp()
+app = ClientApp(mods=[adversary_mod])  # passes honest clients through: see clients/adversaries.py
 
 
 def _partition(context: Context) -> tuple[int, int]:

@@ -1,10 +1,11 @@
-"""Durable, all-or-nothing file writes for the audit store.
+"""Durable, all-or-nothing, private file writes (the audit store, reports, sweeps).
 
-A file written here either exists with its complete content after a crash (process killed,
-power lost once the call returned) or does not exist at all: the bytes go to a temporary
-file in the same directory, are flushed and fsync'ed, the temporary file is renamed over the
-final name (``os.replace`` is atomic on POSIX within one file system), and the directory is
-fsync'ed so that the rename itself survives a power loss.
+Files are created private (``0600``, directories ``0700``): a run holds clients' updates and,
+with the simulation oracle, their images. A file written here either exists with its complete
+content after a crash (process killed, power lost once the call returned) or does not exist at
+all: the bytes go to a temporary file in the same directory, are flushed and fsync'ed, the
+temporary file is renamed over the final name (``os.replace`` is atomic on POSIX within one
+file system), and the directory is fsync'ed so that the rename itself survives a power loss.
 
 References
 ----------
@@ -21,7 +22,13 @@ import os
 import secrets
 from pathlib import Path
 
-__all__ = ["TEMP_SUFFIX", "atomic_write_bytes", "fsync_dir", "make_dirs_durable"]
+__all__ = [
+    "DIR_MODE", "FILE_MODE", "TEMP_SUFFIX", "atomic_write_bytes", "fsync_dir", "make_dirs_durable",
+]
+
+#: Run data (updates, ground-truth images, configs) is private to its owner.
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 #: Suffix of the temporary files; a leftover one marks a write interrupted by a crash.
 TEMP_SUFFIX = ".tmp"
@@ -44,7 +51,7 @@ def make_dirs_durable(directory: Path) -> None:
         missing.append(current)
         current = current.parent
     for path in reversed(missing):
-        path.mkdir(exist_ok=True)
+        path.mkdir(mode=DIR_MODE, exist_ok=True)
         fsync_dir(path.parent)
 
 
@@ -56,7 +63,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)

@@ -7,7 +7,13 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
 * the accountant's ledger of :class:`~fedpriv.accounting.events.ReleaseEvent` — cumulative ε at
   δ over every release (privacy-math.md §3);
 * the cumulative log Bayes capacity, summed over releases (an upper bound, §5);
-* the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6).
+* the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6);
+* whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
+  ``verified`` while every round's update was consistent with the declared mechanism,
+  ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
+  guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
+  from then on ε and log C are infinite, with the declared values kept beside them
+  (``epsilon_declared``, ``log_capacity_declared``).
 
 Secrets are measured in sensitivities: record level ``r = 1`` (one example, ``r = C``), batch
 level ``r = L`` (§5, "Which r and s").
@@ -15,6 +21,7 @@ level ``r = L`` (§5, "Which r and s").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +50,8 @@ class ClientLedger:
     log_capacity: float = 0.0
     mbp_bound: float = 0.0
     rounds: list[int] = field(default_factory=list)
+    inconsistent: bool = False
+    unverified: bool = False
 
 
 class PrivacyLedger:
@@ -67,10 +76,13 @@ class PrivacyLedger:
 
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
-        batch_size: float, dim: int,
+        batch_size: float, dim: int, verification: str | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
-        (the audit store's ``tallies`` columns)."""
+        (the audit store's ``tallies`` columns).
+
+        ``verification`` is the round's verdict on the update against its declaration
+        (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked)."""
         steps = check_dim("steps", steps)
         ledger = self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
         ledger.accountant.record(release, sample_rate, steps)
@@ -80,16 +92,35 @@ class PrivacyLedger:
         ledger.log_capacity += round_capacity
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
+        ledger.inconsistent |= verification == "inconsistent"
+        ledger.unverified |= verification != "consistent"
         acct = ledger.accountant.result(self.delta)
+        broken = ledger.inconsistent
+        mbp = math.inf if broken else ledger.mbp_bound
         return {
-            "epsilon": acct.epsilon, "delta": self.delta, "accountant": acct.accountant,
-            "route": acct.route, "optimal_order": acct.optimal_order, "compose": "per-step",
-            "releases": ledger.releases, "log_capacity_round": round_capacity,
-            "log_capacity_cumulative": ledger.log_capacity, "threat_model": self.threat_model,
-            "mbp_bound": ledger.mbp_bound, "abp_bound": abp_bound(ledger.mbp_bound),
+            "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
+            "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
+            "optimal_order": acct.optimal_order, "compose": "per-step",
+            "releases": ledger.releases,
+            "log_capacity_round": math.inf if verification == "inconsistent" else round_capacity,
+            "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
+            "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
+            "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
+            "guarantee": self._guarantee(ledger, acct.epsilon),
         }  # fmt: skip
 
+    @staticmethod
+    def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:
+        if ledger.inconsistent:
+            return "unbounded"
+        if math.isinf(declared_epsilon):
+            return "none"
+        return "declared" if ledger.unverified else "verified"
+
     def mbp_bound(self, client_id: int) -> float:
-        """The client's cumulative MBP bound ξ so far (``0`` before any release)."""
+        """The client's cumulative MBP bound ξ so far (``0`` before any release; ``inf`` once an
+        update contradicted its declaration)."""
         ledger = self.clients.get(client_id)
-        return 0.0 if ledger is None else ledger.mbp_bound
+        if ledger is None:
+            return 0.0
+        return math.inf if ledger.inconsistent else ledger.mbp_bound

@@ -12,7 +12,9 @@ are stored (privacy-math.md §1, §3, §5–§7).
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -24,12 +26,54 @@ from fedpriv.audit import AuditStore
 from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
+from fedpriv.verification import Declaration, Verdict, verify_update
+from fedpriv.verification.replay import UpdateSketches
 from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
 
-__all__ = ["Auditor"]
+__all__ = ["Auditor", "verify_reply"]
 
 log = logging.getLogger(__name__)
+
+
+def verify_reply(
+    report: ClientReport, mechanism: Mechanism, broadcast: Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray], alpha: float,
+) -> Verdict:
+    """The client-round's verdict: its update tested against its declared mechanism
+    (privacy-math.md §9, :func:`fedpriv.verification.verify_update`). The server knows the
+    divisor ``q·n`` and, from the oracle only, the batch sizes."""
+    params = mechanism.params()
+    declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
+    sensitivity = mechanism.sensitivity
+    declaration = Declaration(
+        mechanism=report.mechanism, clip_bound=sensitivity if math.isfinite(sensitivity) else 1.0,
+        lr=report.lr, steps=report.local_steps,
+        batch_size=report.sample_rate * report.local_examples,
+        local_size=report.local_examples, sample_rate=report.sample_rate,
+        sampling=report.sampling,
+        batch_sizes=None if report.oracle is None else report.oracle.batch_sizes, **declared,
+    )
+    return verify_update(declaration, list(broadcast), list(arrays), mechanism.verify,
+                         alpha=alpha)
+
+
+_DECLARED_PARAMS = ("noise_multiplier", "laplace_scale", "vmf_scale", "vmf_keep_norm")
+
+
+def _verdict_summary(verdict: Verdict) -> dict:
+    """What the report keeps of a verdict: status, reason, p-value, level and the failing or
+    deciding parts (one line each)."""
+    parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
+             for p in verdict.parts]
+    return {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
+            "alpha": verdict.alpha, "parts": parts}
+
+
+def _verdict_line(verdict: Verdict) -> str:
+    p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
+    return f"update inconsistent with its declared mechanism: {verdict.reason}{p}"
 
 
 def _update_row(report: ClientReport, node: int, dim: int) -> dict:
@@ -67,8 +111,10 @@ class Auditor:
         self.plan = AttackPlan(audit, len(dataset.train_y))
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
+        self._written: set[int] = set()  # clients with an updates row this round
         self._model = (cfg.model.name, dataset.input_shape, dataset.num_classes)
         self._dim = 0
+        self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -80,6 +126,7 @@ class Auditor:
         self.plan.pending = []
         self._dim = int(sum(a.size for a in broadcast))
         self._round = RoundIdentities.start(self.cfg.data.num_clients, self.node_clients)
+        self._written: set[int] = set()
 
     def accepted(
         self, server_round: int, replies: Iterable[Message], broadcast: Sequence[np.ndarray]
@@ -92,8 +139,7 @@ class Auditor:
             outcome = check_reply(msg, broadcast, self._round)
             if isinstance(outcome, Rejection):
                 self._reject(server_round, outcome)
-            else:
-                self._accept(server_round, outcome, broadcast)
+            elif self._accept(server_round, outcome, broadcast):
                 out.append(outcome)
         return sorted(out, key=lambda r: r.client_id)
 
@@ -116,7 +162,10 @@ class Auditor:
                     rejection.reason)
         self.store.record_failure(rnd, rejection.kind, rejection.reason, client_id=cid,
                                   node_id=node)
-        if cid is not None and self.cfg.audit.enabled:
+        if (cid is not None and self.cfg.audit.enabled and not rejection.claimed
+                and cid not in self._written):  # one updates row per client and round
+            self._written.add(cid)
+            self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
             status = "failed" if rejection.kind == "exception" else "rejected"
             row = {"node_id": node}
             if rejection.report is not None:
@@ -124,22 +173,59 @@ class Auditor:
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
 
-    def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> None:
+    def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> bool:
+        """Record an accepted reply: verify it against its declaration, store it, fold it into
+        the ledger, schedule its attacks. Return whether it may be aggregated (not when it
+        contradicts its declaration)."""
         if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
-            return
+            return True
         report, cid = reply.report, reply.client_id
+        if report.oracle is not None and any(
+            i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
+        ):
+            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: "
+                                        "record ids outside the training set", report))
+            return False
+        self._written.add(cid)
+        mechanism = report.build_mechanism()
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
-        dim = sum(a.size for a in delta)
-        self.store.write_update(rnd, cid, delta, _update_row(report, reply.node_id, dim))
+        flat = np.concatenate([d.ravel() for d in delta])
+        dim = flat.size
+        sketches = self._sketches_of(dim)
+        replayed = sketches.replay_of(cid, flat)
+        if replayed is not None:
+            verdict = Verdict("replay", "inconsistent",
+                              f"the update repeats this client's update of round {replayed}",
+                              p_value=0.0)
+        else:
+            verdict = verify_reply(report, mechanism, broadcast, reply.arrays,
+                                   self.cfg.audit.verify_alpha)
+        consistent = verdict.status != "inconsistent"
+        if consistent:
+            sketches.add(rnd, cid, flat)
+        row = _update_row(report, reply.node_id, dim)
+        if not consistent:
+            row.update(status="inconsistent", error=verdict.reason)
+            self.store.record_failure(rnd, "inconsistent", _verdict_line(verdict),
+                                      client_id=cid, node_id=reply.node_id)
+            log.warning("round %d client %d: %s", rnd, cid, _verdict_line(verdict))
+        self.store.write_update(rnd, cid, delta, row)
         truth = self._ground_truth(rnd, cid, report)
         tally = self.ledger.fold(
-            rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
+            rnd, cid, mechanism.release(dim), steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
+            verification=verdict.status,
         )
-        self.store.write_tally(rnd, cid, tally)
+        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict)})
         if truth and self.plan.scheduled(rnd, cid):
             view = ServerView.from_update(self._model, broadcast, delta, report)
             self.plan.add(rnd, cid, view, truth)
+        return consistent
+
+    def _sketches_of(self, dim: int) -> UpdateSketches:
+        if self._sketches is None:
+            self._sketches = UpdateSketches(dim, self.cfg.seed)
+        return self._sketches
 
     def _ground_truth(self, rnd: int, cid: int, report: ClientReport) -> list[int]:
         """Store what the oracle told (scoring only): every record the round used, in order of
@@ -147,27 +233,34 @@ class Auditor:
         if report.oracle is None:
             return []
         ids = list(dict.fromkeys(i for batch in report.oracle.record_ids for i in batch))
-        if any(i >= len(self.dataset.train_y) for i in ids):
-            log.warning("round %d client %d: record ids outside the training set ignored",
-                        rnd, cid)
-            return []
         images, labels = self._truth(ids)
         arrays = {"images": images, "labels": labels} if ids else None
         self.store.write_ground_truth(rnd, cid, ids, arrays)
         return ids
 
     def restore(self, dim: int) -> None:
-        """Rebuild the privacy ledger from the updates of the store's completed rounds
-        (``--resume``): the same releases folded in the same order give the same tallies."""
+        """Rebuild the privacy ledger (and the replay sketches) from the updates of the store's
+        completed rounds (``--resume``): the same releases folded in the same order give the
+        same tallies."""
         from fedpriv.mechanisms import build_mechanism
 
+        verdicts = {
+            (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
+            for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
+                                        "WHERE verification_json IS NOT NULL")
+        }
         for update in self.store.iter_updates():
             if update.status == "ok":
+                arrays = self.store.load_update(update.update_id).values()
+                flat = np.concatenate([a.ravel() for a in arrays])
+                self._sketches_of(flat.size).add(update.round, update.client_id, flat)
+            if update.status in ("ok", "inconsistent"):
                 mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
                 self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
                                  steps=int(update.local_steps),
                                  sample_rate=float(update.sample_rate),
-                                 batch_size=float(update.batch_size), dim=dim)
+                                 batch_size=float(update.batch_size), dim=dim,
+                                 verification=verdicts.get((update.round, update.client_id)))
 
     # -- attacks ------------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from tqdm import tqdm
 
-from fedpriv.audit import AuditStore, write_report
+from fedpriv.audit import AuditStore, verify, write_report
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
@@ -136,15 +136,19 @@ def _evaluate_fn(
 
 
 def run_federation(
-    grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False
+    grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False,
+    opened: tuple[AuditStore, int] | None = None,
 ) -> dict[str, Any]:
-    """Train audited FedAvg on ``grid`` until ``cfg.rounds`` rounds are complete.
+    """Train the audited strategy on ``grid`` until ``cfg.rounds`` rounds are complete.
 
     Returns the report (also in ``run_dir/report.json``). ``grid`` may be None when a resumed
     run has no round left to train.
+
+    ``opened`` is the ``(store, completed rounds)`` of :func:`open_run` when the caller opened
+    the run (and took its writer lock) itself, before starting anything costly.
     """
-    store, done = open_run(cfg, run_dir, resume)
-    status = "failed"
+    store, done = opened or open_run(cfg, run_dir, resume)
+    status, error = "failed", None
     bar = tqdm(total=cfg.rounds, initial=done, desc="rounds", unit="round", dynamic_ncols=True)
     try:
         if done < cfg.rounds:
@@ -155,10 +159,13 @@ def run_federation(
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         bar.close()
-        store.mark_status(status)
-        report = write_report(store)
+        store.mark_status(status, error)
+        report = write_report(store, problems=verify(store.run_dir, hashes=False))
         store.close()
     return report
 

@@ -25,8 +25,8 @@ from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
 from fedpriv.config import Config, config_from_dict
+from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
-from strategies.federation import dataset_of
 
 __all__ = ["audit_run"]
 
@@ -57,9 +57,9 @@ def _selected(
 
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     """What the server saw of ``update``, from the store alone (no ground truth)."""
-    dataset = dataset_of(cfg)  # input shape and classes of the run's model
+    input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
     return ServerView.from_update(
-        (cfg.model.name, dataset.input_shape, dataset.num_classes),
+        (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
         list(store.load_update(update.update_id).values()),
         update,

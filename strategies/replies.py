@@ -47,6 +47,7 @@ class Rejection:
     kind: str
     reason: str
     report: ClientReport | None = None
+    claimed: bool = False  # client_id is only what a malformed report claims
 
 
 @dataclass
@@ -76,6 +77,15 @@ def _content(msg: Message) -> tuple[Mapping, Sequence[np.ndarray], float]:
     return content.config_records[REPORT_RECORD], arrays, float(weight)
 
 
+def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
+    """The partition id a malformed report claims, to name the failure — only if it is a
+    plausible id not yet used this round (the claim binds nothing)."""
+    claim = None if config is None else config.get("partition-id")
+    ok = isinstance(claim, int) and not isinstance(claim, bool)
+    ok = ok and 0 <= claim < identities.num_clients and claim not in identities.seen
+    return claim if ok else None
+
+
 def check_reply(
     msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities
 ) -> AcceptedReply | Rejection:
@@ -88,11 +98,15 @@ def check_reply(
     known = identities.node_clients.get(node)
     if msg.has_error():
         return Rejection(node, known, "exception", str(msg.error.reason))
+    config = None
     try:
         config, arrays, weight = _content(msg)
         report = ClientReport.from_config(config)
     except ReplyError as exc:
-        return Rejection(node, known, "malformed", f"malformed reply: {exc}")
+        if known is not None:
+            return Rejection(node, known, "malformed", f"malformed reply: {exc}")
+        return Rejection(node, _claimed(config, identities), "malformed",
+                         f"malformed reply: {exc}", claimed=True)
     except Exception as exc:  # noqa: BLE001 - whatever a foreign reply holds is its failure
         return Rejection(node, known, "malformed", f"malformed reply: {exc!r}")
     cid = report.partition_id

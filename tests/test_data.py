@@ -80,3 +80,11 @@ def test_dirichlet_small_alpha_skews_labels_more_than_large_alpha():
 def test_too_many_clients_is_refused():
     with pytest.raises(InputError, match="data.num_clients"):
         partition_indices(np.arange(5), 6, "iid", 0.5, 0)
+
+
+def test_shapes_are_those_loaded() -> None:
+    """The shapes an offline audit uses without reading data match what loading gives."""
+    from fedpriv.data import SHAPES, load_dataset
+
+    digits = load_dataset("digits")
+    assert SHAPES["digits"] == (digits.input_shape, digits.num_classes)

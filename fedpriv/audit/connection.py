@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import TEMP_SUFFIX, fsync_dir
+from fedpriv.atomic import FILE_MODE, TEMP_SUFFIX, fsync_dir
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
@@ -110,6 +110,7 @@ def create_database(db_path: Path, run: Mapping[str, Any]) -> None:
     """
     tmp = db_path.with_name(f".{db_path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
+        tmp.touch(mode=FILE_MODE)  # private; SQLite's -wal and -shm files copy its mode
         _initialise(tmp, run)
         os.link(tmp, db_path)
     except FileExistsError:

@@ -18,6 +18,7 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import secrets
 import shutil
@@ -30,7 +31,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import fsync_dir, make_dirs_durable
+from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable
 from fedpriv.audit.connection import create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader, tensor_file
@@ -77,6 +78,7 @@ class AuditStore(StoreReader):
             "seed": int(seed),
             "status": "running",
         }
+        run_dir.chmod(DIR_MODE)
         create_database(run_dir / DB_NAME, run)
         return cls.open(run_dir, check=False)
 
@@ -90,7 +92,8 @@ class AuditStore(StoreReader):
         StoreError
             Another process (or another open store in this one) holds it: the run is going.
         """
-        handle = (self.run_dir / LOCK_NAME).open("a")
+        lock = self.run_dir / LOCK_NAME
+        handle = os.fdopen(os.open(lock, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

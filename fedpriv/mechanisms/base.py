@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = [
+    "MAX_KAPPA",
+    "MAX_NOISE",
     "REGISTERED",
     "ClippedMechanism",
     "Mechanism",
@@ -45,6 +47,13 @@ __all__ = [
 ]
 
 ParamValue = float | int | str | bool | list[float]
+
+MAX_NOISE = 1e6
+"""Largest noise scale a mechanism takes (σ, λ): beyond it the update is pure noise, and the
+accountants' numerics (dp-accounting squares σ) would be asked for ε ≈ 0 of no use."""
+MAX_KAPPA = 1e6
+"""Largest VMF concentration a mechanism takes: the VMF PLD's range
+(:mod:`fedpriv.accounting.vmf_pld`); at κ = 10⁶ and p ≤ 10⁷ the release is nearly noiseless."""
 
 REGISTERED: dict[str, type[Mechanism]] = {}
 """Every concrete mechanism class by name, filled as their modules are imported (read it

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
 from fedpriv.validate import check_nonnegative, check_positive
 
 if TYPE_CHECKING:
@@ -91,7 +92,8 @@ class GaussianRelease(Release):
 class GaussianMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, add ``N(0, (σ·C)² I)``, divide by ``L``."""
 
-    noise_multiplier: float = param(1.0, check_nonnegative, "a number >= 0")
+    noise_multiplier: float = param(1.0, partial(check_nonnegative, maximum=MAX_NOISE),
+                                    f"a number in [0, {MAX_NOISE:g}]")
     name: ClassVar[str] = "gaussian"
     label: ClassVar[str] = "Gaussian"
 

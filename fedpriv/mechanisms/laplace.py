@@ -20,12 +20,13 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import Release
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
 from fedpriv.validate import check_positive
 
 if TYPE_CHECKING:
@@ -92,7 +93,8 @@ class LaplaceRelease(Release):
 class LaplaceMechanism(ClippedMechanism):
     """Clip in ℓ1, sum, add ``Lap(0, λ·C)`` to each coordinate, divide by ``L``."""
 
-    laplace_scale: float = param(1.0, check_positive, "a number > 0")
+    laplace_scale: float = param(1.0, partial(check_positive, maximum=MAX_NOISE),
+                                 f"a number in (0, {MAX_NOISE:g}]")
     name: ClassVar[str] = "laplace"
     label: ClassVar[str] = "Laplace"
     norm_ord: ClassVar[int] = 1

@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
 from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION as VMF_DISCRETIZATION
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_KAPPA, ClippedMechanism, param
 from fedpriv.special.vmf_sampler import sample_uniform_direction, sample_vmf
 from fedpriv.validate import check_dim, check_flag, check_positive
 
@@ -108,7 +109,8 @@ class VMFRelease(Release):
 class VMFMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, release ``s·y`` with ``y ~ VMF(direction of the sum, κ)``."""
 
-    kappa: float = param(100.0, check_positive, "a number > 0")
+    kappa: float = param(100.0, partial(check_positive, maximum=MAX_KAPPA),
+                         f"a number in (0, {MAX_KAPPA:g}]")
     vmf_scale: float | None = param(
         None, check_positive, "a number > 0 (default: the clip bound)", optional=True
     )
