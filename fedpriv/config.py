@@ -38,6 +38,8 @@ __all__ = [
     "ADVERSARY_BEHAVIOURS",
     "AdversaryConfig",
     "AuditConfig",
+    "CANARY_METHODS",
+    "CanaryConfig",
     "Config",
     "DataConfig",
     "MAX_SEED",
@@ -187,6 +189,25 @@ def _mechanism_params(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     return params
 
 
+#: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
+CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
+#: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
+_GAUSSIAN_ONLY = ("gdp-thresholds", "gdp-fit")
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """``[audit.canaries]``: gradient canaries inserted by every client and scored by the
+    server, for a lower bound on ε beside the accountant's (docs/canaries.md)."""
+
+    enabled: bool = rule("true or false", default=False)
+    count: int = rule(*_count(2, 1_000_000, " (at most the model's parameter count for "
+                                           "coordinate canaries)"), default=1000)
+    kind: str = rule(*_one_of("coordinate", "random"), default="coordinate")
+    confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
+    method: str = rule(*_one_of(*CANARY_METHODS), default="one-run")
+
+
 @dataclass(frozen=True)
 class AuditConfig:
     """``[audit]``: what the honest-but-curious server logs, tallies and attacks."""
@@ -223,6 +244,7 @@ class AuditConfig:
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule(*_count(0, 100_000), default=15)
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
 
 
 def node_config_keys() -> dict[str, str]:
@@ -539,6 +561,25 @@ def _check_adversaries(cfg: Config) -> None:
             raise InputError(f"{key}.factor", factor, spec[1])
 
 
+def _check_canaries(cfg: Config) -> None:
+    """Canaries need the auditor (it removes them from the updates), and the Gaussian-DP
+    estimators need Gaussian releases (on others they overshoot: docs/canaries.md)."""
+    canaries = cfg.audit.canaries
+    if not canaries.enabled:
+        return
+    if not cfg.audit.enabled:
+        raise InputError("audit.canaries.enabled", True,
+                         "false while audit.enabled = false (the auditor removes the canaries "
+                         "from the updates before aggregating)")
+    if canaries.method in _GAUSSIAN_ONLY:
+        clients = range(cfg.data.num_clients if cfg.mechanism.overrides else 1)
+        names = sorted({cfg.mechanism.for_client(c)[0] for c in clients} - {"gaussian"})
+        if names:
+            raise InputError("audit.canaries.method", canaries.method,
+                             f"one-run or clopper-pearson: {canaries.method} assumes Gaussian "
+                             f"releases, and clients use {names}")
+
+
 def config_from_dict(raw: Mapping[str, Any]) -> Config:
     """Validate a nested mapping (a parsed TOML document) into a :class:`Config`."""
     cfg = _build(Config, raw, "")
@@ -548,6 +589,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         if bad:
             raise InputError("audit.clients", bad, f"ids in [0, {cfg.data.num_clients - 1}]")
     _check_adversaries(cfg)
+    _check_canaries(cfg)
     own = STRATEGY_PARAMETERS[cfg.strategy.name]
     for key in STRATEGY_PARAMETERS:
         for param in STRATEGY_PARAMETERS[key]:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import torch
 
     from fedpriv.accounting.events import Release
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.gradients import GradientSource
     from fedpriv.verification import ClientUpdate, Verdict
 
@@ -86,11 +87,16 @@ class Mechanism(ABC):
         Display name in tables and figures.
     norm_ord
         The norm its sensitivity is measured in (1 for Laplace, else 2).
+    additive
+        Whether the release is ``(S + N)/L`` with noise ``N`` independent of the sum ``S``: a
+        known vector added to ``S`` (canaries) then shifts the release by itself over ``L``,
+        and the server can remove it from the update exactly.
     """
 
     name: ClassVar[str]
     label: ClassVar[str]
     norm_ord: ClassVar[int] = 2
+    additive: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -161,6 +167,15 @@ class Mechanism(ABC):
 
         return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
 
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """Per-canary scores (higher: "in") of one round's update ``Δ``, from ``−Δ/η``
+        (privacy-math.md §10, :mod:`fedpriv.canaries.scores`); None where this mechanism's
+        releases are not scored."""
+        return None
+
 
 def check_batch_size(batch_size: float) -> None:
     """Reject a non-positive or non-finite expected batch size."""
@@ -172,8 +187,11 @@ def check_batch_size(batch_size: float) -> None:
 class ClippedMechanism(Mechanism, ABC):
     """A mechanism that clips each example (flat to ``clip``, or per layer) and sums.
 
-    Subclasses set ``norm_ord`` (2, or 1 for Laplace) and implement :meth:`_release`.
+    Subclasses set ``norm_ord`` (2, or 1 for Laplace) and implement :meth:`_release`; the
+    release is additive unless a subclass says otherwise (the VMF's is a direction).
     """
+
+    additive: ClassVar[bool] = True
 
     clip: float = param(1.0, check_positive, "a number > 0")
     clip_per_layer: tuple[float, ...] | None = param(
@@ -214,3 +232,14 @@ class ClippedMechanism(Mechanism, ABC):
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
         """The released update given ``Σ ḡ_i``."""
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """Projections ``⟨u, d_j⟩`` of the de-normalised release ``u = L·(−Δ/η)`` on the
+        canaries: a valid score for any release (privacy-math.md §10), the log-likelihood
+        ratio's ranking for a release without noise (``clip``)."""
+        from fedpriv.canaries import projections
+
+        return projections(design, batch_size * pseudo_gradient)

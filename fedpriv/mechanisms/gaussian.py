@@ -30,6 +30,7 @@ from fedpriv.validate import check_nonnegative, check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["GaussianMechanism", "GaussianRelease"]
@@ -114,6 +115,20 @@ class GaussianMechanism(ClippedMechanism):
 
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The Gaussian log-likelihood ratios (:func:`fedpriv.canaries.gaussian_scores`) at
+        the declared noise; projections when σ = 0."""
+        if self.noise_multiplier == 0.0:
+            return super().canary_scores(design, pseudo_gradient, batch_size=batch_size,
+                                         steps=steps)
+        from fedpriv.canaries import gaussian_scores
+
+        return gaussian_scores(design, batch_size * pseudo_gradient, noise_std=self.noise_std,
+                               steps=steps)
 
     def release(self, dim: int) -> Release:
         if self.noise_multiplier == 0.0 or not math.isfinite(self.noise_std):

@@ -32,6 +32,7 @@ from fedpriv.validate import check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["LaplaceMechanism", "LaplaceRelease"]
@@ -123,6 +124,16 @@ class LaplaceMechanism(ClippedMechanism):
 
         return verify_laplace(update, laplace_scale=self.laplace_scale,
                               clip_bound=self.sensitivity, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The Laplace log-likelihood ratios (:func:`fedpriv.canaries.laplace_scores`)."""
+        from fedpriv.canaries import laplace_scores
+
+        return laplace_scores(design, batch_size * pseudo_gradient,
+                              noise_scale=self.noise_scale, steps=steps)
 
     def release(self, dim: int) -> Release:
         return LaplaceRelease(self.laplace_scale)

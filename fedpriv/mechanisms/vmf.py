@@ -119,6 +119,7 @@ class VMFMechanism(ClippedMechanism):
     )
     name: ClassVar[str] = "vmf"
     label: ClassVar[str] = "VMF"
+    additive: ClassVar[bool] = False  # a direction: canaries cannot be removed from it
 
     def __post_init__(self) -> None:
         if self.vmf_scale is None:  # default public scale: the clipping bound
