@@ -12,6 +12,8 @@ the result). The reply carries
   oracle is on (``audit.ground_truth``).
 
 A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it in training.
+With ``[audit.canaries]`` on, the client adds the round's canaries, derived from the run's seed
+as the server derives them (:func:`fedpriv.canaries.round_design`), to every step's clipped sum.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from flwr.clientapp import ClientApp
 from clients.adversaries import adversary_mod
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
+from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
-from fedpriv.mechanisms import build_mechanism
+from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.mechanisms.seeding import make_generator
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
@@ -46,6 +49,15 @@ def _model(cfg: Config, msg: Message, input_shape: tuple[int, ...]) -> torch.nn.
     return model
 
 
+def _canaries(
+    cfg: Config, mechanism: Mechanism, pid: int, server_round: int, model: torch.nn.Module
+) -> torch.Tensor | None:
+    """The in-canary sum this client adds to every step of the round, or None."""
+    dim = sum(p.numel() for p in model.parameters())
+    design = round_design(cfg.audit.canaries, cfg.seed, mechanism, pid, server_round, dim)
+    return None if design is None else torch.from_numpy(canary_sum(design))
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """One round of local DP-SGD with this client's mechanism."""
@@ -62,6 +74,7 @@ def train(msg: Message, context: Context) -> Message:
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=make_generator(cfg.seed, pid, server_round),
         record_ids=ids.tolist(), proximal_mu=float(config.get("proximal-mu", 0.0)),
+        canaries=_canaries(cfg, mechanism, pid, server_round, model),
     )
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     report = ClientReport(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from fedpriv.gradients import gradient_source
+from fedpriv.gradients import CanaryGradients, gradient_source
 
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
@@ -59,9 +59,13 @@ def private_release(
     generator: torch.Generator,
     *,
     batch_size: float,
+    canaries: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mechanism's release for the batch ``(x, y)``, and the per-example losses."""
+    """The mechanism's release for the batch ``(x, y)`` (with ``canaries`` added to its sum),
+    and the per-example losses."""
     source = gradient_source(model, x, y)
+    if canaries is not None:
+        source = CanaryGradients(source, canaries)
     release = mechanism.privatize(source, generator, batch_size=batch_size)
     return release, source.losses.detach()
 
@@ -92,6 +96,7 @@ def local_train(
     generator: torch.Generator,
     record_ids: Sequence[int] | None = None,
     proximal_mu: float = 0.0,
+    canaries: torch.Tensor | None = None,
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
@@ -104,6 +109,9 @@ def local_train(
         ``μ(θ − θ_round)`` of the proximal term ``(μ/2)‖θ − θ_round‖²`` to the release. It does
         not depend on the data, so adding it after the noise is post-processing: the privacy of
         the release is unchanged. (Zero at the first step: one local step is plain DP-SGD.)
+    canaries
+        The round's in-canary sum, added to the clipped sum of every step (privacy-math.md
+        §10; :func:`fedpriv.canaries.canary_sum`).
     """
     n = x.shape[0]
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
@@ -115,7 +123,8 @@ def local_train(
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
         release, loss = private_release(
-            model, x[idx], y[idx], mechanism, generator, batch_size=float(expected)
+            model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
+            canaries=canaries,
         )
         if anchor is not None:
             release = release + proximal_mu * (_flat(model) - anchor)
