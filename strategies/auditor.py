@@ -7,11 +7,14 @@ the auditor writes the update Δ = θ_client − θ to the audit store (:mod:`fe
 the client's releases into the :class:`~fedpriv.ledger.PrivacyLedger` — cumulative ε at δ, log
 Bayes capacity, MBP/ABP bounds — and schedules the attacks the
 :class:`~attacks.plan.AttackPlan` asks for. At the end of the round the plan runs and its scores
-are stored (privacy-math.md §1, §3, §5–§7).
+are stored (privacy-math.md §1, §3, §5–§7). With canaries on, the
+:class:`~strategies.canary_audit.CanaryAuditor` first removes the canaries' share of each update
+and bounds ε from below; its verdict joins the verification (§10).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -28,8 +31,14 @@ from fedpriv.data import Dataset
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
-from fedpriv.verification import Declaration, Verdict, verify_update
+from fedpriv.verification import Declaration, Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
+from strategies.canary_audit import (
+    CanaryAuditor,
+    reported_declaration,
+    stored_declaration,
+    with_arrays,
+)
 from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
 
 __all__ = ["Auditor", "verify_reply"]
@@ -115,6 +124,7 @@ class Auditor:
         self._model = (cfg.model.name, dataset.input_shape, dataset.num_classes)
         self._dim = 0
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
+        self.canaries = CanaryAuditor(cfg)
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -191,6 +201,10 @@ class Auditor:
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
         flat = np.concatenate([d.ravel() for d in delta])
         dim = flat.size
+        declared = reported_declaration(report)
+        clean = self.canaries.without_canaries(rnd, cid, mechanism, reply.arrays, **declared)
+        arrays = reply.arrays if clean is None else clean
+        canary = self.canaries.score(rnd, cid, mechanism, flat, **declared)
         sketches = self._sketches_of(dim)
         replayed = sketches.replay_of(cid, flat)
         if replayed is not None:
@@ -198,8 +212,11 @@ class Auditor:
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
         else:
-            verdict = verify_reply(report, mechanism, broadcast, reply.arrays,
+            verdict = verify_reply(report, mechanism, broadcast, arrays,
                                    self.cfg.audit.verify_alpha)
+        if canary is not None:
+            verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
+                                        canary.verdict])
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)
@@ -216,10 +233,15 @@ class Auditor:
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
             verification=verdict.status,
         )
-        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict)})
+        lower = None if canary is None else canary.lower
+        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
+                                          "epsilon_lower": lower})
         if truth and self.plan.scheduled(rnd, cid):
-            view = ServerView.from_update(self._model, broadcast, delta, report)
+            own = delta if clean is None else [a - b for a, b in zip(clean, broadcast, strict=True)]
+            view = ServerView.from_update(self._model, broadcast, own, report)
             self.plan.add(rnd, cid, view, truth)
+        if clean is not None:
+            with_arrays(reply.message, clean)  # aggregate without the canaries
         return consistent
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
@@ -239,9 +261,9 @@ class Auditor:
         return ids
 
     def restore(self, dim: int) -> None:
-        """Rebuild the privacy ledger (and the replay sketches) from the updates of the store's
-        completed rounds (``--resume``): the same releases folded in the same order give the
-        same tallies."""
+        """Rebuild the privacy ledger (and the replay sketches and canary pools) from the
+        updates of the store's completed rounds (``--resume``): the same releases folded in the
+        same order give the same tallies."""
         from fedpriv.mechanisms import build_mechanism
 
         verdicts = {
@@ -250,17 +272,20 @@ class Auditor:
                                         "WHERE verification_json IS NOT NULL")
         }
         for update in self.store.iter_updates():
+            if update.status not in ("ok", "inconsistent"):
+                continue
+            arrays = self.store.load_update(update.update_id).values()
+            flat = np.concatenate([a.ravel() for a in arrays])
             if update.status == "ok":
-                arrays = self.store.load_update(update.update_id).values()
-                flat = np.concatenate([a.ravel() for a in arrays])
                 self._sketches_of(flat.size).add(update.round, update.client_id, flat)
-            if update.status in ("ok", "inconsistent"):
-                mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
-                self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
-                                 steps=int(update.local_steps),
-                                 sample_rate=float(update.sample_rate),
-                                 batch_size=float(update.batch_size), dim=dim,
-                                 verification=verdicts.get((update.round, update.client_id)))
+            mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
+            self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
+                             steps=int(update.local_steps),
+                             sample_rate=float(update.sample_rate),
+                             batch_size=float(update.batch_size), dim=dim,
+                             verification=verdicts.get((update.round, update.client_id)))
+            self.canaries.score(update.round, update.client_id, mechanism, flat,
+                                **stored_declaration(update))
 
     # -- attacks ------------------------------------------------------------------------------
 

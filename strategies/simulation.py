@@ -84,7 +84,8 @@ def check_runnable(cfg: Config) -> None:
     ``data.root``), the partition gives every client at least one record, the model builds,
     every client's mechanism fits the model's layers (``clip_per_layer``), and — with auditing
     on — the accountant can account each distinct mechanism's whole run (``rounds ×
-    local_steps`` releases).
+    local_steps`` releases) and, with canaries, a canary's round (the model holds as many
+    coordinates as coordinate canaries).
 
     Raises
     ------
@@ -115,6 +116,7 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
     whole run (``rounds × local_steps`` releases at the client's rate): once per distinct
     (mechanism, rate), not once per client."""
     from fedpriv.accounting import ClientAccountant
+    from fedpriv.canaries import canary_epsilon, round_design
     from fedpriv.mechanisms import build_mechanism
 
     seen: set[str] = set()
@@ -132,6 +134,9 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
             accountant = ClientAccountant(cfg.audit.accountant)
             accountant.record(mech.release(dim), q, cfg.rounds * cfg.train.local_steps)
             accountant.result(cfg.audit.delta)
+        if round_design(cfg.audit.canaries, cfg.seed, mech, client_id, 1, dim) is not None:
+            canary_epsilon(mech.release(dim), cfg.train.local_steps, cfg.audit.delta,
+                           cfg.audit.accountant)
 
 
 def simulate(
