@@ -9,6 +9,13 @@ ground truth where the run kept one (every record of that round, as the live aud
 and are written to the store's ``attacks`` table; then the report is
 rebuilt. The store's verification is the usual one: a missing or altered tensor file, or a
 damaged database, is a :class:`fedpriv.audit.StoreError` naming the file.
+
+A run made with canaries stores each update as received, canaries in: the attacks see it with
+the canaries' share removed, as the live auditor's attacks do. ``canaries=True``
+(``fedpriv audit RUN --canaries``) recomputes the ε lower bounds from the stored updates —
+accepted and inconsistent ones, pooled per client over the selected rounds — with the run's
+``audit.canaries`` settings or another method or confidence, and writes them to the tallies'
+``epsilon_lower`` (the live verdicts stay as they were).
 """
 
 from __future__ import annotations
@@ -20,13 +27,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attacks.plan import attack_job, attack_scores
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
-from fedpriv.config import Config, config_from_dict
+from fedpriv.config import Config, apply_override, config_from_dict
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import build_mechanism
+from strategies.canary_audit import CanaryAuditor, stored_declaration
 
 __all__ = ["audit_run"]
 
@@ -35,14 +46,15 @@ Rounds = tuple[int | None, int | None]
 
 
 def _selected(
-    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None
+    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None,
+    statuses: tuple[str, ...] = ("ok",),
 ) -> list[UpdateRecord]:
-    """Accepted updates of completed rounds in ``rounds`` (inclusive, open ends) and
-    ``clients`` (None: all); InputError if there are none."""
+    """Updates of completed rounds in ``rounds`` (inclusive, open ends) and ``clients``
+    (None: all) with one of ``statuses`` (default: accepted); InputError if there are none."""
     low, high = rounds
     chosen = [
         u for u in store.iter_updates(clients=clients)
-        if u.status == "ok" and (low is None or u.round >= low)
+        if u.status in statuses and (low is None or u.round >= low)
         and (high is None or u.round <= high)
     ]  # fmt: skip
     if not chosen:
@@ -55,15 +67,51 @@ def _selected(
     return chosen
 
 
+def _mechanism(update: UpdateRecord) -> Any:
+    return build_mechanism(str(update.mechanism), update.mechanism_params)
+
+
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
-    """What the server saw of ``update``, from the store alone (no ground truth)."""
+    """What the server saw of ``update``, from the store alone (no ground truth), with any
+    canaries' share removed."""
     input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
+    arrays = list(store.load_update(update.update_id).values())
+    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, _mechanism(update),
+                                                arrays, **stored_declaration(update))
     return ServerView.from_update(
         (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
-        list(store.load_update(update.update_id).values()),
+        arrays if clean is None else clean,
         update,
     )
+
+
+def _canary_bounds(
+    store: AuditStore, cfg: Config, rounds: Rounds, clients: Sequence[int] | None,
+    method: str | None, confidence: float | None,
+) -> list[dict[str, Any]]:
+    """Recompute and store every selected client-round's ``epsilon_lower``; one summary each."""
+    if not cfg.audit.canaries.enabled:
+        raise InputError("--canaries", str(store.run_dir),
+                         "a run made with audit.canaries.enabled = true")
+    raw = cfg.to_dict()
+    for key, value in (("method", method), ("confidence", confidence)):
+        if value is not None:  # validated as the run's config is (gdp-* for Gaussian only)
+            apply_override(raw, f"audit.canaries.{key}", value)
+    auditor = CanaryAuditor(config_from_dict(raw))
+    out = []
+    for update in _selected(store, rounds, clients, ("ok", "inconsistent")):
+        flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])
+        canary = auditor.score(update.round, update.client_id, _mechanism(update), flat,
+                               **stored_declaration(update))
+        if canary is None:
+            continue
+        store.write_tally(update.round, update.client_id, {"epsilon_lower": canary.lower})
+        own = canary.lower["round"]
+        out.append({"round": update.round, "client_id": update.client_id,
+                    "epsilon_lower": own["value"], "epsilon_formal": own["epsilon_formal"],
+                    "status": own["status"], "pooled": canary.lower["value"]})
+    return out
 
 
 def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, Any]:
@@ -93,8 +141,12 @@ def audit_run(
     iterations: int | None = None,
     executor: str = "inline",
     progress: bool = True,
+    canaries: bool = False,
+    canary_method: str | None = None,
+    canary_confidence: float | None = None,
 ) -> dict[str, Any]:
-    """Attack the selected stored updates, store the results, rebuild the report.
+    """Attack the selected stored updates (and/or recompute their canary bounds), store the
+    results, rebuild the report.
 
     Parameters
     ----------
@@ -110,12 +162,19 @@ def audit_run(
         Optimiser iterations per restart (default: the run's ``audit.iterations``).
     executor
         ``"inline"`` or ``"ray"`` (:func:`attacks.runner.run_attacks`).
+    canaries
+        Recompute the ε lower bounds from the canaries (module docstring); then attacks run
+        only when ``attacks`` names some.
+    canary_method, canary_confidence
+        Override the run's ``audit.canaries.method`` / ``confidence``.
 
     Returns
     -------
     dict
         ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
-        ``clients`` (the rebuilt report's per-client entries) and ``files``.
+        ``canaries`` (with ``canaries=True``: per client-round the round's bound, the canary's
+        formal ε, the status and the bound pooled so far), ``clients`` (the rebuilt report's
+        per-client entries) and ``files``.
 
     Raises
     ------
@@ -125,16 +184,24 @@ def audit_run(
     """
     with AuditStore.open(run_dir) as store:
         try:
-            return _audit(store, attacks, rounds, clients, iterations, executor, progress)
+            cfg = config_from_dict(store.run_info()["config"])
+            out: dict[str, Any] = {"run_dir": str(store.run_dir), "attacks": []}
+            if canaries:
+                out["canaries"] = _canary_bounds(store, cfg, rounds, clients, canary_method,
+                                                 canary_confidence)
+            if attacks or not canaries:
+                out["attacks"] = _attack(store, cfg, attacks, rounds, clients, iterations,
+                                         executor, progress)
+            report = write_report(store, problems=verify(store.run_dir, hashes=False))
         except sqlite3.DatabaseError as exc:
             raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None
+    return {**out, "clients": report["clients"], "files": report["files"]}
 
 
-def _audit(
-    store: AuditStore, attacks: Sequence[str] | None, rounds: Rounds,
+def _attack(
+    store: AuditStore, cfg: Config, attacks: Sequence[str] | None, rounds: Rounds,
     clients: Sequence[int] | None, iterations: int | None, executor: str, progress: bool,
-) -> dict[str, Any]:
-    cfg = config_from_dict(store.run_info()["config"])
+) -> list[dict[str, Any]]:
     audit = cfg.audit
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
@@ -146,10 +213,7 @@ def _audit(
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
-    summaries = [
+    return [
         _record(store, update, result)
         for (update, _), result in zip(jobs, results, strict=True)
     ]
-    report = write_report(store, problems=verify(store.run_dir, hashes=False))
-    return {"run_dir": str(store.run_dir), "attacks": summaries, "clients": report["clients"],
-            "files": report["files"]}  # fmt: skip
