@@ -18,8 +18,11 @@ the run's seed, the client and the round, which the server derives too). For eac
 4. gives a verdict: ``inconsistent`` when the round's bound exceeds the round's canary ε.
 
 Fresh canaries per round, pooled, bound the largest per-round ε of a canary, so the pooled
-bound is compared with the largest per-round canary ε. The real records' ε (the ledger's) is
-untouched: to them the canary sum is a constant shift of the released sum.
+bound is compared with the largest per-round canary ε. The pool holds the client's most recent
+rounds up to :data:`POOLED_CANARIES` canaries: beyond about that many the one-run bound's
+``2mδ`` term lowers it at δ = 10⁻⁵ (docs/canaries.md), and the cost of a bound, linear in the
+canaries, stays bounded in long runs. The real records' ε (the ledger's) is untouched: to them
+the canary sum is a constant shift of the released sum.
 """
 
 from __future__ import annotations
@@ -50,8 +53,12 @@ from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict, unverifiable
 
 __all__ = [
-    "CanaryAuditor", "CanaryRound", "reported_declaration", "stored_declaration", "with_arrays",
+    "POOLED_CANARIES", "CanaryAuditor", "CanaryRound", "reported_declaration",
+    "stored_declaration", "with_arrays",
 ]
+
+#: Most canaries in a client's pooled bound (at least its latest round's).
+POOLED_CANARIES = 10_000
 
 
 @dataclass(frozen=True)
@@ -64,12 +71,26 @@ class CanaryRound:
 
 @dataclass
 class _Pool:
-    """A client's canary scores so far, one entry per audited round."""
+    """A client's most recent audited rounds: their in/out scores and canary ε."""
 
     rounds: list[int] = field(default_factory=list)
     ins: list[np.ndarray] = field(default_factory=list)
     outs: list[np.ndarray] = field(default_factory=list)
     formal: list[float] = field(default_factory=list)
+
+    def add(self, rnd: int, ins: np.ndarray, outs: np.ndarray, formal: float) -> None:
+        """Append a round, then drop the oldest while more than :data:`POOLED_CANARIES`."""
+        self.rounds.append(rnd)
+        self.ins.append(ins)
+        self.outs.append(outs)
+        self.formal.append(formal)
+        while len(self.rounds) > 1 and self.canaries > POOLED_CANARIES:
+            for column in (self.rounds, self.ins, self.outs, self.formal):
+                del column[0]
+
+    @property
+    def canaries(self) -> int:
+        return sum(i.size + o.size for i, o in zip(self.ins, self.outs, strict=True))
 
 
 def _ratio(value: float, formal: float) -> float | None:
@@ -130,12 +151,10 @@ class CanaryAuditor:
         bits = inclusion(design)
         formal = canary_epsilon(mechanism.release(design.dim), steps, self.delta, self.accountant)
         pool = self._pools.setdefault(client, _Pool())
-        pool.rounds.append(rnd)
-        pool.ins.append(scores[bits])
-        pool.outs.append(scores[~bits])
-        pool.formal.append(formal)
+        pool.add(rnd, scores[bits], scores[~bits], formal)
         own = self._bound(scores[bits], scores[~bits])
-        pooled = self._bound(np.concatenate(pool.ins), np.concatenate(pool.outs))
+        pooled = own if len(pool.rounds) == 1 else self._bound(np.concatenate(pool.ins),
+                                                               np.concatenate(pool.outs))
         verdict = self._verdict(own, formal, scores[bits], scores[~bits])
         return CanaryRound(self._lower(rnd, pool, own, pooled, formal, verdict), verdict)
 
@@ -167,14 +186,15 @@ class CanaryAuditor:
         self, rnd: int, pool: _Pool, own: EpsilonLowerBound, pooled: EpsilonLowerBound,
         formal: float, verdict: Verdict,
     ) -> dict[str, Any]:
-        """The tally's ``epsilon_lower``: the bound pooled over the client's rounds so far
-        (beside the largest per-round canary ε), and this round's own in ``round``."""
+        """The tally's ``epsilon_lower``: the bound pooled over the client's recent rounds
+        (beside their largest canary ε), and this round's own in ``round``."""
         largest = max(pool.formal)
         return jsonable({
             "value": pooled.epsilon, "confidence": pooled.confidence, "method": pooled.method,
             "rigorous": pooled.rigorous, "canaries": pooled.canaries, "delta": self.delta,
             "epsilon_formal": largest, "ratio": _ratio(pooled.epsilon, largest),
-            "accountant": self.accountant, "rounds": len(pool.rounds), "kind": self.settings.kind,
+            "accountant": self.accountant, "rounds": list(pool.rounds),
+            "kind": self.settings.kind,
             "assumption": pooled.assumption,
             "round": {
                 "round": rnd, "value": own.epsilon, "canaries": own.canaries,

@@ -42,6 +42,7 @@ from fedpriv.validate import check_dim, check_flag, check_positive
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["VMFMechanism", "VMFRelease"]
@@ -146,6 +147,17 @@ class VMFMechanism(ClippedMechanism):
 
         return verify_vmf(update, scale=self.vmf_scale, clip_bound=self.sensitivity,
                           keep_norm=self.vmf_keep_norm, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The first-order VMF log-likelihood ratios (:func:`fedpriv.canaries.vmf_scores`) of
+        the released directions ``−Δ/η = s·Σ_t y_t`` (no divisor). Runs insert no canaries
+        into VMF clients (not ``additive``); the library scores VMF releases all the same."""
+        from fedpriv.canaries import vmf_scores
+
+        return vmf_scores(design, pseudo_gradient, kappa=self.kappa, scale=self.vmf_scale)
 
     def release(self, dim: int) -> Release:
         if self.vmf_keep_norm:
