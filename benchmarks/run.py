@@ -85,6 +85,12 @@ def _simulation(quick: bool) -> dict[str, Any]:
     return {**measure(quick), "server_audit_costs": audit_costs(quick)}
 
 
+def _canaries(quick: bool) -> dict[str, Any]:
+    from benchmarks.canaries import measure
+
+    return measure(quick)
+
+
 def _html_report(quick: bool) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -99,6 +105,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "capacity": _capacity,
     "vmf_pld": _vmf_pld,
     "simulation": _simulation,
+    "canaries": _canaries,
     "html_report": _html_report,
 }
 
@@ -202,6 +209,8 @@ def headlines(result: dict[str, Any]) -> list[str]:
                               f"ε PLD {row['epsilon_pld']:.6g} (RDP {row['epsilon_rdp']:.6g})"
                               for row in r["rows"]],
         "simulation": _simulation_lines,
+        "canaries": lambda r: [f"  {k}: " + ", ".join(f"{n} {_median(v)}" for n, v in row.items())
+                               for k, row in r["rows"].items()],
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

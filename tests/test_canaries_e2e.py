@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.stats
 from reliability_support import Killed, LocalGrid
 
 from clients.client_app import app
@@ -213,22 +214,34 @@ def test_a_resumed_run_pools_the_same_canaries(runs, tmp_path):  # noqa: ANN001
         assert _clients(resumed)[cid]["epsilon_lower"] == after_two, cid
 
 
-def _honest_bounds(tmp: Path, seed: int, rounds: int) -> list[tuple[float, float]]:
-    """(round's bound, canary ε) of every client-round of an honest run (no cheat, no clip)."""
+def _honest_bounds(tmp: Path, seed: int, rounds: int) -> list[tuple[str, float, float]]:
+    """(mechanism, round's bound, canary ε) of every client-round of an honest run."""
     report = _run(tmp / f"seed{seed}", [f"seed={seed}", f"rounds={rounds}", "adversary=[]",
                                         f"mechanism.overrides={HONEST_MECHANISMS}"])
-    return [(e["epsilon_lower"]["round"]["value"], e["epsilon_lower"]["round"]["epsilon_formal"])
+    return [(c["mechanism"], e["epsilon_lower"]["round"]["value"],
+             e["epsilon_lower"]["round"]["epsilon_formal"])
             for c in report["clients"] for e in c["per_round"]]
 
 
 def test_honest_clients_never_exceed_a_canarys_epsilon_quick(tmp_path):  # noqa: ANN001
     """One seed of the slow test below (the module's runs are another)."""
-    pairs = _honest_bounds(tmp_path, 11, rounds=2)
-    assert len(pairs) == 10 and all(low <= formal for low, formal in pairs)
+    rows = _honest_bounds(tmp_path, 11, rounds=2)
+    assert len(rows) == 10 and all(low <= formal for _, low, formal in rows)
 
 
 @pytest.mark.slow
 def test_honest_clients_never_exceed_a_canarys_epsilon(tmp_path):  # noqa: ANN001
-    """24 seeds × 5 clients (σ = 2, σ = 1, λ = 2, λ = 1, σ = 2) × 3 rounds at 95%."""
-    pairs = [p for seed in range(24) for p in _honest_bounds(tmp_path, seed, rounds=3)]
-    assert len(pairs) == 24 * 5 * 3 and all(low <= formal for low, formal in pairs)
+    """24 seeds × 5 clients (σ = 2, σ = 1, λ = 2, λ = 1, σ = 2) × 3 rounds at 95%.
+
+    Gaussian clients: never (the audit reaches about a third of a canary's ε). Laplace clients
+    with coordinate canaries are the tight case — a canary's privacy loss is exactly 1/λ and
+    the one-run bound reaches 0.6–0.8 of it on average — so a 95% bound may exceed it in up to
+    5% of client-rounds, and does about that rarely (2 of 144 when measured): the count must be
+    one a valid 5% test gives (binomial tail above 10⁻³).
+    """
+    rows = [r for seed in range(24) for r in _honest_bounds(tmp_path, seed, rounds=3)]
+    assert len(rows) == 24 * 5 * 3
+    assert all(low <= formal for name, low, formal in rows if name == "gaussian")
+    laplace = [low > formal for name, low, formal in rows if name == "laplace"]
+    assert len(laplace) == 144
+    assert scipy.stats.binom.sf(sum(laplace) - 1, len(laplace), 0.05) > 1e-3, sum(laplace)
