@@ -55,6 +55,7 @@ class AuditingStrategy(Strategy):
         self.join_timeout = join_timeout
         self.round_offset = round_offset
         self._broadcast: list = []
+        self._sent: list[Message] = []
 
     def summary(self) -> None:
         self.inner.summary()
@@ -91,6 +92,7 @@ class AuditingStrategy(Strategy):
         messages = list(self.inner.configure_train(server_round, arrays, config, grid))
         for msg in messages:
             msg.content["config"]["server-round"] = absolute
+        self._sent = messages
         return messages
 
     def aggregate_train(
@@ -100,7 +102,9 @@ class AuditingStrategy(Strategy):
         the inner strategy cannot aggregate (e.g. Krum with too few replies) keeps the old θ
         and is recorded."""
         absolute = server_round + self.round_offset
-        accepted = self.auditor.accepted(absolute, list(replies), self._broadcast)
+        replies = [(self._sender(m), m) for m in replies]
+        self._record_silent(absolute, [node for node, _ in replies])
+        accepted = self.auditor.accepted(absolute, replies, self._broadcast)
         if not accepted:
             return None, None
         try:
@@ -109,6 +113,23 @@ class AuditingStrategy(Strategy):
             self.auditor.record_failure(absolute, "malformed",
                                         f"{type(self.inner).__name__} could not aggregate: {exc}")
             return None, None
+
+    def _sender(self, reply: Message) -> int:
+        """The node a reply is about: its source, except for an error reply the SuperLink made
+        for a node it lost ("node unavailable"), which comes from the SuperLink's own id — that
+        one is about the node the message was sent to."""
+        if reply.has_error():
+            dst = {m.metadata.message_id: m.metadata.dst_node_id for m in self._sent}
+            return dst.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
+        return reply.metadata.src_node_id
+
+    def _record_silent(self, rnd: int, answered_nodes: list[int]) -> None:
+        """Nodes sent a message that did not answer within ``strategy.round_timeout``."""
+        answered = set(answered_nodes)
+        for msg in self._sent:
+            node = msg.metadata.dst_node_id
+            if node not in answered:
+                self.auditor.record_silence(rnd, node)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid

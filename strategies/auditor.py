@@ -129,14 +129,15 @@ class Auditor:
         self._written: set[int] = set()
 
     def accepted(
-        self, server_round: int, replies: Iterable[Message], broadcast: Sequence[np.ndarray]
+        self, server_round: int, replies: Iterable[tuple[int, Message]],
+        broadcast: Sequence[np.ndarray],
     ) -> list[AcceptedReply]:
-        """Check and record every reply; return the accepted ones in client order (floating
-        point sums depend on order; a resumed run must aggregate exactly as an uninterrupted
-        one)."""
+        """Check and record every ``(node, reply)``; return the accepted ones in client order
+        (floating point sums depend on order; a resumed run must aggregate exactly as an
+        uninterrupted one)."""
         out = []
-        for msg in replies:
-            outcome = check_reply(msg, broadcast, self._round)
+        for node, msg in replies:
+            outcome = check_reply(msg, broadcast, self._round, node=node)
             if isinstance(outcome, Rejection):
                 self._reject(server_round, outcome)
             elif self._accept(server_round, outcome, broadcast):
@@ -148,6 +149,18 @@ class Auditor:
         if self.plan.pending:
             self._run_attacks(server_round)
         self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss})
+
+    def record_silence(self, server_round: int, node: int) -> None:
+        """A node that was sent a train message and never answered (timeout, lost node)."""
+        cid = self.node_clients.get(node)
+        message = "no reply within strategy.round_timeout"
+        log.warning("round %d: node %d (client %s): %s", server_round, node, cid, message)
+        self.store.record_failure(server_round, "timeout", message, client_id=cid, node_id=node)
+        if cid is not None and self.cfg.audit.enabled and cid not in self._written:
+            self._written.add(cid)
+            self.store.write_update(server_round, cid, None, {"node_id": node,
+                                                              "status": "failed",
+                                                              "error": message})
 
     def record_failure(self, server_round: int, kind: str, message: str) -> None:
         """A round-level failure (e.g. the inner strategy refused the accepted replies)."""

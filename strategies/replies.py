@@ -87,14 +87,16 @@ def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
 
 
 def check_reply(
-    msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities
+    msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities,
+    node: int | None = None,
 ) -> AcceptedReply | Rejection:
-    """Check one reply against the round's broadcast θ and the identities seen so far.
+    """Check one reply from ``node`` (default: its source) against the round's broadcast θ and
+    the identities seen so far.
 
     A reply whose identity checks pass binds its node to its partition id and uses the id up
     for this round (a second reply claiming it is rejected), even if it fails a later check.
     """
-    node = int(msg.metadata.src_node_id)
+    node = int(msg.metadata.src_node_id if node is None else node)
     known = identities.node_clients.get(node)
     if msg.has_error():
         return Rejection(node, known, "exception", str(msg.error.reason))
