@@ -1,8 +1,11 @@
-"""Per-client ε budgets (issue #18): a client declines the round that would take it over its
-budget, the server stops selecting it, the report says when — and the number of rounds it
-trains is the count ``fedpriv account`` gives (the largest k with ε(k·steps releases) ≤ B at the
-same q, δ and accountant; ``--target-epsilon B`` at k rounds calibrates the noise that allows
-exactly k). The runs use the in-process grid (no Ray)."""
+"""Issue #18 in a run: per-client ε budgets and the PAC robustness fields.
+
+A client declines the round that would take it over its budget, the server stops selecting it,
+the report says when — and the number of rounds it trains is the count ``fedpriv account``
+gives (the largest k with ε(k·steps releases) ≤ B at the same q, δ and accountant;
+``--target-epsilon B`` at k rounds calibrates the noise that allows exactly k). Every tally
+carries the PAC accuracy of the declared release and Theorem 4.3's confidence, checked against
+closed forms. The runs use the in-process grid (no Ray)."""
 
 from __future__ import annotations
 
@@ -172,6 +175,23 @@ def test_quickstart_with_a_budget_of_5(tmp_path) -> None:
         assert first > 5.0
         assert client["budget"] == {"epsilon_budget": 5.0, "exhausted_round": 1}
         assert client["epsilon"] == 0.0 and client["rounds_participated"] == 0
+
+
+def test_pac_at_the_mbp_estimate(tmp_path) -> None:
+    """With the Bayesian-privacy estimate on, the tally's details carry Theorem 4.3 at the
+    estimate: 1 - (1 + 4 xi_hat) beta, beside the column at the bound."""
+    cfg = load_config(QUICKSTART, [
+        "rounds=1", "data.num_clients=2", "train.local_steps=1", "train.batch_size=1",
+        "mechanism.name=laplace", "mechanism.laplace_scale=20.0", "audit.ground_truth=true",
+        "audit.attacks=['idlg']", "audit.iterations=5", "audit.bayes_runs=2", "audit.clients=1",
+    ])  # fmt: skip
+    report = _run(cfg, tmp_path / "run")
+    beta, attacked = cfg.audit.pac_beta, _client(report, 0)
+    estimate = attacked["pac_estimate"]
+    assert estimate["eps_mbp"] == attacked["mbp_estimate"] and estimate["beta"] == beta
+    assert estimate["confidence"] == pytest.approx(1 - (1 + 4 * attacked["mbp_estimate"]) * beta)
+    assert attacked["pac_robust_confidence"] == pytest.approx(1 - (1 + 4 * 2 / 20.0) * beta)
+    assert _client(report, 1)["pac_estimate"] is None  # not attacked
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
