@@ -118,12 +118,15 @@ class PrivacyLedger:
     def tally(self, client_id: int, *, accuracy: float | None = None) -> dict[str, Any]:
         """The client's cumulative tally row as it stands, with no release this round
         (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
-        budget, leaves. A client without releases has ε = 0 and no ``guarantee``."""
+        budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
+        fields (no release to state them of)."""
         ledger = self._ledger(client_id)
         acct = ledger.accountant.result(self.delta)
         broken = ledger.inconsistent
         mbp = math.inf if broken else ledger.mbp_bound
-        pac = pac_robust_confidence(mbp, self.pac_beta)
+        released = ledger.releases > 0
+        confidence = pac_robust_confidence(mbp, self.pac_beta).confidence
+        pac = (confidence or 0.0) if released else None  # 0: vacuous
         return {
             "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
@@ -132,8 +135,8 @@ class PrivacyLedger:
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
             "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
-            "guarantee": self._guarantee(ledger, acct.epsilon) if ledger.releases else None,
-            "pac_accuracy": accuracy, "pac_robust_confidence": pac.confidence or 0.0,
+            "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
+            "pac_accuracy": accuracy if released else None, "pac_robust_confidence": pac,
         }  # fmt: skip
 
     def _ledger(self, client_id: int) -> ClientLedger:

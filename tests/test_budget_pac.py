@@ -175,6 +175,7 @@ def test_quickstart_with_a_budget_of_5(tmp_path) -> None:
         assert first > 5.0
         assert client["budget"] == {"epsilon_budget": 5.0, "exhausted_round": 1}
         assert client["epsilon"] == 0.0 and client["rounds_participated"] == 0
+        assert client["pac_accuracy"] is None and client["pac_robust_confidence"] is None
 
 
 def test_pac_at_the_mbp_estimate(tmp_path) -> None:
