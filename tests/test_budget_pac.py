@@ -85,6 +85,7 @@ def test_rounds_trained_are_what_fedpriv_account_allows(setting, run) -> None:
     _, sigma, q, budgets = setting
     _, report = run
     assert report["status"] == "completed" and report["rounds"] == ROUNDS
+    assert report["integrity"]["ok"], report["integrity"]["problems"]
     for pid in (0, 2):
         k = _allowed(sigma, q[pid], budgets[pid])
         client = _client(report, pid)
