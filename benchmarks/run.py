@@ -55,7 +55,12 @@ def _attacks(quick: bool) -> dict[str, Any]:
 
 
 def _accounting(quick: bool) -> dict[str, Any]:
-    from benchmarks.accounting import calibration_seconds, cli_vmf_seconds, ledger_seconds
+    from benchmarks.accounting import (
+        budget_check_seconds,
+        calibration_seconds,
+        cli_vmf_seconds,
+        ledger_seconds,
+    )
     from benchmarks.epsilon_table import epsilon_table
 
     return {
@@ -63,6 +68,7 @@ def _accounting(quick: bool) -> dict[str, Any]:
         "calibration_to_epsilon_1": calibration_seconds(quick),
         "cli_vmf_T1e5": cli_vmf_seconds(3 if quick else 5),
         "client_ledger_100_clients": ledger_seconds(),
+        "client_budget_check": budget_check_seconds(),
     }
 
 

@@ -17,6 +17,15 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
 
 Secrets are measured in sensitivities: record level ``r = 1`` (one example, ``r = C``), batch
 level ``r = L`` (§5, "Which r and s").
+
+Each row also carries Theorem 4.3 of Zhang & Chen (:mod:`fedpriv.leakage.robustness`) at the
+ledger's ``pac_beta``: ``pac_accuracy``, the accuracy α of one release of the declared mechanism
+(its noise law, :meth:`~fedpriv.mechanisms.base.Mechanism.pac_accuracy`; given by the caller),
+and ``pac_robust_confidence = 1 − (1 + 4ξ)β`` with ξ the client's cumulative MBP bound — stored
+as 0 when the theorem is vacuous (``(1 + 4ξ)β ≥ 1``, or ξ = ∞ as for the Gaussian): a
+probability of at least 0 is the vacuous statement. ξ of everything the client released bounds
+the MBP of each single release too (a marginal's posterior is an average of the joint's), so
+the confidence holds for each release, conservatively, and never grows over rounds.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ from typing import Any
 from fedpriv.accounting import ClientAccountant, Release
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
+from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.validate import check_dim
 
 __all__ = ["ClientLedger", "PrivacyLedger", "secret_radius_units"]
@@ -65,10 +75,14 @@ class PrivacyLedger:
         ``"rdp"`` or ``"pld"`` (:class:`~fedpriv.accounting.ClientAccountant`).
     threat_model
         ``"record"`` or ``"batch"``: the secret the capacity and ξ are about.
+    pac_beta
+        β of the PAC fields (``audit.pac_beta``).
     """
 
-    def __init__(self, delta: float, accountant: str = "rdp", threat_model: str = "record"):
+    def __init__(self, delta: float, accountant: str = "rdp", threat_model: str = "record",
+                 pac_beta: float = 0.01):
         self.delta, self.accountant, self.threat_model = delta, accountant, threat_model
+        self.pac_beta = pac_beta
         self.clients: dict[int, ClientLedger] = {}
 
     def __iter__(self) -> Iterator[int]:
@@ -77,14 +91,16 @@ class PrivacyLedger:
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
+        accuracy: float | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
         (the audit store's ``tallies`` columns).
 
         ``verification`` is the round's verdict on the update against its declaration
-        (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked)."""
+        (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
+        ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated)."""
         steps = check_dim("steps", steps)
-        ledger = self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
+        ledger = self._ledger(client_id)
         ledger.accountant.record(release, sample_rate, steps)
         radius = secret_radius_units(self.threat_model, batch_size)
         round_capacity = steps * release.log_bayes_capacity(dim, radius)
@@ -94,20 +110,37 @@ class PrivacyLedger:
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
         ledger.unverified |= verification != "consistent"
+        row = self.tally(client_id, accuracy=accuracy)
+        row["log_capacity_round"] = (math.inf if verification == "inconsistent"
+                                     else round_capacity)
+        return row
+
+    def tally(self, client_id: int, *, accuracy: float | None = None) -> dict[str, Any]:
+        """The client's cumulative tally row as it stands, with no release this round
+        (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
+        budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
+        fields (no release to state them of)."""
+        ledger = self._ledger(client_id)
         acct = ledger.accountant.result(self.delta)
         broken = ledger.inconsistent
         mbp = math.inf if broken else ledger.mbp_bound
+        released = ledger.releases > 0
+        confidence = pac_robust_confidence(mbp, self.pac_beta).confidence
+        pac = (confidence or 0.0) if released else None  # 0: vacuous
         return {
             "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
             "optimal_order": acct.optimal_order, "compose": "per-step",
-            "releases": ledger.releases,
-            "log_capacity_round": math.inf if verification == "inconsistent" else round_capacity,
+            "releases": ledger.releases, "log_capacity_round": 0.0,
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
             "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
-            "guarantee": self._guarantee(ledger, acct.epsilon),
+            "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
+            "pac_accuracy": accuracy if released else None, "pac_robust_confidence": pac,
         }  # fmt: skip
+
+    def _ledger(self, client_id: int) -> ClientLedger:
+        return self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
 
     @staticmethod
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:

@@ -5,11 +5,12 @@
 the inner strategy broadcasts each round, hands every reply to the
 :class:`~strategies.auditor.Auditor` — which records it and says whether it is fit to
 aggregate — and passes only the accepted replies, in client order, to the inner strategy's
-aggregation. A rejected, failed or non-finite reply never reaches aggregation.
+aggregation. A rejected, failed, declined or non-finite reply never reaches aggregation.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -19,11 +20,13 @@ from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedpriv.errors import InputError
+from fedpriv.protocol import RELEASES_KEY, encode_releases
 from strategies.auditor import Auditor
 
 __all__ = ["AuditingStrategy"]
 
 _POLL_SECONDS = 0.5
+log = logging.getLogger(__name__)
 
 
 class AuditingStrategy(Strategy):
@@ -43,13 +46,19 @@ class AuditingStrategy(Strategy):
     round_offset
         Rounds already completed by an earlier run (``--resume``): Flower counts from 1, the
         audit store and the clients' seeds use ``offset + round``.
+    budgets
+        Whether clients have ε budgets (``mechanism.epsilon_budget``): then every train message
+        carries the releases the auditor accounted per client, a floor for a client that lost
+        its own count (``clients/budget.py``). Clients that declined for their budget are never
+        sent a train message again, whatever the inner strategy samples.
     """
 
     def __init__(
         self, inner: Strategy, auditor: Auditor, *, num_nodes: int, join_timeout: float,
-        round_offset: int = 0,
+        round_offset: int = 0, budgets: bool = False,
     ) -> None:
         self.inner = inner
+        self.budgets = budgets
         self.auditor = auditor
         self.num_nodes = num_nodes
         self.join_timeout = join_timeout
@@ -89,9 +98,16 @@ class AuditingStrategy(Strategy):
         absolute = server_round + self.round_offset
         self._broadcast = arrays.to_numpy_ndarrays()
         self.auditor.begin_round(absolute, self._broadcast)
-        messages = list(self.inner.configure_train(server_round, arrays, config, grid))
+        sampled = list(self.inner.configure_train(server_round, arrays, config, grid))
+        messages = [m for m in sampled if self.auditor.selectable(m.metadata.dst_node_id)]
+        if len(messages) < len(sampled):
+            log.info("round %d: %d node(s) not sent a train message: their clients' epsilon "
+                     "budgets are spent", absolute, len(sampled) - len(messages))
+        releases = encode_releases(self.auditor.releases()) if self.budgets else None
         for msg in messages:
             msg.content["config"]["server-round"] = absolute
+            if releases is not None:
+                msg.content["config"][RELEASES_KEY] = releases
         self._sent = messages
         return messages
 

@@ -25,6 +25,7 @@ from attacks.view import ServerView
 from fedpriv.audit import AuditStore
 from fedpriv.config import Config
 from fedpriv.data import Dataset
+from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
@@ -107,7 +108,9 @@ class Auditor:
         self.cfg = cfg
         self.store = store
         self.dataset = dataset
-        self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model)
+        self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
+                                    audit.pac_beta)
+        self.exhausted: set[int] = set()  # clients that declined for their ε budget
         self.plan = AttackPlan(audit, len(dataset.train_y))
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
@@ -167,24 +170,52 @@ class Auditor:
         log.warning("round %d: %s: %s", server_round, kind, message)
         self.store.record_failure(server_round, kind, message)
 
+    # -- budgets ------------------------------------------------------------------------------
+
+    def selectable(self, node_id: int) -> bool:
+        """Whether the node may be sent a train message: not a client that declined for its
+        ε budget (a node not yet heard from always may)."""
+        return self.node_clients.get(node_id) not in self.exhausted
+
+    def releases(self) -> dict[int, int]:
+        """Releases accounted per client so far (a floor for a client that lost its own count,
+        e.g. on ``--resume``: ``clients/budget.py``)."""
+        return {cid: ledger.releases for cid, ledger in self.ledger.clients.items()}
+
     # -- replies ------------------------------------------------------------------------------
 
     def _reject(self, rnd: int, rejection: Rejection) -> None:
         node, cid = rejection.node_id, rejection.client_id
-        log.warning("round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
-                    rejection.reason)
+        declined = rejection.kind == "declined"
+        log.log(logging.INFO if declined else logging.WARNING,
+                "round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
+                rejection.reason)
         self.store.record_failure(rnd, rejection.kind, rejection.reason, client_id=cid,
                                   node_id=node)
+        if declined and cid is not None:
+            self.exhausted.add(cid)
         if (cid is not None and self.cfg.audit.enabled and not rejection.claimed
                 and cid not in self._written):  # one updates row per client and round
             self._written.add(cid)
             self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
-            status = "failed" if rejection.kind == "exception" else "rejected"
+            status = {"exception": "failed", "declined": "declined"}.get(rejection.kind,
+                                                                         "rejected")
             row = {"node_id": node}
             if rejection.report is not None:
                 row = _update_row(rejection.report, node, self._dim)
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
+            if declined and rejection.report is not None:  # the tallies stand as they were
+                report = rejection.report
+                tally = self.ledger.tally(cid, accuracy=self._accuracy(report, self._dim))
+                self.store.write_tally(rnd, cid, {**tally,
+                                                  "epsilon_budget": report.epsilon_budget})
+
+    def _accuracy(self, report: ClientReport, dim: int) -> float | None:
+        """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``; the
+        divisor is ``q·n`` (= min(L, n)), as in training."""
+        divisor = report.sample_rate * report.local_examples
+        return report.build_mechanism().pac_accuracy(self.ledger.pac_beta, dim, divisor)
 
     def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> bool:
         """Record an accepted reply: verify it against its declaration, store it, fold it into
@@ -227,13 +258,25 @@ class Auditor:
         tally = self.ledger.fold(
             rnd, cid, mechanism.release(dim), steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-            verification=verdict.status,
+            verification=verdict.status, accuracy=self._accuracy(report, dim),
         )
-        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict)})
+        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
+                                          "epsilon_budget": report.epsilon_budget})
         if truth and self.plan.scheduled(rnd, cid):
             view = ServerView.from_update(self._model, broadcast, delta, report)
             self.plan.add(rnd, cid, view, truth)
         return consistent
+
+    def _with_pac(self, tally: dict) -> dict:
+        """An estimate's tally columns, with Theorem 4.3 at the MBP *estimate* in ``details``
+        (``pac_estimate``: empirical, not a guarantee; the ``pac_robust_confidence`` column is
+        the theorem at the bound)."""
+        if tally.get("mbp_estimate") is None:
+            return tally
+        beta = self.ledger.pac_beta
+        pac = pac_robust_confidence(tally["mbp_estimate"], beta)
+        return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
+                                                      "beta": beta, **pac.as_dict()}}}
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:
@@ -295,6 +338,6 @@ class Auditor:
     def _run_attacks(self, rnd: int) -> None:
         for outcome in self.plan.run(rnd, self._executor(), self._truth, self.ledger.mbp_bound):
             if outcome.tally is not None:
-                self.store.write_tally(rnd, outcome.client_id, outcome.tally)
+                self.store.write_tally(rnd, outcome.client_id, self._with_pac(outcome.tally))
             images = None if outcome.reconstruction is None else {"images": outcome.reconstruction}
             self.store.write_attack(rnd, outcome.client_id, outcome.row, images)

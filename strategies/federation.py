@@ -60,6 +60,7 @@ def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingStrat
     return AuditingStrategy(
         build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
         join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
+        budgets=cfg.mechanism.has_budgets,
     )
 
 

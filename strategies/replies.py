@@ -6,7 +6,9 @@ statistics — the message shape Flower's aggregation needs, the report's fields
 identity (a partition id in range, not already used this round, the same one its node claimed
 before), the update's shapes and finiteness, the aggregation weight. Whatever fails becomes a
 :class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious client
-is one recorded failure and the round goes on.
+is one recorded failure and the round goes on. A client that declined to train (its ε budget,
+``ClientReport.declined``) sends its report alone; once its identity checks pass it is a
+:class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
 """
 
 from __future__ import annotations
@@ -63,18 +65,22 @@ class RoundIdentities:
         return cls(num_clients, node_clients, set())
 
 
-def _content(msg: Message) -> tuple[Mapping, Sequence[np.ndarray], float]:
+def _report_record(msg: Message) -> Mapping:
+    if REPORT_RECORD not in msg.content.config_records:
+        raise ReplyError(REPORT_RECORD, None, "a ConfigRecord with the client's report")
+    return msg.content.config_records[REPORT_RECORD]
+
+
+def _content(msg: Message) -> tuple[Sequence[np.ndarray], float]:
     content = msg.content
     if len(content.array_records) != 1 or len(content.metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
-    if REPORT_RECORD not in content.config_records:
-        raise ReplyError(REPORT_RECORD, None, "a ConfigRecord with the client's report")
     metrics = next(iter(content.metric_records.values()))
     weight = metrics.get("num-examples")
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise ReplyError("num-examples", weight, "a number")
     arrays = next(iter(content.array_records.values())).to_numpy_ndarrays()
-    return content.config_records[REPORT_RECORD], arrays, float(weight)
+    return arrays, float(weight)
 
 
 def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
@@ -102,8 +108,10 @@ def check_reply(
         return Rejection(node, known, "exception", str(msg.error.reason))
     config = None
     try:
-        config, arrays, weight = _content(msg)
+        config = _report_record(msg)
         report = ClientReport.from_config(config)
+        if report.declined is None:  # a declining client sends its report alone
+            arrays, weight = _content(msg)
     except ReplyError as exc:
         if known is not None:
             return Rejection(node, known, "malformed", f"malformed reply: {exc}")
@@ -126,6 +134,8 @@ def check_reply(
         return reject("identity", f"client {cid} already replied this round", None)
     identities.seen.add(cid)
     identities.node_clients[node] = cid
+    if report.declined is not None:
+        return reject("declined", report.declined)
     if [a.shape for a in arrays] != [b.shape for b in broadcast]:
         return reject("shape", f"update shapes {[tuple(a.shape) for a in arrays]}")
     if not (all(np.isfinite(a).all() for a in arrays) and math.isfinite(weight)):

@@ -121,8 +121,14 @@ def _trust(row: Row) -> Row:
         "log_capacity_declared": row.get("log_capacity_declared"),
         "epsilon_lower": _loads(row.get("epsilon_lower_json")),
         "pac_accuracy": row.get("pac_accuracy"),
-        "pac_robust_confidence": row.get("pac_robust_confidence"),
+        "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
+        "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
+
+
+def _vacuous(confidence: float | None) -> float | str | None:
+    """Theorem 4.3's confidence as stored, ``"vacuous"`` where it is 0 (``(1 + 4ξ)β ≥ 1``)."""
+    return "vacuous" if confidence == 0.0 else confidence
 
 
 _VERDICT_ORDER = {"inconsistent": 0, "consistent": 1, "unverifiable": 2}

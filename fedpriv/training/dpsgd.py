@@ -24,7 +24,7 @@ from fedpriv.gradients import gradient_source
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
 
-__all__ = ["LocalResult", "local_train", "private_release", "sample_batch"]
+__all__ = ["LocalResult", "local_train", "private_release", "sample_batch", "sampling_rate"]
 
 
 @dataclass
@@ -36,6 +36,11 @@ class LocalResult:
     sample_rate: float
     batch_sizes: list[int] = field(default_factory=list)
     batch_indices: list[list[int]] = field(default_factory=list)
+
+
+def sampling_rate(n: int, batch_size: int) -> float:
+    """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records."""
+    return min(batch_size, n) / n
 
 
 def sample_batch(
@@ -109,7 +114,7 @@ def local_train(
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
     mechanism.check_layers([p.numel() for p in model.parameters()])
     expected = min(batch_size, n)
-    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=expected / n)
+    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=sampling_rate(n, batch_size))
     losses = []
     anchor = _flat(model) if proximal_mu else None
     for _ in range(local_steps):
