@@ -206,6 +206,8 @@ class AuditConfig:
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule("an integer >= 0", lambda v: v >= 0, default=15)
+    store_updates: str = rule(*_one_of("all", "attacked", "none"), default="all")
+    update_dtype: str = rule(*_one_of("float32", "float16"), default="float32")
 
 
 def node_config_keys() -> dict[str, str]:

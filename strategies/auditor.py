@@ -21,6 +21,7 @@ from flwr.app import Message
 from attacks.plan import AttackPlan
 from attacks.view import ServerView
 from fedpriv.audit import AuditStore
+from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.ledger import PrivacyLedger
@@ -127,23 +128,28 @@ class Auditor:
     def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> None:
         if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
             return
-        report, cid = reply.report, reply.client_id
+        report, cid, audit = reply.report, reply.client_id, self.cfg.audit
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
         dim = sum(a.size for a in delta)
-        self.store.write_update(rnd, cid, delta, _update_row(report, reply.node_id, dim))
-        truth = self._ground_truth(rnd, cid, report)
-        tally = self.ledger.fold(
-            rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
-            sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-        )
-        self.store.write_tally(rnd, cid, tally)
-        if truth and self.plan.scheduled(rnd, cid):
+        attacked = self.plan.scheduled(rnd, cid)
+        kept = keeps_update(audit.store_updates, attacked)  # the storage policy
+        with self.store.batch():  # one transaction per reply
+            stored = encode_update(delta, audit.update_dtype) if kept else None
+            self.store.write_update(rnd, cid, stored, _update_row(report, reply.node_id, dim))
+            truth = self._ground_truth(rnd, cid, report, images=kept or attacked)
+            tally = self.ledger.fold(
+                rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
+                sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
+            )
+            self.store.write_tally(rnd, cid, tally)
+        if truth and attacked:
             view = ServerView.from_update(self._model, broadcast, delta, report)
             self.plan.add(rnd, cid, view, truth)
 
-    def _ground_truth(self, rnd: int, cid: int, report: ClientReport) -> list[int]:
+    def _ground_truth(self, rnd: int, cid: int, report: ClientReport, *, images: bool) -> list[int]:
         """Store what the oracle told (scoring only): every record the round used, in order of
-        first use, with images and labels; return their ids (empty without the oracle)."""
+        first use, with their images and labels if ``images``; return their ids (empty without
+        the oracle)."""
         if report.oracle is None:
             return []
         ids = list(dict.fromkeys(i for batch in report.oracle.record_ids for i in batch))
@@ -151,8 +157,10 @@ class Auditor:
             log.warning("round %d client %d: record ids outside the training set ignored",
                         rnd, cid)
             return []
-        images, labels = self._truth(ids)
-        arrays = {"images": images, "labels": labels} if ids else None
+        arrays = None
+        if ids and images:
+            pixels, labels = self._truth(ids)
+            arrays = {"images": pixels, "labels": labels}
         self.store.write_ground_truth(rnd, cid, ids, arrays)
         return ids
 

@@ -25,6 +25,7 @@ from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
+from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.jsonio import dumps
@@ -205,6 +206,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
             _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c]) for c in clients
         ],
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
+        "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
     if problems is not None:
         report["integrity"] = {
