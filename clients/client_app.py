@@ -2,7 +2,9 @@
 
 The server ships the validated fedpriv config (JSON) in every train message, so simulation and
 deployment behave the same; a client validates it once per process (``Config.from_json`` keeps
-the result). The reply carries
+the result). What does not change between messages is built once per process (a Ray actor
+serves many clients): the data set and its partition (:mod:`clients.local_data`) and the model,
+into which each message loads its parameters. The reply carries
 
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
@@ -15,6 +17,8 @@ A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it
 """
 
 from __future__ import annotations
+
+from functools import lru_cache
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -39,10 +43,20 @@ def _partition(context: Context) -> tuple[int, int]:
     return int(context.node_config["partition-id"]), int(context.node_config["num-partitions"])
 
 
-def _model(cfg: Config, msg: Message, input_shape: tuple[int, ...]) -> torch.nn.Module:
-    model = build_model(cfg.model.name, input_shape)
+@lru_cache(maxsize=8)
+def _module(name: str, input_shape: tuple[int, ...]) -> torch.nn.Module:
+    """One model per process and architecture: every message loads its parameters."""
+    return build_model(name, input_shape)
+
+
+def _local(
+    cfg: Config, msg: Message, pid: int, num_parts: int
+) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The received model, this client's ``(x, y)`` and the record ids."""
+    x, y, ids = client_data(cfg.data, cfg.seed, pid, num_parts)
+    model = _module(cfg.model.name, tuple(x.shape[1:]))
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
-    return model
+    return model, x, y, ids
 
 
 @app.train()
@@ -52,15 +66,15 @@ def train(msg: Message, context: Context) -> Message:
     cfg = Config.from_json(str(config["fedpriv-config"]))
     server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
-    x, y, ids = client_data(cfg.data, cfg.seed, pid, num_parts)
+    model, x, y, ids = _local(cfg, msg, pid, num_parts)
     name, params = mechanism_for(cfg, pid, context.node_config)
     mechanism = build_mechanism(name, params)
-    model = _model(cfg, msg, tuple(x.shape[1:]))
+    generator = make_generator(cfg.seed, pid, server_round)
     result = local_train(
         model, x, y, mechanism,
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
-        sampling=cfg.train.sampling, generator=make_generator(cfg.seed, pid, server_round),
-        record_ids=ids.tolist(), proximal_mu=float(config.get("proximal-mu", 0.0)),
+        sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
+        proximal_mu=float(config.get("proximal-mu", 0.0)),
     )
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     report = ClientReport(
@@ -82,9 +96,7 @@ def train(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """Loss and accuracy of the received model on this client's local data."""
     cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
-    pid, num_parts = _partition(context)
-    x, y, _ = client_data(cfg.data, cfg.seed, pid, num_parts)
-    model = _model(cfg, msg, tuple(x.shape[1:]))
+    model, x, y, _ = _local(cfg, msg, *_partition(context))
     with torch.no_grad():
         logits = model(x)
         loss = float(torch.nn.functional.cross_entropy(logits, y))

@@ -11,15 +11,21 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
 
 Secrets are measured in sensitivities: record level ``r = 1`` (one example, ``r = C``), batch
 level ``r = L`` (§5, "Which r and s").
+
+Clients with the same history of releases have the same ε and capacities: both are computed
+once per distinct history (and per distinct release), not once per client, so folding a round
+of N clients costs O(distinct histories) accounting, not O(N) (issue #16).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release
+from fedpriv.accounting import AccountingResult, ClientAccountant, Release, ReleaseEvent
+from fedpriv.accounting import epsilon as account
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.validate import check_dim
@@ -32,6 +38,21 @@ def secret_radius_units(threat_model: str, batch_size: float) -> float:
     if threat_model not in THREAT_MODELS:
         raise ValueError(f"threat model {threat_model!r} not in {THREAT_MODELS}")
     return 1.0 if threat_model == "record" else float(batch_size)
+
+
+@lru_cache(maxsize=4096)
+def _cumulative(
+    events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
+    discretization: float | None,
+) -> AccountingResult:
+    """ε of a release history, shared by every client with that history."""
+    return account(events, delta, accountant=accountant, route=route,
+                   discretization=discretization)
+
+
+@lru_cache(maxsize=1024)
+def _log_capacity(release: Release, dim: int, radius: float) -> float:
+    return release.log_bayes_capacity(dim, radius)
 
 
 @dataclass
@@ -75,12 +96,13 @@ class PrivacyLedger:
         ledger = self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
         ledger.accountant.record(release, sample_rate, steps)
         radius = secret_radius_units(self.threat_model, batch_size)
-        round_capacity = steps * release.log_bayes_capacity(dim, radius)
+        round_capacity = steps * _log_capacity(release, dim, radius)
         ledger.releases += steps
         ledger.log_capacity += round_capacity
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
-        acct = ledger.accountant.result(self.delta)
+        acc = ledger.accountant
+        acct = _cumulative(acc.events, self.delta, acc.accountant, acc.route, acc.discretization)
         return {
             "epsilon": acct.epsilon, "delta": self.delta, "accountant": acct.accountant,
             "route": acct.route, "optimal_order": acct.optimal_order, "compose": "per-step",
