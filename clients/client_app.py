@@ -4,7 +4,8 @@ The server ships the validated fedpriv config (JSON) in every train message, so 
 deployment behave the same; a client validates it once per process (``Config.from_json`` keeps
 the result). What does not change between messages is built once per process (a Ray actor
 serves many clients): the data set and its partition (:mod:`clients.local_data`) and the model,
-into which each message loads its parameters. The reply carries
+into which each message loads its parameters. Training runs on the config's ``device``
+(:mod:`fedpriv.devices`). The reply carries
 
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
@@ -27,6 +28,7 @@ from flwr.clientapp import ClientApp
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
 from fedpriv.config import Config
+from fedpriv.devices import resolve_device
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.mechanisms.seeding import make_generator
 from fedpriv.models import build_model
@@ -44,19 +46,21 @@ def _partition(context: Context) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=8)
-def _module(name: str, input_shape: tuple[int, ...]) -> torch.nn.Module:
-    """One model per process and architecture: every message loads its parameters."""
-    return build_model(name, input_shape)
+def _module(name: str, input_shape: tuple[int, ...], device: torch.device) -> torch.nn.Module:
+    """One model per process, architecture and device: every message loads its parameters."""
+    return build_model(name, input_shape).to(device)
 
 
 def _local(
     cfg: Config, msg: Message, pid: int, num_parts: int
 ) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The received model, this client's ``(x, y)`` and the record ids."""
+    """The received model and this client's ``(x, y)`` on the run's device
+    (:func:`fedpriv.devices.resolve_device`), and the record ids (on the CPU)."""
+    device = resolve_device(cfg.device)
     x, y, ids = client_data(cfg.data, cfg.seed, pid, num_parts)
-    model = _module(cfg.model.name, tuple(x.shape[1:]))
+    model = _module(cfg.model.name, tuple(x.shape[1:]), device)
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
-    return model, x, y, ids
+    return model, x.to(device), y.to(device), ids
 
 
 @app.train()
@@ -69,7 +73,7 @@ def train(msg: Message, context: Context) -> Message:
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
     name, params = mechanism_for(cfg, pid, context.node_config)
     mechanism = build_mechanism(name, params)
-    generator = make_generator(cfg.seed, pid, server_round)
+    generator = make_generator(cfg.seed, pid, server_round, device=x.device)
     result = local_train(
         model, x, y, mechanism,
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedpriv.devices import DEVICES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import (
     accountable,
@@ -322,6 +323,7 @@ class Config:
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     rounds: int = rule("an integer >= 1", _positive, default=10)
+    device: str = rule(*_one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

@@ -65,7 +65,7 @@ class Auditor:
         self.store = store
         self.dataset = dataset
         self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model)
-        self.plan = AttackPlan(audit, len(dataset.train_y))
+        self.plan = AttackPlan(audit, len(dataset.train_y), cfg.device)
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
         self._model = (cfg.model.name, dataset.input_shape, dataset.num_classes)

@@ -156,7 +156,7 @@ def _audit(
     stored, skipped = _selected(store, cfg, rounds, clients)
     jobs = [
         (update, attack_job(audit, name, _view(store, cfg, update), update.round,
-                            update.client_id))
+                            update.client_id, device=cfg.device))
         for update in stored for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
