@@ -63,17 +63,19 @@ class RoundIdentities:
 
 
 def _content(msg: Message) -> tuple[Mapping, Sequence[np.ndarray], float]:
-    content = msg.content
-    if len(content.array_records) != 1 or len(content.metric_records) != 1:
+    content = msg.content  # each *_records property builds a new dict: read each once
+    array_records, metric_records = content.array_records, content.metric_records
+    config_records = content.config_records
+    if len(array_records) != 1 or len(metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
-    if REPORT_RECORD not in content.config_records:
+    if REPORT_RECORD not in config_records:
         raise ReplyError(REPORT_RECORD, None, "a ConfigRecord with the client's report")
-    metrics = next(iter(content.metric_records.values()))
+    metrics = next(iter(metric_records.values()))
     weight = metrics.get("num-examples")
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise ReplyError("num-examples", weight, "a number")
-    arrays = next(iter(content.array_records.values())).to_numpy_ndarrays()
-    return content.config_records[REPORT_RECORD], arrays, float(weight)
+    arrays = next(iter(array_records.values())).to_numpy_ndarrays()
+    return config_records[REPORT_RECORD], arrays, float(weight)
 
 
 def check_reply(

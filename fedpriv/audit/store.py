@@ -202,7 +202,8 @@ class AuditStore(StoreReader):
             info = save_arrays(path, arrays, durable=not running)
         try:
             with self._transaction(durable=not running) as conn:
-                self._check_round(rnd, must_be_open=must_be_open)
+                if self._batch is None:  # in a batch the check above ran inside the transaction
+                    self._check_round(rnd, must_be_open=must_be_open)
                 tensor_id = None
                 if path is not None:
                     relative = path.relative_to(self.run_dir).as_posix()
