@@ -8,7 +8,7 @@ watched for memory (:mod:`benchmarks.proctree`):
 
 * **in process** — :func:`strategies.federation.run_federation` on the test suite's
   ``LocalGrid`` (the real ServerApp body; each ClientApp call in the same thread, no Ray), with
-  a stack sampler (:mod:`benchmarks.stack_sampler`) charging every 2 ms of rounds 2…R to the
+  a stack sampler (:mod:`benchmarks.stack_sampler`) charging every 2 ms of CPU of rounds 2…R to the
   local DP step, Flower, fedpriv's own code (store, attacks, the rest), the server's
   evaluation or the grid;
 * **Ray** — ``fedpriv simulate`` (:func:`benchmarks.simulation.simulate_once`), 2 Ray CPUs.
@@ -17,7 +17,9 @@ Modes: ``off`` (``audit.enabled = false``), ``audit`` (auditing on: every reply 
 tallied and recorded; ``audit.store_updates = "attacked"`` with no attack, so no update arrays),
 ``audit+iga`` (the same with IGA, 50 iterations, on client 0 every round: its update and true
 batch are stored) and ``all`` (every update stored, float32). Seconds per round are the spacing
-of the ``completed`` timestamps of rounds 2…R in the store (start-up and round 1 excluded);
+of the ``completed`` timestamps of rounds 2…R in the store (start-up and round 1 excluded); in
+process also ``round_cpu_seconds``, the process's CPU time over the same spacing, which other
+jobs on a shared machine do not inflate (the in-process run uses one thread);
 ``bytes_per_round`` is the store's tensors and database after the run over its rounds.
 """
 
@@ -31,6 +33,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -122,21 +125,26 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
     def end_round(self: Auditor, rnd: int, accuracy: float, loss: float) -> None:
         end(self, rnd, accuracy, loss)
+        cpu.append(time.process_time())
         if rnd == cfg.rounds:
             sampler.active = False
 
     Auditor.begin_round, Auditor.end_round = begin_round, end_round  # type: ignore[method-assign]
+    cpu: list[float] = []
     sampler.start()
     run_federation(LocalGrid(app, cfg.data.num_clients), cfg, Path(spec["run_dir"]))
     sampler.stop()
-    return {**_round_facts(Path(spec["run_dir"])), "shares": sampler.shares()}
+    cpu_spacing = [b - a for a, b in zip(cpu, cpu[1:], strict=False)]
+    return {**_round_facts(Path(spec["run_dir"])), "shares": sampler.shares(),
+            "round_cpu_seconds": summarize(cpu_spacing, digits=3) if cpu_spacing else None}
 
 
 def _per_client_ms(row: dict[str, Any]) -> dict[str, float] | None:
-    """Milliseconds per client and round charged to each owner (sampled shares × round)."""
-    if not row.get("round_seconds"):
+    """CPU milliseconds per client and round charged to each owner (sampled shares × the
+    round's CPU time)."""
+    if not row.get("round_cpu_seconds"):
         return None
-    per_client = 1e3 * row["round_seconds"]["median"] / row["clients"]
+    per_client = 1e3 * row["round_cpu_seconds"]["median"] / row["clients"]
     out = {owner: round(share * per_client, 3) for owner, share in row["shares"].items()}
     out["fedpriv_total"] = round(sum(out[k] for k in ("fedpriv", "store", "attack",
                                                       "evaluation")), 3)

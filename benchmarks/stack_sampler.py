@@ -1,8 +1,9 @@
-"""Where the main thread's wall time goes, by sampling its stack (no profiler, no dependency).
+"""Where the main thread's CPU time goes, by sampling its stack (no profiler, no dependency).
 
-A wall-clock interval timer (``setitimer(ITIMER_REAL)``) interrupts the main thread every
-``interval`` seconds; the signal handler charges the current stack to one owner, looking from
-the innermost frame outwards:
+A CPU-time interval timer (``setitimer(ITIMER_PROF)``: the process's user and system time, so
+other jobs on a shared machine do not skew it) interrupts the main thread every ``interval``
+seconds of CPU; the signal handler charges the current stack to one owner, looking from the
+innermost frame outwards:
 
 * ``dp_step`` — the stack is inside ``fedpriv.training.local_train`` (the client's local DP
   step: batch sampling, per-example gradients, clipping, noise, the parameter update);
@@ -82,12 +83,12 @@ class StackSampler:
             self.counts[classify(frame)] += 1
 
     def start(self) -> None:
-        signal.signal(signal.SIGALRM, self._sample)
-        signal.setitimer(signal.ITIMER_REAL, self.interval, self.interval)
+        signal.signal(signal.SIGPROF, self._sample)
+        signal.setitimer(signal.ITIMER_PROF, self.interval, self.interval)
 
     def stop(self) -> None:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, signal.SIG_DFL)
 
     def shares(self) -> dict[str, float]:
         """Fraction of the sampled time charged to each owner."""
