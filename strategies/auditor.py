@@ -87,15 +87,16 @@ class Auditor:
     ) -> list[AcceptedReply]:
         """Check and record every reply; return the accepted ones in client order (floating
         point sums depend on order; a resumed run must aggregate exactly as an uninterrupted
-        one)."""
+        one). The round's replies are written in one store transaction."""
         out = []
-        for msg in replies:
-            outcome = check_reply(msg, broadcast, self._round)
-            if isinstance(outcome, Rejection):
-                self._reject(server_round, outcome)
-            else:
-                self._accept(server_round, outcome, broadcast)
-                out.append(outcome)
+        with self.store.batch():
+            for msg in replies:
+                outcome = check_reply(msg, broadcast, self._round)
+                if isinstance(outcome, Rejection):
+                    self._reject(server_round, outcome)
+                else:
+                    self._accept(server_round, outcome, broadcast)
+                    out.append(outcome)
         return sorted(out, key=lambda r: r.client_id)
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
@@ -133,23 +134,21 @@ class Auditor:
         dim = sum(a.size for a in delta)
         attacked = self.plan.scheduled(rnd, cid)
         kept = keeps_update(audit.store_updates, attacked)  # the storage policy
-        with self.store.batch():  # one transaction per reply
-            stored = encode_update(delta, audit.update_dtype) if kept else None
-            self.store.write_update(rnd, cid, stored, _update_row(report, reply.node_id, dim))
-            truth = self._ground_truth(rnd, cid, report, images=kept or attacked)
-            tally = self.ledger.fold(
-                rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
-                sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-            )
-            self.store.write_tally(rnd, cid, tally)
+        stored = encode_update(delta, audit.update_dtype) if kept else None
+        self.store.write_update(rnd, cid, stored, _update_row(report, reply.node_id, dim))
+        truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
+        tally = self.ledger.fold(
+            rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
+            sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
+        )
+        self.store.write_tally(rnd, cid, tally)
         if truth and attacked:
             view = ServerView.from_update(self._model, broadcast, delta, report)
             self.plan.add(rnd, cid, view, truth)
 
-    def _ground_truth(self, rnd: int, cid: int, report: ClientReport, *, images: bool) -> list[int]:
+    def _ground_truth(self, rnd: int, cid: int, report: ClientReport) -> list[int]:
         """Store what the oracle told (scoring only): every record the round used, in order of
-        first use, with their images and labels if ``images``; return their ids (empty without
-        the oracle)."""
+        first use, with images and labels; return their ids (empty without the oracle)."""
         if report.oracle is None:
             return []
         ids = list(dict.fromkeys(i for batch in report.oracle.record_ids for i in batch))
@@ -157,10 +156,8 @@ class Auditor:
             log.warning("round %d client %d: record ids outside the training set ignored",
                         rnd, cid)
             return []
-        arrays = None
-        if ids and images:
-            pixels, labels = self._truth(ids)
-            arrays = {"images": pixels, "labels": labels}
+        images, labels = self._truth(ids)
+        arrays = {"images": images, "labels": labels} if ids else None
         self.store.write_ground_truth(rnd, cid, ids, arrays)
         return ids
 

@@ -93,10 +93,11 @@ def test_writes_to_a_completed_round_and_the_status_are_durable_at_once(store, f
 def test_a_failed_batch_leaves_no_row_and_no_file(store):
     store.begin_round(1)
     with pytest.raises(RuntimeError, match="boom"), store.batch():
+        _reply(store, 1, 1)  # a batch inside a batch is part of it
         store.write_update(1, 0, [np.ones(3)], {})
         store.write_ground_truth(1, 0, [0], {"images": np.zeros((1, 4, 4))})
         raise RuntimeError("boom")
-    for table in ("updates", "ground_truth", "tensors"):
+    for table in ("updates", "ground_truth", "tallies", "tensors"):
         assert store.query(f"SELECT * FROM {table}") == [], table
     assert list((store.run_dir / "tensors" / "r000001").iterdir()) == []
     _reply(store, 1, 0)  # the store is usable afterwards

@@ -16,7 +16,7 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
   database's ``fsync``, which also covers the round's earlier rows. After a power loss a
   completed round is whole; an incomplete one may have lost files, and is discarded anyway.
   Writes to a completed round (a late attack) and the run's status are durable one by one.
-* :meth:`AuditStore.batch` groups writes (one reply's update, ground truth and tally) into one
+* :meth:`AuditStore.batch` groups writes (the auditor: all replies of a round) into one
   transaction.
 * Other processes may read (``readonly=True``) while a writer writes (SQLite WAL).
 * The process that drives the rounds holds the run's writer lock
@@ -154,7 +154,11 @@ class AuditStore(StoreReader):
     @contextmanager
     def batch(self) -> Iterator[None]:
         """Make the writes inside one transaction: all of them are stored, or (on an exception)
-        none, and their tensor files are removed. Only writes to running rounds may join."""
+        none, and their tensor files are removed. Only writes to running rounds may join; a
+        batch inside a batch is part of it."""
+        if self._batch is not None:
+            yield
+            return
         with self._lock, self._transaction():
             self._batch = []
             try:
