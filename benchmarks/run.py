@@ -8,6 +8,8 @@ mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9
 ``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``vmf_pld`` (the
 VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
+``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
+per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time and the load average before and after it; a section that
 fails is reported with its error and the others still run. Benchmarks measure; they never
@@ -91,6 +93,13 @@ def _simulation(quick: bool) -> dict[str, Any]:
     return {**measure(quick), "server_audit_costs": audit_costs(quick)}
 
 
+def _scaling(quick: bool) -> dict[str, Any]:
+    from benchmarks.scaling import measure
+    from benchmarks.update_dtype import measure as update_dtype
+
+    return {**measure(quick), "float16_attack": update_dtype()}
+
+
 def _html_report(quick: bool) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -105,6 +114,7 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "capacity": _capacity,
     "vmf_pld": _vmf_pld,
     "simulation": _simulation,
+    "scaling": _scaling,
     "html_report": _html_report,
 }
 
@@ -188,6 +198,22 @@ def _simulation_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _scaling_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  local DP step alone: {_median(r['dp_step_ms'])} ms"]
+    for key, pooled in r["pooled"].items():
+        lines.append(f"  {key}: {_median(_get(pooled, 'round_seconds'))} s/round, peak PSS "
+                     f"{pooled['peak_pss_mib']} MiB")
+    for run_ in r["runs"]:
+        ms = run_.get("per_client_ms")
+        if ms:
+            lines.append(f"  {run_['route']}/{run_['clients']}/{run_['mode']} ms per client: "
+                         + ", ".join(f"{k} {v}" for k, v in ms.items() if v))
+    lines.append(f"  targets: {r['targets']}")
+    worst = _get(r, "float16_attack", "max_abs_ssim_difference")
+    lines.append(f"  float16 updates: IGA SSIM moves by at most {worst}")
+    return lines
+
+
 def headlines(result: dict[str, Any]) -> list[str]:
     """A short human summary of :func:`run`'s object."""
     m = result["machine"]
@@ -208,6 +234,7 @@ def headlines(result: dict[str, Any]) -> list[str]:
                               f"ε PLD {row['epsilon_pld']:.6g} (RDP {row['epsilon_rdp']:.6g})"
                               for row in r["rows"]],
         "simulation": _simulation_lines,
+        "scaling": _scaling_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

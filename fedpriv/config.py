@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedpriv.devices import DEVICES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import (
     accountable,
@@ -259,6 +260,8 @@ class AuditConfig:
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule(*_count(0, 100_000), default=15)
+    store_updates: str = rule(*_one_of("all", "attacked", "none"), default="all")
+    update_dtype: str = rule(*_one_of("float32", "float16"), default="float32")
 
 
 def node_config_keys() -> dict[str, str]:
@@ -405,6 +408,7 @@ class Config:
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     rounds: int = rule(*_count(1, 1_000_000), default=10)
+    device: str = rule(*_one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

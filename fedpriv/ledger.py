@@ -26,6 +26,10 @@ as 0 when the theorem is vacuous (``(1 + 4ξ)β ≥ 1``, or ξ = ∞ as for the 
 probability of at least 0 is the vacuous statement. ξ of everything the client released bounds
 the MBP of each single release too (a marginal's posterior is an average of the joint's), so
 the confidence holds for each release, conservatively, and never grows over rounds.
+
+Clients with the same history of releases have the same ε and capacities: both are computed
+once per distinct history (and per distinct release), not once per client, so folding a round
+of N clients costs O(distinct histories) accounting, not O(N) (issue #16).
 """
 
 from __future__ import annotations
@@ -33,9 +37,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release
+from fedpriv.accounting import AccountingResult, ClientAccountant, Release, ReleaseEvent
+from fedpriv.accounting import epsilon as account
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
@@ -49,6 +55,21 @@ def secret_radius_units(threat_model: str, batch_size: float) -> float:
     if threat_model not in THREAT_MODELS:
         raise ValueError(f"threat model {threat_model!r} not in {THREAT_MODELS}")
     return 1.0 if threat_model == "record" else float(batch_size)
+
+
+@lru_cache(maxsize=4096)
+def _cumulative(
+    events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
+    discretization: float | None,
+) -> AccountingResult:
+    """ε of a release history, shared by every client with that history."""
+    return account(events, delta, accountant=accountant, route=route,
+                   discretization=discretization)
+
+
+@lru_cache(maxsize=1024)
+def _log_capacity(release: Release, dim: int, radius: float) -> float:
+    return release.log_bayes_capacity(dim, radius)
 
 
 @dataclass
@@ -103,7 +124,7 @@ class PrivacyLedger:
         ledger = self._ledger(client_id)
         ledger.accountant.record(release, sample_rate, steps)
         radius = secret_radius_units(self.threat_model, batch_size)
-        round_capacity = steps * release.log_bayes_capacity(dim, radius)
+        round_capacity = steps * _log_capacity(release, dim, radius)
         ledger.releases += steps
         ledger.log_capacity += round_capacity
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
@@ -121,7 +142,8 @@ class PrivacyLedger:
         budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
         fields (no release to state them of)."""
         ledger = self._ledger(client_id)
-        acct = ledger.accountant.result(self.delta)
+        acc = ledger.accountant
+        acct = _cumulative(acc.events, self.delta, acc.accountant, acc.route, acc.discretization)
         broken = ledger.inconsistent
         mbp = math.inf if broken else ledger.mbp_bound
         released = ledger.releases > 0

@@ -23,6 +23,7 @@ from flwr.app import Message
 from attacks.plan import AttackPlan
 from attacks.view import ServerView
 from fedpriv.audit import AuditStore
+from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
@@ -111,7 +112,7 @@ class Auditor:
         self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
                                     audit.pac_beta)
         self.exhausted: set[int] = set()  # clients that declined for their ε budget
-        self.plan = AttackPlan(audit, len(dataset.train_y))
+        self.plan = AttackPlan(audit, len(dataset.train_y), cfg.device)
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
         self._written: set[int] = set()  # clients with an updates row this round
@@ -137,14 +138,15 @@ class Auditor:
     ) -> list[AcceptedReply]:
         """Check and record every ``(node, reply)``; return the accepted ones in client order
         (floating point sums depend on order; a resumed run must aggregate exactly as an
-        uninterrupted one)."""
+        uninterrupted one). The round's replies are written in one store transaction."""
         out = []
-        for node, msg in replies:
-            outcome = check_reply(msg, broadcast, self._round, node=node)
-            if isinstance(outcome, Rejection):
-                self._reject(server_round, outcome)
-            elif self._accept(server_round, outcome, broadcast):
-                out.append(outcome)
+        with self.store.batch():
+            for node, msg in replies:
+                outcome = check_reply(msg, broadcast, self._round, node=node)
+                if isinstance(outcome, Rejection):
+                    self._reject(server_round, outcome)
+                elif self._accept(server_round, outcome, broadcast):
+                    out.append(outcome)
         return sorted(out, key=lambda r: r.client_id)
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
@@ -223,7 +225,7 @@ class Auditor:
         contradicts its declaration)."""
         if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
             return True
-        report, cid = reply.report, reply.client_id
+        report, cid, audit = reply.report, reply.client_id, self.cfg.audit
         if report.oracle is not None and any(
             i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
         ):
@@ -243,7 +245,7 @@ class Auditor:
                               p_value=0.0)
         else:
             verdict = verify_reply(report, mechanism, broadcast, reply.arrays,
-                                   self.cfg.audit.verify_alpha)
+                                   audit.verify_alpha)
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)
@@ -253,8 +255,11 @@ class Auditor:
             self.store.record_failure(rnd, "inconsistent", _verdict_line(verdict),
                                       client_id=cid, node_id=reply.node_id)
             log.warning("round %d client %d: %s", rnd, cid, _verdict_line(verdict))
-        self.store.write_update(rnd, cid, delta, row)
-        truth = self._ground_truth(rnd, cid, report)
+        attacked = self.plan.scheduled(rnd, cid)
+        kept = keeps_update(audit.store_updates, attacked)  # the storage policy
+        stored = encode_update(delta, audit.update_dtype) if kept else None
+        self.store.write_update(rnd, cid, stored, row)
+        truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
         tally = self.ledger.fold(
             rnd, cid, mechanism.release(dim), steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
@@ -262,7 +267,7 @@ class Auditor:
         )
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
                                           "epsilon_budget": report.epsilon_budget})
-        if truth and self.plan.scheduled(rnd, cid):
+        if truth and attacked:
             view = ServerView.from_update(self._model, broadcast, delta, report)
             self.plan.add(rnd, cid, view, truth)
         return consistent

@@ -1,6 +1,8 @@
 """Offline auditing: attack the updates an audit store holds, after (or while) the run goes.
 
-For each selected update — status ``ok``, in a completed round — the server's view is rebuilt
+For each selected update — status ``ok``, in a completed round, its arrays kept by the run's
+storage policy (``audit.store_updates``; the others are listed under ``not_stored`` and named
+in a warning, and a selection with none stored is refused) — the server's view is rebuilt
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
 public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
@@ -35,24 +37,34 @@ Rounds = tuple[int | None, int | None]
 
 
 def _selected(
-    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None
-) -> list[UpdateRecord]:
+    store: AuditStore, cfg: Config, rounds: Rounds, clients: Sequence[int] | None
+) -> tuple[list[UpdateRecord], list[UpdateRecord]]:
     """Accepted updates of completed rounds in ``rounds`` (inclusive, open ends) and
-    ``clients`` (None: all); InputError if there are none."""
+    ``clients`` (None: all): those whose arrays are stored, and those the run's storage policy
+    did not keep. InputError if none is stored."""
     low, high = rounds
     chosen = [
         u for u in store.iter_updates(clients=clients)
         if u.status == "ok" and (low is None or u.round >= low)
         and (high is None or u.round <= high)
     ]  # fmt: skip
-    if not chosen:
+    stored = [u for u in chosen if u.stored]
+    skipped = [u for u in chosen if not u.stored]
+    if skipped:
+        log.warning("%d selected updates were not stored (audit.store_updates = %r): not "
+                    "attacked: %s", len(skipped), cfg.audit.store_updates,
+                    ", ".join(f"round {u.round} client {u.client_id}" for u in skipped[:10])
+                    + (", ..." if len(skipped) > 10 else ""))
+    if not stored:
         done = store.completed_rounds()
+        why = (f"; {len(skipped)} accepted updates selected, none stored: the run kept "
+               f"audit.store_updates = {cfg.audit.store_updates!r}") if skipped else ""
         raise InputError(
             "--rounds" if rounds != (None, None) else "--clients",
             f"rounds {low}:{high}, clients {'all' if clients is None else list(clients)}",
-            f"a selection holding accepted updates (completed rounds: {done})",
+            f"a selection holding stored accepted updates (completed rounds: {done}{why})",
         )
-    return chosen
+    return stored, skipped
 
 
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
@@ -115,7 +127,9 @@ def audit_run(
     -------
     dict
         ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
-        ``clients`` (the rebuilt report's per-client entries) and ``files``.
+        ``not_stored`` (round and client of each selected accepted update whose arrays the
+        run's ``audit.store_updates`` did not keep: not attacked), ``clients`` (the rebuilt
+        report's per-client entries) and ``files``.
 
     Raises
     ------
@@ -139,10 +153,11 @@ def _audit(
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
     names = list(attacks or audit.attacks or ["iga"])
+    stored, skipped = _selected(store, cfg, rounds, clients)
     jobs = [
         (update, attack_job(audit, name, _view(store, cfg, update), update.round,
-                            update.client_id))
-        for update in _selected(store, rounds, clients) for name in names
+                            update.client_id, device=cfg.device))
+        for update in stored for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
@@ -151,5 +166,6 @@ def _audit(
         for (update, _), result in zip(jobs, results, strict=True)
     ]
     report = write_report(store, problems=verify(store.run_dir, hashes=False))
-    return {"run_dir": str(store.run_dir), "attacks": summaries, "clients": report["clients"],
-            "files": report["files"]}  # fmt: skip
+    return {"run_dir": str(store.run_dir), "attacks": summaries,
+            "not_stored": [{"round": u.round, "client_id": u.client_id} for u in skipped],
+            "clients": report["clients"], "files": report["files"]}  # fmt: skip

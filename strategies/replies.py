@@ -66,20 +66,22 @@ class RoundIdentities:
 
 
 def _report_record(msg: Message) -> Mapping:
-    if REPORT_RECORD not in msg.content.config_records:
+    config_records = msg.content.config_records
+    if REPORT_RECORD not in config_records:
         raise ReplyError(REPORT_RECORD, None, "a ConfigRecord with the client's report")
-    return msg.content.config_records[REPORT_RECORD]
+    return config_records[REPORT_RECORD]
 
 
 def _content(msg: Message) -> tuple[Sequence[np.ndarray], float]:
-    content = msg.content
-    if len(content.array_records) != 1 or len(content.metric_records) != 1:
+    content = msg.content  # each *_records property builds a new dict: read each once
+    array_records, metric_records = content.array_records, content.metric_records
+    if len(array_records) != 1 or len(metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
-    metrics = next(iter(content.metric_records.values()))
+    metrics = next(iter(metric_records.values()))
     weight = metrics.get("num-examples")
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise ReplyError("num-examples", weight, "a number")
-    arrays = next(iter(content.array_records.values())).to_numpy_ndarrays()
+    arrays = next(iter(array_records.values())).to_numpy_ndarrays()
     return arrays, float(weight)
 
 

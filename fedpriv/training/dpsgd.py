@@ -46,13 +46,14 @@ def sampling_rate(n: int, batch_size: int) -> float:
 def sample_batch(
     n: int, batch_size: int, sampling: str, generator: torch.Generator
 ) -> torch.Tensor:
-    """Indices of one batch: Poisson (each record with probability ``batch_size / n``) or a
-    fixed-size draw without replacement."""
+    """Indices of one batch, on the generator's device: Poisson (each record with probability
+    ``batch_size / n``) or a fixed-size draw without replacement."""
+    device = generator.device
     if sampling == "poisson":
         q = min(1.0, batch_size / n)
-        return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+        return torch.nonzero(torch.rand(n, generator=generator, device=device) < q).flatten()
     if sampling == "fixed":
-        return torch.randperm(n, generator=generator)[: min(batch_size, n)]
+        return torch.randperm(n, generator=generator, device=device)[: min(batch_size, n)]
     raise ValueError(f"unknown sampling {sampling!r}")
 
 
@@ -100,6 +101,9 @@ def local_train(
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
+    ``model``, ``x``, ``y`` and ``generator`` share one device (:mod:`fedpriv.devices`), where
+    every step runs; ``record_ids`` stay on the CPU.
+
     Parameters
     ----------
     record_ids
@@ -127,7 +131,7 @@ def local_train(
         _apply_update(model, release, lr)
         losses.append(loss)
         result.batch_sizes.append(int(idx.numel()))
-        result.batch_indices.append(ids[idx].tolist())
+        result.batch_indices.append(ids[idx.cpu()].tolist())
     all_losses = torch.cat(losses)
     result.loss = float(all_losses.mean()) if all_losses.numel() else float("nan")
     return result
