@@ -49,11 +49,13 @@ def verify_reply(
     params = mechanism.params()
     declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
     sensitivity = mechanism.sensitivity
+    divisor = report.sample_rate * report.local_examples  # q = L/n: q·n may miss L by an ulp
+    if report.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
+        divisor = float(round(divisor))
     declaration = Declaration(
         mechanism=report.mechanism, clip_bound=sensitivity if math.isfinite(sensitivity) else 1.0,
         lr=report.lr, steps=report.local_steps,
-        batch_size=report.sample_rate * report.local_examples,
-        local_size=report.local_examples, sample_rate=report.sample_rate,
+        batch_size=divisor, local_size=report.local_examples, sample_rate=report.sample_rate,
         sampling=report.sampling,
         batch_sizes=None if report.oracle is None else report.oracle.batch_sizes, **declared,
     )

@@ -23,7 +23,8 @@ from strategies.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=3", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",
-            "audit.attacks=['idlg']", "audit.iterations=3", "audit.clients=[1]"]  # fmt: skip
+            "audit.attacks=['idlg']", "audit.iterations=3", "audit.clients=[1]",
+            "audit.ground_truth=true"]  # fmt: skip
 
 
 def _run(tmp_path_factory, *extra: str):
