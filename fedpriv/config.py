@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedpriv.devices import DEVICES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import (
     accountable,
@@ -33,9 +34,11 @@ from fedpriv.mechanisms.registry import (
     parameter_names,
 )
 from fedpriv.protocol import MAX_LOCAL_STEPS
+from fedpriv.validate import check_positive
 
 __all__ = [
     "ADVERSARY_BEHAVIOURS",
+    "BUDGET_KEY",
     "AdversaryConfig",
     "AuditConfig",
     "CANARY_METHODS",
@@ -58,6 +61,9 @@ __all__ = [
 ]
 
 Check = Callable[[Any], bool]
+
+BUDGET_KEY = "epsilon_budget"
+"""The ``[mechanism]`` key (and override key) of a client's ε budget."""
 
 
 def rule(allowed: str, check: Check | None = None, **kwargs: Any) -> Any:
@@ -130,11 +136,19 @@ class MechanismConfig:
     checked by the mechanism's own declaration. A parameter left out takes the mechanism's
     default; one the chosen mechanism does not use is ignored (an override may switch to a
     mechanism that uses it).
+
+    ``epsilon_budget`` (default: none) is the ε at ``audit.delta`` a client may spend: a client
+    whose next round would take it over declines to train (``clients/budget.py``). It is a key
+    of this table, not a mechanism parameter: a budget is the client's policy on how many
+    releases to make, not a property of a release, so it stays out of ``Mechanism.params()`` —
+    the declaration the server verifies, stores with every update and rebuilds releases from —
+    and no mechanism has to declare it. An override may set it per client.
     """
 
     name: str = "gaussian"
     params: dict[str, Any] = field(default_factory=dict)
     overrides: list[dict[str, Any]] = field(default_factory=list)
+    epsilon_budget: float | None = None
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], prefix: str) -> MechanismConfig:
@@ -148,12 +162,31 @@ class MechanismConfig:
         if not (isinstance(overrides, list) and all(isinstance(o, dict) for o in overrides)):
             raise InputError(f"{prefix}overrides", overrides,
                              "a list of tables with `clients = [ids]` and mechanism keys")
-        return cls(name, _mechanism_params(raw, prefix), overrides)
+        budget = raw.pop(BUDGET_KEY, None)
+        if budget is not None:
+            budget = check_positive(f"{prefix}{BUDGET_KEY}", budget)
+        return cls(name, _mechanism_params(raw, prefix), overrides, budget)
 
     def to_dict(self) -> dict[str, Any]:
         """The flat table again."""
         out = {"name": self.name, **self.params}
+        if self.epsilon_budget is not None:
+            out[BUDGET_KEY] = self.epsilon_budget
         return {**out, "overrides": list(self.overrides)} if self.overrides else out
+
+    def budget_for(self, client_id: int) -> float | None:
+        """The ε budget of client ``client_id`` (last override that sets one wins; None:
+        no budget)."""
+        budget = self.epsilon_budget
+        for override in self.overrides:
+            if client_id in override["clients"] and BUDGET_KEY in override:
+                budget = float(override[BUDGET_KEY])
+        return budget
+
+    @property
+    def has_budgets(self) -> bool:
+        """Whether any client has an ε budget."""
+        return self.epsilon_budget is not None or any(BUDGET_KEY in o for o in self.overrides)
 
     def value(self, key: str) -> Any:
         """The value this table gives a mechanism parameter, else the parameter's default."""
@@ -169,7 +202,7 @@ class MechanismConfig:
         name, params = self.name, dict(self.params)
         for override in self.overrides:
             if client_id in override["clients"]:
-                extra = {k: v for k, v in override.items() if k != "clients"}
+                extra = {k: v for k, v in override.items() if k not in ("clients", BUDGET_KEY)}
                 name = extra.pop("name", name)
                 params.update(extra)
         return name, params
@@ -181,7 +214,7 @@ def _mechanism_params(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     for key, value in raw.items():
         declared = parameter_field(key)
         if declared is None:
-            known = ["name", "overrides", *parameter_names()]
+            known = ["name", "overrides", BUDGET_KEY, *parameter_names()]
             raise InputError(f"{prefix}{key}", value, f"a known key: one of {known}")
         params[key] = declared.metadata["check"](f"{prefix}{key}", value)
         if isinstance(params[key], tuple):
@@ -224,6 +257,10 @@ class AuditConfig:
         "a number in (0, 0.5]: the false-alarm rate of each test of an update against its "
         "declared mechanism", lambda v: 0 < v <= 0.5, default=1e-6,
     )
+    pac_beta: float = rule(
+        "a number in (0, 1): the failure probability beta of the PAC accuracy of a release "
+        "(Zhang & Chen, Thm 4.3)", lambda v: 0 < v < 1, default=0.01,
+    )
     attacks: list[str] = rule(
         "a list of attack names (checked against the attack registry before the run starts)",
         lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
@@ -245,6 +282,8 @@ class AuditConfig:
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule(*_count(0, 100_000), default=15)
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    store_updates: str = rule(*_one_of("all", "attacked", "none"), default="all")
+    update_dtype: str = rule(*_one_of("float32", "float16"), default="float32")
 
 
 def node_config_keys() -> dict[str, str]:
@@ -391,6 +430,7 @@ class Config:
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     rounds: int = rule(*_count(1, 1_000_000), default=10)
+    device: str = rule(*_one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

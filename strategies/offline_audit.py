@@ -1,6 +1,8 @@
 """Offline auditing: attack the updates an audit store holds, after (or while) the run goes.
 
-For each selected update — status ``ok``, in a completed round — the server's view is rebuilt
+For each selected update — status ``ok``, in a completed round, its arrays kept by the run's
+storage policy (``audit.store_updates``; the others are listed under ``not_stored`` and named
+in a warning, and a selection with none stored is refused) — the server's view is rebuilt
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
 public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
@@ -46,25 +48,35 @@ Rounds = tuple[int | None, int | None]
 
 
 def _selected(
-    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None,
+    store: AuditStore, cfg: Config, rounds: Rounds, clients: Sequence[int] | None,
     statuses: tuple[str, ...] = ("ok",),
-) -> list[UpdateRecord]:
+) -> tuple[list[UpdateRecord], list[UpdateRecord]]:
     """Updates of completed rounds in ``rounds`` (inclusive, open ends) and ``clients``
-    (None: all) with one of ``statuses`` (default: accepted); InputError if there are none."""
+    (None: all) with one of ``statuses`` (default: accepted): those whose arrays are stored,
+    and those the run's storage policy did not keep. InputError if none is stored."""
     low, high = rounds
     chosen = [
         u for u in store.iter_updates(clients=clients)
         if u.status in statuses and (low is None or u.round >= low)
         and (high is None or u.round <= high)
     ]  # fmt: skip
-    if not chosen:
+    stored = [u for u in chosen if u.stored]
+    skipped = [u for u in chosen if not u.stored]
+    if skipped:
+        log.warning("%d selected updates were not stored (audit.store_updates = %r): not "
+                    "attacked: %s", len(skipped), cfg.audit.store_updates,
+                    ", ".join(f"round {u.round} client {u.client_id}" for u in skipped[:10])
+                    + (", ..." if len(skipped) > 10 else ""))
+    if not stored:
         done = store.completed_rounds()
+        why = (f"; {len(skipped)} accepted updates selected, none stored: the run kept "
+               f"audit.store_updates = {cfg.audit.store_updates!r}") if skipped else ""
         raise InputError(
             "--rounds" if rounds != (None, None) else "--clients",
             f"rounds {low}:{high}, clients {'all' if clients is None else list(clients)}",
-            f"a selection holding accepted updates (completed rounds: {done})",
+            f"a selection holding stored accepted updates (completed rounds: {done}{why})",
         )
-    return chosen
+    return stored, skipped
 
 
 def _mechanism(update: UpdateRecord) -> Any:
@@ -100,7 +112,7 @@ def _canary_bounds(
             apply_override(raw, f"audit.canaries.{key}", value)
     auditor = CanaryAuditor(config_from_dict(raw))
     out = []
-    for update in _selected(store, rounds, clients, ("ok", "inconsistent")):
+    for update in _selected(store, cfg, rounds, clients, ("ok", "inconsistent"))[0]:
         flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])
         canary = auditor.score(update.round, update.client_id, _mechanism(update), flat,
                                **stored_declaration(update))
@@ -173,8 +185,10 @@ def audit_run(
     dict
         ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
         ``canaries`` (with ``canaries=True``: per client-round the round's bound, the canary's
-        formal ε, the status and the bound pooled so far), ``clients`` (the rebuilt report's
-        per-client entries) and ``files``.
+        formal ε, the status and the bound pooled so far), ``not_stored`` (round and client of
+        each selected accepted update whose arrays the run's ``audit.store_updates`` did not
+        keep: not attacked), ``clients`` (the rebuilt report's per-client entries) and
+        ``files``.
 
     Raises
     ------
@@ -185,13 +199,16 @@ def audit_run(
     with AuditStore.open(run_dir) as store:
         try:
             cfg = config_from_dict(store.run_info()["config"])
-            out: dict[str, Any] = {"run_dir": str(store.run_dir), "attacks": []}
+            out: dict[str, Any] = {"run_dir": str(store.run_dir), "attacks": [],
+                                   "not_stored": []}
             if canaries:
                 out["canaries"] = _canary_bounds(store, cfg, rounds, clients, canary_method,
                                                  canary_confidence)
             if attacks or not canaries:
-                out["attacks"] = _attack(store, cfg, attacks, rounds, clients, iterations,
-                                         executor, progress)
+                out["attacks"], skipped = _attack(store, cfg, attacks, rounds, clients,
+                                                  iterations, executor, progress)
+                out["not_stored"] = [{"round": u.round, "client_id": u.client_id}
+                                     for u in skipped]
             report = write_report(store, problems=verify(store.run_dir, hashes=False))
         except sqlite3.DatabaseError as exc:
             raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None
@@ -201,19 +218,23 @@ def audit_run(
 def _attack(
     store: AuditStore, cfg: Config, attacks: Sequence[str] | None, rounds: Rounds,
     clients: Sequence[int] | None, iterations: int | None, executor: str, progress: bool,
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], list[UpdateRecord]]:
+    """Run the attacks on the selected stored updates; their summaries, and the selected
+    updates the storage policy did not keep."""
     audit = cfg.audit
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
     names = list(attacks or audit.attacks or ["iga"])
+    stored, skipped = _selected(store, cfg, rounds, clients)
     jobs = [
         (update, attack_job(audit, name, _view(store, cfg, update), update.round,
-                            update.client_id))
-        for update in _selected(store, rounds, clients) for name in names
+                            update.client_id, device=cfg.device))
+        for update in stored for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
-    return [
+    summaries = [
         _record(store, update, result)
         for (update, _), result in zip(jobs, results, strict=True)
     ]
+    return summaries, skipped

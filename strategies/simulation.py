@@ -29,7 +29,9 @@ FLOWER_ENV = {
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
     "RAY_DEDUP_LOGS": "0",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # silences a FutureWarning; we ask for no GPUs
+    # Actors ask Ray for no GPU; with this, Ray leaves CUDA_VISIBLE_DEVICES alone for them
+    # (and does not warn), so clients with device = "cuda"/"auto" share the machine's GPUs.
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
 }
 
 
@@ -80,7 +82,8 @@ def check_ray_address(address: str, timeout: float = RAY_JOIN_TIMEOUT) -> None:
 def check_runnable(cfg: Config) -> None:
     """Check in this process, before Ray starts, what would otherwise fail inside it.
 
-    The attack names are registered, the data set loads (a torchvision set's files are under
+    The device exists here (``device = "cuda"`` needs CUDA), the attack names are registered,
+    the data set loads (a torchvision set's files are under
     ``data.root``), the partition gives every client at least one record, the model builds,
     every client's mechanism fits the model's layers (``clip_per_layer``), and — with auditing
     on — the accountant can account each distinct mechanism's whole run (``rounds ×
@@ -94,9 +97,11 @@ def check_runnable(cfg: Config) -> None:
     """
     from attacks.registry import check_attack_names
     from fedpriv.data import partition_indices
+    from fedpriv.devices import resolve_device
     from fedpriv.models import build_model
     from strategies.federation import dataset_of
 
+    resolve_device(cfg.device)
     check_attack_names(cfg.audit.attacks, "audit.attacks")
     check_attack_names([cfg.sweep.attack], "sweep.attack")
     if cfg.simulation.ray_address:

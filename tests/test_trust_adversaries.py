@@ -85,3 +85,24 @@ def test_no_record_id_leaves_a_client_by_default(runs):  # noqa: ANN001
     assert attacked["oracle"]["ground_truth"] is False
     with AuditStore.open(tmp / "adversarial", readonly=True) as store:
         assert store.query("SELECT count(*) AS n FROM ground_truth")[0]["n"] == 0
+
+
+MIXED = Path(__file__).resolve().parents[1] / "configs" / "mixed-mechanisms.toml"
+
+
+def _honest_verdicts(tmp_path: Path, rounds: int) -> list[str]:
+    cfg = load_config(MIXED, [f"rounds={rounds}"])
+    report = run_federation(LocalGrid(client_app, cfg.data.num_clients), cfg, tmp_path / "run")
+    return [r["verification"]["status"] for c in report["clients"] for r in c["per_round"]]
+
+
+def test_honest_clients_of_every_mechanism_are_never_inconsistent(tmp_path: Path) -> None:
+    statuses = _honest_verdicts(tmp_path, 3)
+    assert len(statuses) == 30 and "inconsistent" not in statuses
+    assert statuses.count("unverifiable") == 6  # none (2 clients x 3 rounds): nothing claimed
+
+
+@pytest.mark.slow
+def test_two_hundred_honest_client_rounds_without_a_false_alarm(tmp_path: Path) -> None:
+    statuses = _honest_verdicts(tmp_path, 20)
+    assert len(statuses) == 200 and "inconsistent" not in statuses

@@ -78,3 +78,36 @@ def test_honest_clients_are_tallied(report) -> None:  # noqa: ANN001
     for pid in (0, 6):
         assert honest[pid]["rounds_participated"] == 2
         assert honest[pid]["verification"]["status"] == "consistent"
+
+
+class _LossyGrid(LocalGrid):
+    """Round 2: node 1002 never answers; node 1003's reply is an error made by the SuperLink
+    (source: the SuperLink's own id 1, as Flower reports a lost node)."""
+
+    def send_and_receive(self, messages, *, timeout=None):  # noqa: ANN001, ANN201
+        from flwr.app import Error
+
+        replies = super().send_and_receive(messages, timeout=timeout)
+        if {int(m.content["config"]["server-round"]) for m in messages} != {2}:
+            return replies
+        out = []
+        for msg, reply in zip(sorted(messages, key=lambda m: m.metadata.dst_node_id), replies,
+                              strict=True):
+            if msg.metadata.dst_node_id == 1002:
+                continue
+            if msg.metadata.dst_node_id == 1003:
+                reply = Message(Error(code=0, reason="Node unavailable"), reply_to=msg)
+                reply.metadata.__dict__["_src_node_id"] = 1  # the SuperLink's id
+            out.append(reply)
+        return out
+
+
+def test_silent_and_lost_nodes_are_failures_of_the_right_client(tmp_path) -> None:  # noqa: ANN001
+    from clients.client_app import app
+
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=4", "train.local_steps=1"])
+    report = run_federation(_LossyGrid(app, 4), cfg, tmp_path / "run")
+    failures = {(f["round"], f["client_id"]): f for f in report["failures"]}
+    assert failures[(2, 2)]["kind"] == "timeout" and failures[(2, 2)]["node_id"] == "1002"
+    assert failures[(2, 3)]["kind"] == "exception" and failures[(2, 3)]["node_id"] == "1003"
+    assert report["status"] == "completed"

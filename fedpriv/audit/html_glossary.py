@@ -106,16 +106,20 @@ def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
         entries.append(
             (
                 "Budget",
-                "The ε a client may spend, and the round in which its "
-                "cumulative ε first went over it.",
+                "The ε at δ a client may spend, and the first round it declined to "
+                "train because that round would have taken its cumulative ε over it; it "
+                "is sent no training after that, so its ε never exceeds the budget.",
             )
         )
     if _present(clients, "pac_accuracy") or _present(clients, "pac_robust_confidence"):
         entries.append(
             (
                 "PAC accuracy and robust confidence",
-                "Shown as the server recorded them in report.json; see the "
-                "documentation of the analysis that produced them.",
+                "PAC accuracy α: the radius within which one release of the declared "
+                "mechanism lies of the value it perturbs, with probability 1 − β "
+                "(audit.pac_beta), read from its noise law, not measured. Robust "
+                "confidence: 1 − (1 + 4ξ)β at the cumulative MBP bound ξ (Zhang & Chen, "
+                "Thm 4.3); vacuous when that is ≤ 0, always so for Gaussian noise.",
             )
         )
     return entries

@@ -25,6 +25,7 @@ from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
+from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.errors import InputError
@@ -121,8 +122,14 @@ def _trust(row: Row) -> Row:
         "log_capacity_declared": row.get("log_capacity_declared"),
         "epsilon_lower": _loads(row.get("epsilon_lower_json")),
         "pac_accuracy": row.get("pac_accuracy"),
-        "pac_robust_confidence": row.get("pac_robust_confidence"),
+        "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
+        "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
+
+
+def _vacuous(confidence: float | None) -> float | str | None:
+    """Theorem 4.3's confidence as stored, ``"vacuous"`` where it is 0 (``(1 + 4ξ)β ≥ 1``)."""
+    return "vacuous" if confidence == 0.0 else confidence
 
 
 _VERDICT_ORDER = {"inconsistent": 0, "consistent": 1, "unverifiable": 2}
@@ -234,6 +241,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
         "oracle": _oracle(run["config"]),
         "verification": _verification_summary(tallies, run["config"]),
+        "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
     if problems is not None:
         report["integrity"] = {

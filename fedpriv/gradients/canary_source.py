@@ -40,8 +40,8 @@ class CanaryGradients(GradientSource):
 
     def gradient_sum(self) -> torch.Tensor:
         total = self.inner.gradient_sum()
-        return total + self.canaries.to(total.dtype)
+        return total + self.canaries.to(device=total.device, dtype=total.dtype)
 
     def clipped_sum(self, bounds: Sequence[float], norm_ord: int) -> torch.Tensor:
         total = self.inner.clipped_sum(bounds, norm_ord)
-        return total + self.canaries.to(total.dtype)
+        return total + self.canaries.to(device=total.device, dtype=total.dtype)

@@ -159,6 +159,17 @@ class Mechanism(ABC):
         parameter sizes (checked before training starts); nothing to check by default."""
         return None
 
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float | None:
+        """Standard accuracy α of ONE release at confidence ``1 − β``: the (1 − β)-quantile of
+        the distance between the release and the value it perturbs, read from the noise law of
+        the mechanism as declared — not measured (Zhang & Chen, Def. 4.4, Thm. 4.3;
+        :mod:`fedpriv.leakage.robustness`, whose quantile functions the mechanisms call).
+
+        ``dim`` is the model dimension ``p``, ``batch_size`` the divisor ``L`` of the noisy sum.
+        None: the mechanism states no accuracy (the default, and ``none``).
+        """
+        return None
+
     def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
         """Test a recovered update against this mechanism as declared, at false-alarm rate
         ``alpha`` per test (privacy-math.md §9; :mod:`fedpriv.verification`). A mechanism

@@ -130,6 +130,13 @@ class GaussianMechanism(ClippedMechanism):
         return gaussian_scores(design, batch_size * pseudo_gradient, noise_std=self.noise_std,
                                steps=steps)
 
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float:
+        """``σC·χ_p⁻¹(1 − β)/L`` in ℓ2 (:func:`fedpriv.leakage.robustness.gaussian_accuracy`;
+        0 at σ = 0)."""
+        from fedpriv.leakage.robustness import gaussian_accuracy
+
+        return gaussian_accuracy(beta, dim, self.noise_std, batch_size)
+
     def release(self, dim: int) -> Release:
         if self.noise_multiplier == 0.0 or not math.isfinite(self.noise_std):
             return NoGuarantee(self.name)

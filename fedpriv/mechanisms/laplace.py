@@ -135,5 +135,12 @@ class LaplaceMechanism(ClippedMechanism):
         return laplace_scores(design, batch_size * pseudo_gradient,
                               noise_scale=self.noise_scale, steps=steps)
 
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float:
+        """``λC·Γ_p⁻¹(1 − β)/L`` in ℓ1, the norm of its sensitivity
+        (:func:`fedpriv.leakage.robustness.laplace_accuracy`)."""
+        from fedpriv.leakage.robustness import laplace_accuracy
+
+        return laplace_accuracy(beta, dim, self.noise_scale, batch_size)
+
     def release(self, dim: int) -> Release:
         return LaplaceRelease(self.laplace_scale)

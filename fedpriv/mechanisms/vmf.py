@@ -159,6 +159,16 @@ class VMFMechanism(ClippedMechanism):
 
         return vmf_scores(design, pseudo_gradient, kappa=self.kappa, scale=self.vmf_scale)
 
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float | None:
+        """``2s·sin(θ_{1−β}/2)`` between ``s·y`` and ``s·u``
+        (:func:`fedpriv.leakage.robustness.vmf_accuracy`); None with ``vmf_keep_norm``, whose
+        scale is the data's own norm, so no public radius exists."""
+        from fedpriv.leakage.robustness import vmf_accuracy
+
+        if self.vmf_keep_norm:
+            return None
+        return vmf_accuracy(beta, dim, self.kappa, self.vmf_scale)
+
     def release(self, dim: int) -> Release:
         if self.vmf_keep_norm:
             return NoGuarantee(self.name)

@@ -24,7 +24,7 @@ from fedpriv.gradients import CanaryGradients, gradient_source
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
 
-__all__ = ["LocalResult", "local_train", "private_release", "sample_batch"]
+__all__ = ["LocalResult", "local_train", "private_release", "sample_batch", "sampling_rate"]
 
 
 @dataclass
@@ -38,16 +38,22 @@ class LocalResult:
     batch_indices: list[list[int]] = field(default_factory=list)
 
 
+def sampling_rate(n: int, batch_size: int) -> float:
+    """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records."""
+    return min(batch_size, n) / n
+
+
 def sample_batch(
     n: int, batch_size: int, sampling: str, generator: torch.Generator
 ) -> torch.Tensor:
-    """Indices of one batch: Poisson (each record with probability ``batch_size / n``) or a
-    fixed-size draw without replacement."""
+    """Indices of one batch, on the generator's device: Poisson (each record with probability
+    ``batch_size / n``) or a fixed-size draw without replacement."""
+    device = generator.device
     if sampling == "poisson":
         q = min(1.0, batch_size / n)
-        return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+        return torch.nonzero(torch.rand(n, generator=generator, device=device) < q).flatten()
     if sampling == "fixed":
-        return torch.randperm(n, generator=generator)[: min(batch_size, n)]
+        return torch.randperm(n, generator=generator, device=device)[: min(batch_size, n)]
     raise ValueError(f"unknown sampling {sampling!r}")
 
 
@@ -100,6 +106,9 @@ def local_train(
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
+    ``model``, ``x``, ``y`` and ``generator`` share one device (:mod:`fedpriv.devices`), where
+    every step runs; ``record_ids`` stay on the CPU.
+
     Parameters
     ----------
     record_ids
@@ -117,7 +126,7 @@ def local_train(
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
     mechanism.check_layers([p.numel() for p in model.parameters()])
     expected = min(batch_size, n)
-    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=expected / n)
+    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=sampling_rate(n, batch_size))
     losses = []
     anchor = _flat(model) if proximal_mu else None
     for _ in range(local_steps):
@@ -131,7 +140,7 @@ def local_train(
         _apply_update(model, release, lr)
         losses.append(loss)
         result.batch_sizes.append(int(idx.numel()))
-        result.batch_indices.append(ids[idx].tolist())
+        result.batch_indices.append(ids[idx.cpu()].tolist())
     all_losses = torch.cat(losses)
     result.loss = float(all_losses.mean()) if all_losses.numel() else float("nan")
     return result

@@ -123,5 +123,10 @@ def render(result: dict[str, Any]) -> str:
             f"{a['round']:>5} {a['client_id']:>6} {a['attack']:<6} {_fmt(a.get('ssim'), '6.3f')} "
             f"{_fmt(a.get('mse'), '8.4f')} {_fmt(a.get('psnr'), '6.2f')}"
         )
+    skipped = result.get("not_stored", [])
+    if skipped:
+        listed = ", ".join(f"{u['round']}/{u['client_id']}" for u in skipped[:10])
+        lines.append(f"not stored (the run's audit.store_updates), not attacked: {len(skipped)} "
+                     f"updates (round/client {listed}{', ...' if len(skipped) > 10 else ''})")
     lines.append(f"wrote {result['files']['report']}")
     return "\n".join(lines)
