@@ -32,14 +32,15 @@ def lbfgs_trial(
     x = matcher.initial_images(num_images, generator).requires_grad_(True)
     prior = to_numpy_images(x, matcher.low, matcher.high)
     variables = [x]
+    hard = None if labels is None else labels.to(matcher.device)
     if labels is None:
         shape = (num_images, matcher.num_classes)
-        logits = torch.randn(shape, generator=generator).requires_grad_(True)
+        logits = torch.randn(shape, generator=generator).to(matcher.device).requires_grad_(True)
         variables.append(logits)
     opt = torch.optim.LBFGS(variables, max_iter=1, **options)
 
     def closure() -> torch.Tensor:
-        targets = labels if labels is not None else torch.softmax(logits, dim=1)
+        targets = hard if hard is not None else torch.softmax(logits, dim=1)
         loss = l2_distance(matcher.gradient(x, targets), matcher.target)
         for var, grad in zip(variables, torch.autograd.grad(loss, variables), strict=True):
             var.grad = grad
@@ -51,7 +52,7 @@ def lbfgs_trial(
     found = labels if labels is not None else logits.detach().argmax(dim=1)
     return Trial(
         reconstructions=to_numpy_images(x, matcher.low, matcher.high),
-        labels=found.numpy().astype("int64"),
+        labels=found.cpu().numpy().astype("int64"),
         prior=prior,
         loss=final,
     )
@@ -81,6 +82,7 @@ def dlg(
     restarts: int,
     generator: torch.Generator,
     num_images: int,
+    device: torch.device,
     lr: float = 1.0,
     history_size: int = 100,
     line_search: str | None = None,
@@ -91,12 +93,12 @@ def dlg(
     ----------
     view
         The server's view of the update.
-    iterations, restarts, generator, num_images
+    iterations, restarts, generator, num_images, device
         See :func:`attacks.registry.run_attack`.
     lr, history_size, line_search
         ``torch.optim.LBFGS`` settings (``line_search="strong_wolfe"`` or None).
     """
-    matcher = GradientMatcher(view)
+    matcher = GradientMatcher(view, device)
     options = {"lr": lr, "history_size": history_size, "line_search_fn": line_search}
     return best_trial(
         lambda: lbfgs_trial(matcher, num_images, None, iterations, generator, options), restarts

@@ -27,6 +27,7 @@ def idlg(
     restarts: int,
     generator: torch.Generator,
     num_images: int,
+    device: torch.device,
     lr: float = 1.0,
     history_size: int = 100,
     line_search: str | None = None,
@@ -37,12 +38,12 @@ def idlg(
     ----------
     view
         The server's view of the update.
-    iterations, restarts, generator, num_images
+    iterations, restarts, generator, num_images, device
         See :func:`attacks.registry.run_attack`.
     lr, history_size, line_search
         ``torch.optim.LBFGS`` settings (``line_search="strong_wolfe"`` or None).
     """
-    matcher = GradientMatcher(view)
+    matcher = GradientMatcher(view, device)
     labels = torch.from_numpy(recover_labels(view, num_images, generator))
     options = {"lr": lr, "history_size": history_size, "line_search_fn": line_search}
     return best_trial(

@@ -38,13 +38,14 @@ def _iga_trial(
     tv_weight: float,
     lr: float,
 ) -> Trial:
+    targets = labels.to(matcher.device)
     x = matcher.initial_images(len(labels), generator).requires_grad_(True)
     prior = to_numpy_images(x, matcher.low, matcher.high)
     opt = torch.optim.Adam([x], lr=lr)
     milestones = [int(iterations * f) for f in _DECAY_POINTS]
     schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
     for _ in range(iterations):
-        objective = cosine_distance(matcher.gradient(x, labels), matcher.target)
+        objective = cosine_distance(matcher.gradient(x, targets), matcher.target)
         objective = objective + tv_weight * total_variation(x)
         (grad,) = torch.autograd.grad(objective, [x])
         x.grad = grad.sign()
@@ -52,7 +53,7 @@ def _iga_trial(
         schedule.step()
         with torch.no_grad():
             matcher.clamp_(x)
-    loss = cosine_distance(matcher.gradient(x, labels), matcher.target)
+    loss = cosine_distance(matcher.gradient(x, targets), matcher.target)
     return Trial(
         reconstructions=to_numpy_images(x, matcher.low, matcher.high),
         labels=labels.numpy().copy(),
@@ -69,6 +70,7 @@ def iga(
     restarts: int,
     generator: torch.Generator,
     num_images: int,
+    device: torch.device,
     tv_weight: float = 0.2,
     lr: float = 0.1,
 ) -> Trial:
@@ -78,14 +80,14 @@ def iga(
     ----------
     view
         The server's view of the update.
-    iterations, restarts, generator, num_images
+    iterations, restarts, generator, num_images, device
         See :func:`attacks.registry.run_attack`.
     tv_weight
         α_TV ≥ 0, weight of the total-variation prior.
     lr
         Initial Adam learning rate.
     """
-    matcher = GradientMatcher(view)
+    matcher = GradientMatcher(view, device)
     labels = torch.from_numpy(recover_labels(view, num_images, generator))
     return best_trial(
         lambda: _iga_trial(matcher, labels, iterations, generator, tv_weight, lr), restarts

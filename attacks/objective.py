@@ -26,12 +26,14 @@ __all__ = [
 
 
 class GradientMatcher:
-    """The model at θ, the released gradient g̃ and the input domain of one view."""
+    """The model at θ, the released gradient g̃ and the input domain of one view, on
+    ``device``, where the attack's optimisation runs."""
 
-    def __init__(self, view: ServerView) -> None:
-        self.model = view.build_model()
+    def __init__(self, view: ServerView, device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
+        self.model = view.build_model().to(self.device)
         self.params = list(self.model.parameters())
-        self.target = [torch.from_numpy(g) for g in view.gradient()]
+        self.target = [torch.from_numpy(g).to(self.device) for g in view.gradient()]
         self.input_shape = view.input_shape
         self.num_classes = view.num_classes
         self.low, self.high = view.data_range
@@ -48,9 +50,10 @@ class GradientMatcher:
         """Uniform random images in the data range: the attack's starting point (prior).
 
         The reference codes draw N(0, 1); uniform keeps the prior inside the scored range.
+        Drawn on the CPU generator (the same start on every device), then moved to the device.
         """
         u = torch.rand((n, *self.input_shape), generator=generator)
-        return self.low + (self.high - self.low) * u
+        return (self.low + (self.high - self.low) * u).to(self.device)
 
     def clamp_(self, images: torch.Tensor) -> torch.Tensor:
         """Project onto the data range in place."""
@@ -92,5 +95,5 @@ def _key(trial: Trial) -> float:
 
 
 def to_numpy_images(images: torch.Tensor, low: float, high: float) -> np.ndarray:
-    """Detach, clip to the data range and return float32 numpy."""
-    return images.detach().clamp(low, high).numpy().astype(np.float32)
+    """Detach, clip to the data range and return float32 numpy (on the CPU)."""
+    return images.detach().clamp(low, high).cpu().numpy().astype(np.float32)

@@ -32,9 +32,11 @@ Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
 
 
 def attack_job(
-    audit: AuditConfig, name: str, view: ServerView, rnd: int, client_id: int, *, run: int = 0
+    audit: AuditConfig, name: str, view: ServerView, rnd: int, client_id: int, *, run: int = 0,
+    device: str = "cpu",
 ) -> AttackJob:
-    """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``.
+    """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``,
+    on ``device`` (the run's ``device`` key).
 
     Seeded by (audit seed, round, client), so an offline re-run reproduces it; ``run = k ≥ 1``
     is the k-th single-restart run of a Bayesian-privacy estimate.
@@ -42,7 +44,8 @@ def attack_job(
     seed = audit.seed + 1000 * rnd + client_id + 7919 * run
     options = {"tv_weight": audit.tv_weight} if name == "iga" else {}
     restarts = 1 if run else audit.restarts
-    return AttackJob(name, view, audit.iterations, restarts, seed, options=options)
+    return AttackJob(name, view, audit.iterations, restarts, seed, options=options,
+                     device=device)
 
 
 def attack_scores(
@@ -99,11 +102,14 @@ class AttackPlan:
         The ``[audit]`` settings.
     train_size
         Number of training records (candidate pools draw distractors from them).
+    device
+        Where the attacks run (the run's ``device`` key).
     """
 
-    def __init__(self, audit: AuditConfig, train_size: int) -> None:
+    def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu") -> None:
         self.audit = audit
         self.train_size = train_size
+        self.device = device
         self.pending: list[PendingAttack] = []
 
     def scheduled(self, rnd: int, client_id: int) -> bool:
@@ -139,9 +145,11 @@ class AttackPlan:
         for item in self.pending:
             cid = item.client_id
             for name in audit.attacks:
-                jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid)))
+                jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid,
+                                                    device=self.device)))
             for k in range(audit.bayes_runs):  # K independent runs of the first attack
-                job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1)
+                job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1,
+                                 device=self.device)
                 jobs.append((item, "bayes", job))
         return jobs
 

@@ -20,6 +20,7 @@ import torch
 
 from attacks.result import AttackResult, Trial
 from attacks.view import ServerView
+from fedpriv.devices import resolve_device
 from fedpriv.errors import InputError
 from fedpriv.validate import Check, check_dim, check_int_range
 
@@ -113,6 +114,7 @@ def run_attack(
     restarts: int = 1,
     seed: int = 0,
     num_images: int | None = None,
+    device: str = "cpu",
     **options: Any,
 ) -> AttackResult:
     """Run the attack ``name`` on the server's view of one update.
@@ -131,6 +133,9 @@ def run_attack(
         Seed of the attack's ``torch.Generator`` (starting images, soft labels, dummies).
     num_images
         Number of images to reconstruct; default round(L) from the view.
+    device
+        ``"cpu"``, ``"cuda"`` or ``"auto"`` (:func:`fedpriv.devices.resolve_device`): where the
+        optimisation runs. Random starts are drawn on the CPU, so they do not depend on it.
     **options
         Attack-specific settings (``lr``, ``tv_weight``, ``history_size``, ``line_search``).
 
@@ -140,6 +145,7 @@ def run_attack(
         Unknown attack, option or bad value (key ``attack.<name>``), before any work.
     """
     check_attack(name, iterations, restarts, seed, num_images, options)
+    where = resolve_device(device, "attack.device")
     n = view.default_num_images if num_images is None else num_images
     generator = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
@@ -150,6 +156,7 @@ def run_attack(
             restarts=restarts,
             generator=generator,
             num_images=n,
+            device=where,
             **options,
         )
     return AttackResult(

@@ -36,6 +36,7 @@ class AttackJob:
     seed: int = 0
     num_images: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
 
     def check(self) -> None:
         """Raise :class:`InputError` for a bad setting, before any attack runs."""
@@ -57,6 +58,7 @@ class AttackJob:
             restarts=self.restarts,
             seed=self.seed,
             num_images=self.num_images,
+            device=self.device,
             **self.options,
         )
 

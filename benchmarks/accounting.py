@@ -122,6 +122,28 @@ def ledger_seconds(clients: int = 100, rounds: int = 50) -> dict[str, float]:
     return {"clients": clients, "rounds": rounds, "seconds_per_round": total / rounds}
 
 
+def budget_check_seconds(rounds: int = 10) -> dict[str, Any]:
+    """What a client with an ε budget pays before each round (``fedpriv.budget.check_budget``)
+    at the quickstart settings (σ = 1, q = 32/143, 20 steps a round, δ = 1e-5): each round a
+    new release count, so no composition is cached; the first RDP check pays dp-accounting's
+    import."""
+    from fedpriv.budget import check_budget
+    from fedpriv.mechanisms import make_release
+
+    out: dict[str, Any] = {}
+    for kind in ("rdp", "pld"):
+        release = make_release("gaussian", 1.0)
+        times = []
+        for r in range(rounds):
+            start = time.perf_counter()
+            check_budget(1e9, release, sample_rate=32 / 143, released=20 * r, steps=20,
+                         delta=1e-5, accountant=kind)
+            times.append(time.perf_counter() - start)
+        out[kind] = {"median_s": statistics.median(times), "max_s": max(times),
+                     "rounds": rounds}
+    return out
+
+
 def main(quick: bool = False, repeat: int = 5) -> dict[str, Any]:
     """All measurements as one JSON-ready object."""
     return {
@@ -131,6 +153,7 @@ def main(quick: bool = False, repeat: int = 5) -> dict[str, Any]:
         "vmf_rdp_vs_pld": vmf_rdp_vs_pld(KAPPAS[:3] if quick else KAPPAS),
         "calibration_to_epsilon_1": calibration_seconds(quick),
         "client_ledger": ledger_seconds(),
+        "client_budget_check": budget_check_seconds(),
     }
 
 

@@ -2,8 +2,8 @@
 
 ``python -m benchmarks.audit_costs [--quick]`` prints one JSON object. For N clients it
 replays what :func:`strategies.federation.run_federation` does on the server each round —
-``Auditor.begin_round`` (θ to the store), ``Auditor.on_reply`` for every client (update and
-ground truth written durably, ε / log C / ξ tallied), ``Auditor.end_round`` and
+``Auditor.begin_round`` (θ to the store), ``Auditor.accepted`` on every client's reply (checked;
+update and ground truth written, ε / log C / ξ tallied), ``Auditor.end_round`` and
 ``write_report`` — on replies shaped like the quickstart's (paper MLP, 20 local steps of
 batch 32, the client's record ids), with ``audit.enabled`` true and false. It reports the
 server seconds per round of each mode, and a cProfile of the logging mode: the functions with
@@ -34,7 +34,7 @@ PRESET = "configs/quickstart.toml"
 
 class _Reply:
     """A reply as the ClientApp builds it (real records), in a stand-in for Flower's
-    ``Message``, of which ``Auditor.on_reply`` reads ``content``, ``metadata.src_node_id`` and
+    ``Message``, of which ``Auditor.accepted`` reads ``content``, ``metadata.src_node_id`` and
     ``has_error()``; a real Message needs a Flower runtime to exist."""
 
     def __init__(self, node: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -65,10 +65,11 @@ def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[_Reply]:
     for cid, ids in enumerate(parts):
         q = min(1.0, cfg.train.batch_size / len(ids))
         batches = [ids[rng.random(len(ids)) < q].tolist() for _ in range(cfg.train.local_steps)]
-        meta = {"partition-id": cid, "local-examples": len(ids), "steps": cfg.train.local_steps,
+        meta = {"partition-id": cid, "server-round": rnd, "local-examples": len(ids),
+                "steps": cfg.train.local_steps, "sampling": cfg.train.sampling,
                 "lr": cfg.train.lr, "batch-size": cfg.train.batch_size, "sample-rate": q,
                 "mechanism": cfg.mechanism.name,
-                "mechanism-params": json.dumps(cfg.mechanism.params()),
+                "mechanism-params": json.dumps(cfg.mechanism.params),
                 "formal-guarantee": True, "record-ids": json.dumps(batches)}
         gen = torch.Generator().manual_seed(1000 * rnd + cid)
         state = {k: v + 0.01 * torch.randn(v.shape, generator=gen)
@@ -99,8 +100,7 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
                 profiler.enable()
             start = time.perf_counter()
             auditor.begin_round(rnd, broadcast)
-            for reply in replies:
-                auditor.on_reply(rnd, reply, broadcast)
+            auditor.accepted(rnd, replies, broadcast)
             auditor.end_round(rnd, 0.5, 1.0)
             write_report(store)
             seconds.append(time.perf_counter() - start)

@@ -10,6 +10,8 @@ VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``p
 (one run of the Fashion-MNIST study, part by part: 3 epochs of local DP-SGD, IGA per
 iteration, per batch size; the simulation start-up), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
+``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
+per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time and the load average before and after it; a section that
 fails is reported with its error and the others still run. Benchmarks measure; they never
@@ -57,7 +59,12 @@ def _attacks(quick: bool) -> dict[str, Any]:
 
 
 def _accounting(quick: bool) -> dict[str, Any]:
-    from benchmarks.accounting import calibration_seconds, cli_vmf_seconds, ledger_seconds
+    from benchmarks.accounting import (
+        budget_check_seconds,
+        calibration_seconds,
+        cli_vmf_seconds,
+        ledger_seconds,
+    )
     from benchmarks.epsilon_table import epsilon_table
 
     return {
@@ -65,6 +72,7 @@ def _accounting(quick: bool) -> dict[str, Any]:
         "calibration_to_epsilon_1": calibration_seconds(quick),
         "cli_vmf_T1e5": cli_vmf_seconds(3 if quick else 5),
         "client_ledger_100_clients": ledger_seconds(),
+        "client_budget_check": budget_check_seconds(),
     }
 
 
@@ -93,6 +101,19 @@ def _simulation(quick: bool) -> dict[str, Any]:
     return {**measure(quick), "server_audit_costs": audit_costs(quick)}
 
 
+def _canaries(quick: bool) -> dict[str, Any]:
+    from benchmarks.canaries import measure
+
+    return measure(quick)
+
+
+def _scaling(quick: bool) -> dict[str, Any]:
+    from benchmarks.scaling import measure
+    from benchmarks.update_dtype import measure as update_dtype
+
+    return {**measure(quick), "float16_attack": update_dtype()}
+
+
 def _html_report(quick: bool) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -108,6 +129,8 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
     "vmf_pld": _vmf_pld,
     "paper_cell": _paper_cell,
     "simulation": _simulation,
+    "canaries": _canaries,
+    "scaling": _scaling,
     "html_report": _html_report,
 }
 
@@ -191,6 +214,22 @@ def _simulation_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _scaling_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  local DP step alone: {_median(r['dp_step_ms'])} ms"]
+    for key, pooled in r["pooled"].items():
+        lines.append(f"  {key}: {_median(_get(pooled, 'round_seconds'))} s/round, peak PSS "
+                     f"{pooled['peak_pss_mib']} MiB")
+    for run_ in r["runs"]:
+        ms = run_.get("per_client_ms")
+        if ms:
+            lines.append(f"  {run_['route']}/{run_['clients']}/{run_['mode']} ms per client: "
+                         + ", ".join(f"{k} {v}" for k, v in ms.items() if v))
+    lines.append(f"  targets: {r['targets']}")
+    worst = _get(r, "float16_attack", "max_abs_ssim_difference")
+    lines.append(f"  float16 updates: IGA SSIM moves by at most {worst}")
+    return lines
+
+
 def headlines(result: dict[str, Any]) -> list[str]:
     """A short human summary of :func:`run`'s object."""
     m = result["machine"]
@@ -215,6 +254,9 @@ def headlines(result: dict[str, Any]) -> list[str]:
                                  "  simulation overhead: "
                                  f"{r.get('simulation_overhead_seconds')} s"],
         "simulation": _simulation_lines,
+        "canaries": lambda r: [f"  {k}: " + ", ".join(f"{n} {_median(v)}" for n, v in row.items())
+                               for k, row in r["rows"].items()],
+        "scaling": _scaling_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

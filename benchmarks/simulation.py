@@ -30,6 +30,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,11 +74,12 @@ def _store_facts(run_dir: Path, launched: float) -> dict[str, Any]:
 
 
 def simulate_once(clients: int, mode: str, rounds: int, iterations: int = 100,
-                  timeout: float = 1800.0) -> dict[str, Any]:
-    """One ``fedpriv simulate`` run; never raises (a failed run is reported as such)."""
+                  timeout: float = 1800.0, extra: Sequence[str] = ()) -> dict[str, Any]:
+    """One ``fedpriv simulate`` run (``extra``: more ``--set`` overrides, applied last); never
+    raises (a failed run is reported as such)."""
     work = Path(tempfile.mkdtemp(prefix=f"fedpriv-bench-{clients}-{mode}-"))
     sets = [f"data.num_clients={clients}", f"rounds={rounds}"]
-    sets += [s.format(iterations=iterations) for s in MODES[mode]]
+    sets += [s.format(iterations=iterations) for s in MODES[mode]] + list(extra)
     argv = [sys.executable, "-m", "fedpriv", "simulate", PRESET, "--out", str(work / "run"),
             "--json", *[a for s in sets for a in ("--set", s)]]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -93,6 +95,7 @@ def simulate_once(clients: int, mode: str, rounds: int, iterations: int = 100,
             return row
         report = json.loads((work / "out.json").read_text())
         row["final_accuracy"] = report["accuracy"][-1] if report["accuracy"] else None
+        row["storage"] = report.get("storage")
         row.update(_store_facts(work / "run", launched))
     except Exception as exc:  # a benchmark reports, it does not fail
         row["error"] = repr(exc)

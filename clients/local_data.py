@@ -27,4 +27,4 @@ def client_data(
     """``(x, y, record_ids)`` of partition ``partition_id``; record ids index the training set."""
     dataset = load_dataset(data.name, data.root, data.download, seed, data.test_fraction)
     ids = _partition(data, seed, num_partitions)[partition_id]
-    return dataset.train_x[ids], dataset.train_y[ids], ids
+    return dataset.train_x.index_select(0, ids), dataset.train_y.index_select(0, ids), ids

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fedpriv.devices import DEVICES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import (
     accountable,
@@ -34,10 +35,16 @@ from fedpriv.mechanisms.registry import (
     parameter_names,
     release_class,
 )
-from fedpriv.protocol import OPTIMIZERS
+from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS
+from fedpriv.validate import check_positive
 
 __all__ = [
+    "ADVERSARY_BEHAVIOURS",
+    "BUDGET_KEY",
+    "AdversaryConfig",
     "AuditConfig",
+    "CANARY_METHODS",
+    "CanaryConfig",
     "Config",
     "DataConfig",
     "MAX_SEED",
@@ -58,6 +65,9 @@ __all__ = [
 
 Check = Callable[[Any], bool]
 
+BUDGET_KEY = "epsilon_budget"
+"""The ``[mechanism]`` key (and override key) of a client's ε budget."""
+
 
 def rule(allowed: str, check: Check | None = None, **kwargs: Any) -> Any:
     """A dataclass field whose value must satisfy ``check``; ``allowed`` says what is allowed."""
@@ -76,6 +86,12 @@ def _seed(v: Any) -> bool:
     return 0 <= v <= MAX_SEED
 
 
+def _count(low: int, high: int, what: str = "") -> tuple[str, Check]:
+    """An integer in ``[low, high]``: every count has a ceiling, so a typo cannot start a run
+    without end or exhaust memory."""
+    return f"an integer in [{low:,}, {high:,}]{what}", lambda v: low <= v <= high
+
+
 def _one_of(*choices: str) -> tuple[str, Check]:
     return f"one of {list(choices)}", lambda v: v in choices
 
@@ -87,7 +103,7 @@ class DataConfig:
     name: str = rule(*_one_of("digits", "mnist", "fashion-mnist", "cifar10"), default="digits")
     root: str = rule("a directory path", default="data")
     download: bool = rule("true or false", default=False)
-    num_clients: int = rule("an integer >= 1", _positive, default=10)
+    num_clients: int = rule(*_count(1, 1_000_000), default=10)
     partition: str = rule(*_one_of("iid", "dirichlet"), default="iid")
     dirichlet_alpha: float = rule("a number > 0", _positive, default=0.5)
     test_fraction: float = rule(
@@ -106,9 +122,10 @@ class ModelConfig:
 class TrainConfig:
     """``[train]``: local DP-SGD on each client."""
 
-    batch_size: int = rule("an integer >= 1", _positive, default=16)
+    batch_size: int = rule(*_count(1, 1_000_000), default=16)
     lr: float = rule("a number > 0", _positive, default=0.5)
-    local_steps: int = rule("an integer >= 1", _positive, default=1)
+    local_steps: int = rule(f"an integer in [1, {MAX_LOCAL_STEPS:,}]",
+                            lambda v: 1 <= v <= MAX_LOCAL_STEPS, default=1)
     sampling: str = rule(*_one_of("poisson", "fixed"), default="poisson")
     fraction_train: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=1.0)
     optimizer: str = rule(*_one_of(*OPTIMIZERS), default="sgd")
@@ -153,11 +170,19 @@ class MechanismConfig:
     checked by the mechanism's own declaration. A parameter left out takes the mechanism's
     default; one the chosen mechanism does not use is ignored (an override may switch to a
     mechanism that uses it).
+
+    ``epsilon_budget`` (default: none) is the ε at ``audit.delta`` a client may spend: a client
+    whose next round would take it over declines to train (``clients/budget.py``). It is a key
+    of this table, not a mechanism parameter: a budget is the client's policy on how many
+    releases to make, not a property of a release, so it stays out of ``Mechanism.params()`` —
+    the declaration the server verifies, stores with every update and rebuilds releases from —
+    and no mechanism has to declare it. An override may set it per client.
     """
 
     name: str = "gaussian"
     params: dict[str, Any] = field(default_factory=dict)
     overrides: list[dict[str, Any]] = field(default_factory=list)
+    epsilon_budget: float | None = None
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], prefix: str) -> MechanismConfig:
@@ -171,12 +196,31 @@ class MechanismConfig:
         if not (isinstance(overrides, list) and all(isinstance(o, dict) for o in overrides)):
             raise InputError(f"{prefix}overrides", overrides,
                              "a list of tables with `clients = [ids]` and mechanism keys")
-        return cls(name, _mechanism_params(raw, prefix), overrides)
+        budget = raw.pop(BUDGET_KEY, None)
+        if budget is not None:
+            budget = check_positive(f"{prefix}{BUDGET_KEY}", budget)
+        return cls(name, _mechanism_params(raw, prefix), overrides, budget)
 
     def to_dict(self) -> dict[str, Any]:
         """The flat table again."""
         out = {"name": self.name, **self.params}
+        if self.epsilon_budget is not None:
+            out[BUDGET_KEY] = self.epsilon_budget
         return {**out, "overrides": list(self.overrides)} if self.overrides else out
+
+    def budget_for(self, client_id: int) -> float | None:
+        """The ε budget of client ``client_id`` (last override that sets one wins; None:
+        no budget)."""
+        budget = self.epsilon_budget
+        for override in self.overrides:
+            if client_id in override["clients"] and BUDGET_KEY in override:
+                budget = float(override[BUDGET_KEY])
+        return budget
+
+    @property
+    def has_budgets(self) -> bool:
+        """Whether any client has an ε budget."""
+        return self.epsilon_budget is not None or any(BUDGET_KEY in o for o in self.overrides)
 
     def value(self, key: str) -> Any:
         """The value this table gives a mechanism parameter, else the parameter's default."""
@@ -192,7 +236,7 @@ class MechanismConfig:
         name, params = self.name, dict(self.params)
         for override in self.overrides:
             if client_id in override["clients"]:
-                extra = {k: v for k, v in override.items() if k != "clients"}
+                extra = {k: v for k, v in override.items() if k not in ("clients", BUDGET_KEY)}
                 name = extra.pop("name", name)
                 params.update(extra)
         return name, params
@@ -204,12 +248,31 @@ def _mechanism_params(raw: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     for key, value in raw.items():
         declared = parameter_field(key)
         if declared is None:
-            known = ["name", "overrides", *parameter_names()]
+            known = ["name", "overrides", BUDGET_KEY, *parameter_names()]
             raise InputError(f"{prefix}{key}", value, f"a known key: one of {known}")
         params[key] = declared.metadata["check"](f"{prefix}{key}", value)
         if isinstance(params[key], tuple):
             params[key] = list(params[key])
     return params
+
+
+#: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
+CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
+#: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
+_GAUSSIAN_ONLY = ("gdp-thresholds", "gdp-fit")
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """``[audit.canaries]``: gradient canaries inserted by every client and scored by the
+    server, for a lower bound on ε beside the accountant's (docs/canaries.md)."""
+
+    enabled: bool = rule("true or false", default=False)
+    count: int = rule(*_count(2, 1_000_000, " (at most the model's parameter count for "
+                                           "coordinate canaries)"), default=1000)
+    kind: str = rule(*_one_of("coordinate", "random"), default="coordinate")
+    confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
+    method: str = rule(*_one_of(*CANARY_METHODS), default="one-run")
 
 
 @dataclass(frozen=True)
@@ -220,27 +283,41 @@ class AuditConfig:
     delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=1e-5)
     accountant: str = rule(*_one_of("rdp", "pld"), default="rdp")
     threat_model: str = rule(*_one_of("record", "batch"), default="record")
-    ground_truth: bool = rule("true or false", default=True)
+    ground_truth: bool = rule(
+        "true or false: the simulation-only oracle that ships each batch's record ids to the "
+        "auditor for scoring", default=False,
+    )
+    verify_alpha: float = rule(
+        "a number in (0, 0.5]: the false-alarm rate of each test of an update against its "
+        "declared mechanism", lambda v: 0 < v <= 0.5, default=1e-6,
+    )
+    pac_beta: float = rule(
+        "a number in (0, 1): the failure probability beta of the PAC accuracy of a release "
+        "(Zhang & Chen, Thm 4.3)", lambda v: 0 < v < 1, default=0.01,
+    )
     attacks: list[str] = rule(
         "a list of attack names (checked against the attack registry before the run starts)",
         lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
     )
-    every: int = rule("an integer >= 1", _positive, default=1)
+    every: int = rule(*_count(1, 1_000_000), default=1)
     clients: str | int | list[int] = rule(
         '"all", a number of clients >= 1, or a list of client ids',
         lambda v: v == "all" if isinstance(v, str) else (v >= 1 if isinstance(v, int) else True),
         default="all",
     )
-    iterations: int = rule("an integer >= 1", _positive, default=2000)
-    restarts: int = rule("an integer >= 1", _positive, default=1)
+    iterations: int = rule(*_count(1, 1_000_000), default=2000)
+    restarts: int = rule(*_count(1, 1_000), default=1)
     tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
                             default=0.2)
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
     executor: str = rule(*_one_of("inline", "ray"), default="inline")
-    bayes_runs: int = rule("an integer >= 0 (0 disables the estimate)", lambda v: v >= 0, default=0)
+    bayes_runs: int = rule(*_count(0, 1_000, " (0 disables the estimate)"), default=0)
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
-    bayes_distractors: int = rule("an integer >= 0", lambda v: v >= 0, default=15)
+    bayes_distractors: int = rule(*_count(0, 100_000), default=15)
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    store_updates: str = rule(*_one_of("all", "attacked", "none"), default="all")
+    update_dtype: str = rule(*_one_of("float32", "float16"), default="float32")
 
 
 def node_config_keys() -> dict[str, str]:
@@ -249,6 +326,38 @@ def node_config_keys() -> dict[str, str]:
     keys = {"mechanism": "name"}
     keys.update({name.replace("_", "-"): name for name in parameter_names()})
     return keys
+
+
+#: Adversarial behaviour → its parameters, their defaults and what is allowed.
+ADVERSARY_BEHAVIOURS: dict[str, dict[str, tuple[float, str]]] = {
+    "under-noise": {"factor": (0.25, "a number in (0, 1): the fraction of the declared noise "
+                                     "scale actually added")},
+    "no-noise": {},
+    "false-sample-rate": {"factor": (0.1, "a number in (0, 1): the declared sampling rate "
+                                           "over the true one")},
+    "scale-update": {"factor": (1e6, "a finite number > 0, != 1: the factor on the update")},
+    "malformed": {},
+    "replay": {},
+}
+
+
+@dataclass(frozen=True)
+class AdversaryConfig:
+    """One ``[[adversary]]`` table: clients that misbehave, and how (``clients/adversaries.py``).
+
+    A test of the auditor and of robust strategies, not a threat model of fedpriv's own
+    clients: an adversary trains and replies through fedpriv's ClientApp, wrapped in a Flower
+    client mod that changes what it trains with or what it says.
+    """
+
+    clients: list[int] = rule("a non-empty list of client ids", bool, default_factory=list)
+    behaviour: str = rule(*_one_of(*ADVERSARY_BEHAVIOURS), default="no-noise")
+    factor: float | None = rule("a number > 0 (see the behaviour)", _positive, default=None)
+
+    def value(self) -> float | None:
+        """The behaviour's factor (its default when unset; None for a behaviour without one)."""
+        spec = ADVERSARY_BEHAVIOURS[self.behaviour].get("factor")
+        return None if spec is None else spec[0] if self.factor is None else self.factor
 
 
 #: Flower strategy → the ``[strategy]`` parameters it takes (Flower's own defaults when unset).
@@ -308,8 +417,8 @@ class StrategyConfig:
 class SimulationConfig:
     """``[simulation]``: the Ray backend of Flower's simulation engine."""
 
-    ray_cpus: int = rule("an integer >= 1 (ignored with ray_address)", _positive, default=2)
-    client_cpus: float = rule("a number > 0", _positive, default=1.0)
+    ray_cpus: int = rule(*_count(1, 4096, " (ignored with ray_address)"), default=2)
+    client_cpus: float = rule("a number in (0, 4096]", lambda v: 0 < v <= 4096, default=1.0)
     ray_address: str = rule(
         'empty (start a private Ray) or a Ray cluster address such as "auto" or "10.0.0.5:6379"',
         default="",
@@ -380,7 +489,7 @@ class SweepConfig:
     )
     attack: str = rule("an attack name (checked against the attack registry)", bool,
                        default="iga")
-    attack_iterations: int = rule("an integer >= 1", _positive, default=2000)
+    attack_iterations: int = rule(*_count(1, 1_000_000), default=2000)
     attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", _positive, default=1)
     attack_on: str = rule(*_one_of("round-1-update", "first-release"), default="round-1-update")
 
@@ -438,13 +547,15 @@ class Config:
     """A whole, validated experiment configuration."""
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", _seed, default=0)
-    rounds: int = rule("an integer >= 1", _positive, default=10)
+    rounds: int = rule(*_count(1, 1_000_000), default=10)
+    device: str = rule(*_one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     mechanism: MechanismConfig = field(default_factory=MechanismConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    adversary: list[AdversaryConfig] = field(default_factory=list)
     simulation: SimulationConfig = field(default_factory=SimulationConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
 
@@ -474,6 +585,8 @@ def _config_from_json(text: str) -> Config:
 def _drop_none(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _drop_none(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, list):
+        return [_drop_none(v) for v in obj]
     return obj
 
 
@@ -540,6 +653,12 @@ def _build(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
         if dataclasses.is_dataclass(annotation):
             values[name] = _build(annotation, value, f"{key}.")
             continue
+        item = (typing.get_args(annotation) or [None])[0]
+        if typing.get_origin(annotation) is list and dataclasses.is_dataclass(item):
+            if not isinstance(value, list):
+                raise InputError(key, value, "a list of tables")
+            values[name] = [_build(item, v, f"{key}[{i}].") for i, v in enumerate(value)]
+            continue
         meta = fields[name].metadata
         if not _type_ok(value, annotation):
             raise InputError(key, value, f"{_type_name(annotation)}: {meta['allowed']}")
@@ -577,6 +696,56 @@ def _check_overrides(cfg: Config) -> None:
             build_mechanism(name, params, key_prefix="mechanism")
 
 
+def _check_adversaries(cfg: Config) -> None:
+    """Each ``[[adversary]]``: client ids in range, each client in one table at most, and the
+    behaviour's factor in its range (or unset where the behaviour takes none)."""
+    seen: set[int] = set()
+    for i, adversary in enumerate(cfg.adversary):
+        key = f"adversary[{i}]"
+        bad = [c for c in adversary.clients
+               if not isinstance(c, int) or not 0 <= c < cfg.data.num_clients or c in seen]
+        if bad or not adversary.clients:
+            raise InputError(f"{key}.clients", adversary.clients,
+                             f"distinct client ids in [0, {cfg.data.num_clients - 1}], each "
+                             "in one [[adversary]] table")
+        seen.update(adversary.clients)
+        spec = ADVERSARY_BEHAVIOURS[adversary.behaviour].get("factor")
+        if spec is None and adversary.factor is not None:
+            raise InputError(f"{key}.factor", adversary.factor,
+                             f"unset: {adversary.behaviour} takes no factor")
+        factor = adversary.value()
+        low_high = {"under-noise": (0, 1), "false-sample-rate": (0, 1)}.get(adversary.behaviour)
+        if factor is not None and ((low_high and not low_high[0] < factor < low_high[1])
+                                   or factor == 1.0):
+            raise InputError(f"{key}.factor", factor, spec[1])
+
+
+def _check_canaries(cfg: Config) -> None:
+    """Canaries need the auditor (it removes them from the updates) and plain SGD steps (whose
+    share of them it can remove), and the Gaussian-DP estimators need Gaussian releases (on
+    others they overshoot: docs/canaries.md)."""
+    canaries = cfg.audit.canaries
+    if not canaries.enabled:
+        return
+    if not cfg.audit.enabled:
+        raise InputError("audit.canaries.enabled", True,
+                         "false while audit.enabled = false (the auditor removes the canaries "
+                         "from the updates before aggregating)")
+    if cfg.train.optimizer != "sgd" or cfg.train.momentum:
+        key, value = (("train.optimizer", cfg.train.optimizer) if cfg.train.optimizer != "sgd"
+                      else ("train.momentum", cfg.train.momentum))
+        raise InputError(key, value, "plain SGD (optimizer = 'sgd', momentum = 0) while "
+                         "audit.canaries.enabled = true: the server removes the canaries' "
+                         "share −η·k·Σc/L, which Adam's scaling or a momentum buffer would change")
+    if canaries.method in _GAUSSIAN_ONLY:
+        clients = range(cfg.data.num_clients if cfg.mechanism.overrides else 1)
+        names = sorted({cfg.mechanism.for_client(c)[0] for c in clients} - {"gaussian"})
+        if names:
+            raise InputError("audit.canaries.method", canaries.method,
+                             f"one-run or clopper-pearson: {canaries.method} assumes Gaussian "
+                             f"releases, and clients use {names}")
+
+
 def config_from_dict(raw: Mapping[str, Any]) -> Config:
     """Validate a nested mapping (a parsed TOML document) into a :class:`Config`."""
     cfg = _build(Config, raw, "")
@@ -586,6 +755,8 @@ def config_from_dict(raw: Mapping[str, Any]) -> Config:
         bad = [c for c in cfg.audit.clients if not 0 <= c < cfg.data.num_clients]
         if bad:
             raise InputError("audit.clients", bad, f"ids in [0, {cfg.data.num_clients - 1}]")
+    _check_adversaries(cfg)
+    _check_canaries(cfg)
     own = STRATEGY_PARAMETERS[cfg.strategy.name]
     for key in STRATEGY_PARAMETERS:
         for param in STRATEGY_PARAMETERS[key]:

@@ -7,21 +7,44 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
 * the accountant's ledger of :class:`~fedpriv.accounting.events.ReleaseEvent` — cumulative ε at
   δ over every release (privacy-math.md §3);
 * the cumulative log Bayes capacity, summed over releases (an upper bound, §5);
-* the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6).
+* the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6);
+* whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
+  ``verified`` while every round's update was consistent with the declared mechanism,
+  ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
+  guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
+  from then on ε and log C are infinite, with the declared values kept beside them
+  (``epsilon_declared``, ``log_capacity_declared``).
 
 Secrets are measured in sensitivities: record level ``r = 1`` (one example, ``r = C``), batch
 level ``r = L`` (§5, "Which r and s").
+
+Each row also carries Theorem 4.3 of Zhang & Chen (:mod:`fedpriv.leakage.robustness`) at the
+ledger's ``pac_beta``: ``pac_accuracy``, the accuracy α of one release of the declared mechanism
+(its noise law, :meth:`~fedpriv.mechanisms.base.Mechanism.pac_accuracy`; given by the caller),
+and ``pac_robust_confidence = 1 − (1 + 4ξ)β`` with ξ the client's cumulative MBP bound — stored
+as 0 when the theorem is vacuous (``(1 + 4ξ)β ≥ 1``, or ξ = ∞ as for the Gaussian): a
+probability of at least 0 is the vacuous statement. ξ of everything the client released bounds
+the MBP of each single release too (a marginal's posterior is an average of the joint's), so
+the confidence holds for each release, conservatively, and never grows over rounds.
+
+Clients with the same history of releases have the same ε and capacities: both are computed
+once per distinct history (and per distinct release), not once per client, so folding a round
+of N clients costs O(distinct histories) accounting, not O(N) (issue #16).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release
+from fedpriv.accounting import AccountingResult, ClientAccountant, Release, ReleaseEvent
+from fedpriv.accounting import epsilon as account
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
+from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.validate import check_dim
 
 __all__ = ["ClientLedger", "PrivacyLedger", "secret_radius_units"]
@@ -34,6 +57,21 @@ def secret_radius_units(threat_model: str, batch_size: float) -> float:
     return 1.0 if threat_model == "record" else float(batch_size)
 
 
+@lru_cache(maxsize=4096)
+def _cumulative(
+    events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
+    discretization: float | None,
+) -> AccountingResult:
+    """ε of a release history, shared by every client with that history."""
+    return account(events, delta, accountant=accountant, route=route,
+                   discretization=discretization)
+
+
+@lru_cache(maxsize=1024)
+def _log_capacity(release: Release, dim: int, radius: float) -> float:
+    return release.log_bayes_capacity(dim, radius)
+
+
 @dataclass
 class ClientLedger:
     """One client's running totals (cumulative over every release it made)."""
@@ -43,6 +81,8 @@ class ClientLedger:
     log_capacity: float = 0.0
     mbp_bound: float = 0.0
     rounds: list[int] = field(default_factory=list)
+    inconsistent: bool = False
+    unverified: bool = False
 
 
 class PrivacyLedger:
@@ -56,10 +96,14 @@ class PrivacyLedger:
         ``"rdp"`` or ``"pld"`` (:class:`~fedpriv.accounting.ClientAccountant`).
     threat_model
         ``"record"`` or ``"batch"``: the secret the capacity and ξ are about.
+    pac_beta
+        β of the PAC fields (``audit.pac_beta``).
     """
 
-    def __init__(self, delta: float, accountant: str = "rdp", threat_model: str = "record"):
+    def __init__(self, delta: float, accountant: str = "rdp", threat_model: str = "record",
+                 pac_beta: float = 0.01):
         self.delta, self.accountant, self.threat_model = delta, accountant, threat_model
+        self.pac_beta = pac_beta
         self.clients: dict[int, ClientLedger] = {}
 
     def __iter__(self) -> Iterator[int]:
@@ -67,29 +111,71 @@ class PrivacyLedger:
 
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
-        batch_size: float, dim: int,
+        batch_size: float, dim: int, verification: str | None = None,
+        accuracy: float | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
-        (the audit store's ``tallies`` columns)."""
+        (the audit store's ``tallies`` columns).
+
+        ``verification`` is the round's verdict on the update against its declaration
+        (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
+        ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated)."""
         steps = check_dim("steps", steps)
-        ledger = self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
+        ledger = self._ledger(client_id)
         ledger.accountant.record(release, sample_rate, steps)
         radius = secret_radius_units(self.threat_model, batch_size)
-        round_capacity = steps * release.log_bayes_capacity(dim, radius)
+        round_capacity = steps * _log_capacity(release, dim, radius)
         ledger.releases += steps
         ledger.log_capacity += round_capacity
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
-        acct = ledger.accountant.result(self.delta)
+        ledger.inconsistent |= verification == "inconsistent"
+        ledger.unverified |= verification != "consistent"
+        row = self.tally(client_id, accuracy=accuracy)
+        row["log_capacity_round"] = (math.inf if verification == "inconsistent"
+                                     else round_capacity)
+        return row
+
+    def tally(self, client_id: int, *, accuracy: float | None = None) -> dict[str, Any]:
+        """The client's cumulative tally row as it stands, with no release this round
+        (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
+        budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
+        fields (no release to state them of)."""
+        ledger = self._ledger(client_id)
+        acc = ledger.accountant
+        acct = _cumulative(acc.events, self.delta, acc.accountant, acc.route, acc.discretization)
+        broken = ledger.inconsistent
+        mbp = math.inf if broken else ledger.mbp_bound
+        released = ledger.releases > 0
+        confidence = pac_robust_confidence(mbp, self.pac_beta).confidence
+        pac = (confidence or 0.0) if released else None  # 0: vacuous
         return {
-            "epsilon": acct.epsilon, "delta": self.delta, "accountant": acct.accountant,
-            "route": acct.route, "optimal_order": acct.optimal_order, "compose": "per-step",
-            "releases": ledger.releases, "log_capacity_round": round_capacity,
-            "log_capacity_cumulative": ledger.log_capacity, "threat_model": self.threat_model,
-            "mbp_bound": ledger.mbp_bound, "abp_bound": abp_bound(ledger.mbp_bound),
+            "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
+            "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
+            "optimal_order": acct.optimal_order, "compose": "per-step",
+            "releases": ledger.releases, "log_capacity_round": 0.0,
+            "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
+            "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
+            "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
+            "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
+            "pac_accuracy": accuracy if released else None, "pac_robust_confidence": pac,
         }  # fmt: skip
 
+    def _ledger(self, client_id: int) -> ClientLedger:
+        return self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
+
+    @staticmethod
+    def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:
+        if ledger.inconsistent:
+            return "unbounded"
+        if math.isinf(declared_epsilon):
+            return "none"
+        return "declared" if ledger.unverified else "verified"
+
     def mbp_bound(self, client_id: int) -> float:
-        """The client's cumulative MBP bound ξ so far (``0`` before any release)."""
+        """The client's cumulative MBP bound ξ so far (``0`` before any release; ``inf`` once an
+        update contradicted its declaration)."""
         ledger = self.clients.get(client_id)
-        return 0.0 if ledger is None else ledger.mbp_bound
+        if ledger is None:
+            return 0.0
+        return math.inf if ledger.inconsistent else ledger.mbp_bound

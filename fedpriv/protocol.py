@@ -12,6 +12,10 @@ Nothing here is trusted because a client said it: the server checks what it can 
 against the declared mechanism, the identity against earlier rounds) elsewhere. What a client
 must not send at all — record ids and the sizes of its batches, which reveal batch membership —
 travels only when the labelled, simulation-only ground-truth oracle is on (``oracle``).
+
+A client with an ε budget that declines a round says so in the report (``declined``) and sends
+nothing else. The one thing the server tells such clients beyond the config is how many releases
+it accounted for each (:data:`RELEASES_KEY`).
 """
 
 from __future__ import annotations
@@ -28,20 +32,29 @@ __all__ = [
     "MAX_LOCAL_EXAMPLES",
     "MAX_LOCAL_STEPS",
     "OPTIMIZERS",
+    "MAX_REASON",
+    "RELEASES_KEY",
     "REPORT_RECORD",
     "ClientReport",
     "GroundTruthOracle",
     "ReplyError",
+    "decode_releases",
+    "encode_releases",
 ]
 
 REPORT_RECORD = "meta"
 """Name of the reply's ConfigRecord that holds the report."""
+RELEASES_KEY = "fedpriv-releases"
+"""Train-config key (server → client) of the releases the auditor accounted per client, sent
+when clients have ε budgets (:func:`encode_releases`)."""
 MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
 OPTIMIZERS = ("sgd", "adam", "adamw")
 """The local optimisers a client may declare (``train.optimizer``)."""
+MAX_REASON = 1_000
+"""Longest reason a declining client may give."""
 
 
 class ReplyError(ValueError):
@@ -123,6 +136,12 @@ class ClientReport:
         or applied to the parameters directly by ``adamw``), created
         afresh every round (:mod:`fedpriv.training.optimizers`). Plain SGD when a reply leaves
         them out.
+    epsilon_budget
+        The client's ε budget at the run's δ, if it has one (``mechanism.epsilon_budget``).
+    declined
+        Why the client declined to train this round (its budget would be exceeded), or None
+        when it trained. A declining reply carries no parameters and no metrics: the report
+        alone, with the round's steps and sampling rate it would have used.
     """
 
     partition_id: int
@@ -140,6 +159,8 @@ class ClientReport:
     momentum: float = 0.0
     weight_decay: float = 0.0
     nesterov: bool = False
+    epsilon_budget: float | None = None
+    declined: str | None = None
 
     def to_config(self) -> dict[str, Any]:
         """ConfigRecord values (scalars and JSON strings)."""
@@ -161,6 +182,10 @@ class ClientReport:
         }
         if self.oracle is not None:
             out["record-ids"] = json.dumps([list(b) for b in self.oracle.record_ids])
+        if self.epsilon_budget is not None:
+            out["epsilon-budget"] = self.epsilon_budget
+        if self.declined is not None:
+            out["declined"] = self.declined
         return out
 
     @classmethod
@@ -217,6 +242,9 @@ class ClientReport:
             mechanism_params=mechanism.params(),
             oracle=oracle,
             **_optimizer(config),
+            epsilon_budget=(None if config.get("epsilon-budget") is None else
+                            _real("epsilon-budget", config["epsilon-budget"], 0.0, math.inf)),
+            declined=None if config.get("declined") is None else _reason(config["declined"]),
         )
 
     def build_mechanism(self) -> Any:
@@ -246,6 +274,12 @@ def _optimizer(config: Mapping[str, Any]) -> dict[str, Any]:
     return {"optimizer": name, "momentum": momentum, "weight_decay": decay, "nesterov": nesterov}
 
 
+def _reason(value: Any) -> str:
+    if not (isinstance(value, str) and 0 < len(value) <= MAX_REASON):
+        raise ReplyError("declined", value, f"a reason of 1 to {MAX_REASON} characters")
+    return value
+
+
 def _oracle(batches: Any) -> GroundTruthOracle:
     ok = isinstance(batches, list) and all(
         isinstance(b, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
@@ -255,3 +289,23 @@ def _oracle(batches: Any) -> GroundTruthOracle:
     if not ok:
         raise ReplyError("record-ids", batches, "a list of lists of record ids >= 0")
     return GroundTruthOracle(tuple(tuple(b) for b in batches))
+
+
+def encode_releases(releases: Mapping[int, int]) -> str:
+    """The train-config value of :data:`RELEASES_KEY`: ``{client id: releases}`` as JSON."""
+    return json.dumps({str(cid): int(n) for cid, n in releases.items()}, sort_keys=True)
+
+
+def decode_releases(text: Any, client_id: int) -> int:
+    """The releases the server accounted for ``client_id`` (0 when it names none).
+
+    Raises
+    ------
+    ValueError
+        ``text`` is not such a JSON object of counts ``>= 0``.
+    """
+    value = json.loads(text) if isinstance(text, str) else None
+    count = value.get(str(client_id), 0) if isinstance(value, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"{RELEASES_KEY} = {text!r:.80}: expected a JSON object of counts >= 0")
+    return count

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,7 @@ __all__ = [
     "check_match",
     "check_int_range",
     "check_nonnegative",
+    "check_out_dir",
     "check_positive",
     "check_positive_list",
     "check_probability",
@@ -51,20 +54,24 @@ def number(value: Any) -> float:
         return math.nan
 
 
-def check_positive(key: str, value: Any) -> float:
-    """A finite number ``> 0``."""
+def check_positive(key: str, value: Any, *, maximum: float = math.inf) -> float:
+    """A finite number ``> 0`` (and ``<= maximum``)."""
     v = number(value)
-    if not (math.isfinite(v) and v > 0.0):
-        raise InputError(key, value, "a finite number > 0")
+    if not (math.isfinite(v) and 0.0 < v <= maximum):
+        upper = "" if maximum == math.inf else f" and <= {maximum:g}"
+        raise InputError(key, value, f"a finite number > 0{upper}")
     return v
 
 
-def check_nonnegative(key: str, value: Any, *, allow_inf: bool = False) -> float:
-    """A finite number ``>= 0`` (or ``+inf`` too, with ``allow_inf``)."""
+def check_nonnegative(
+    key: str, value: Any, *, allow_inf: bool = False, maximum: float = math.inf
+) -> float:
+    """A finite number ``>= 0`` (or ``+inf`` too, with ``allow_inf``; ``<= maximum``)."""
     v = number(value)
-    if not (v >= 0.0 and (allow_inf or math.isfinite(v))):
+    if not (0.0 <= v <= maximum and (allow_inf or math.isfinite(v))):
+        upper = "" if maximum == math.inf else f" and <= {maximum:g}"
         raise InputError(key, value, "a number >= 0 (inf allowed)" if allow_inf
-                         else "a finite number >= 0")  # fmt: skip
+                         else f"a finite number >= 0{upper}")  # fmt: skip
     return v
 
 
@@ -174,3 +181,15 @@ def check_match(key: str, value: Any, pattern: str, allowed: str) -> str:
     if not (isinstance(value, str) and re.fullmatch(pattern, value)):
         raise InputError(key, value, allowed)
     return value
+
+
+def check_out_dir(key: str, path: Any) -> Path:
+    """An output directory: an existing directory, or a path whose nearest existing ancestor is
+    a writable directory (checked before any work; the caller creates it)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise InputError(key, str(path), "a directory (this is an existing file)")
+    ancestor = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise InputError(key, str(path), f"a path under a writable directory ({ancestor} is not)")
+    return out

@@ -5,11 +5,12 @@
 the inner strategy broadcasts each round, hands every reply to the
 :class:`~strategies.auditor.Auditor` — which records it and says whether it is fit to
 aggregate — and passes only the accepted replies, in client order, to the inner strategy's
-aggregation. A rejected, failed or non-finite reply never reaches aggregation.
+aggregation. A rejected, failed, declined or non-finite reply never reaches aggregation.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable
 
@@ -19,11 +20,13 @@ from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import Result, Strategy
 
 from fedpriv.errors import InputError
+from fedpriv.protocol import RELEASES_KEY, encode_releases
 from strategies.auditor import Auditor
 
 __all__ = ["AuditingStrategy"]
 
 _POLL_SECONDS = 0.5
+log = logging.getLogger(__name__)
 
 
 class AuditingStrategy(Strategy):
@@ -43,18 +46,25 @@ class AuditingStrategy(Strategy):
     round_offset
         Rounds already completed by an earlier run (``--resume``): Flower counts from 1, the
         audit store and the clients' seeds use ``offset + round``.
+    budgets
+        Whether clients have ε budgets (``mechanism.epsilon_budget``): then every train message
+        carries the releases the auditor accounted per client, a floor for a client that lost
+        its own count (``clients/budget.py``). Clients that declined for their budget are never
+        sent a train message again, whatever the inner strategy samples.
     """
 
     def __init__(
         self, inner: Strategy, auditor: Auditor, *, num_nodes: int, join_timeout: float,
-        round_offset: int = 0,
+        round_offset: int = 0, budgets: bool = False,
     ) -> None:
         self.inner = inner
+        self.budgets = budgets
         self.auditor = auditor
         self.num_nodes = num_nodes
         self.join_timeout = join_timeout
         self.round_offset = round_offset
         self._broadcast: list = []
+        self._sent: list[Message] = []
 
     def summary(self) -> None:
         self.inner.summary()
@@ -88,9 +98,17 @@ class AuditingStrategy(Strategy):
         absolute = server_round + self.round_offset
         self._broadcast = arrays.to_numpy_ndarrays()
         self.auditor.begin_round(absolute, self._broadcast)
-        messages = list(self.inner.configure_train(server_round, arrays, config, grid))
+        sampled = list(self.inner.configure_train(server_round, arrays, config, grid))
+        messages = [m for m in sampled if self.auditor.selectable(m.metadata.dst_node_id)]
+        if len(messages) < len(sampled):
+            log.info("round %d: %d node(s) not sent a train message: their clients' epsilon "
+                     "budgets are spent", absolute, len(sampled) - len(messages))
+        releases = encode_releases(self.auditor.releases()) if self.budgets else None
         for msg in messages:
             msg.content["config"]["server-round"] = absolute
+            if releases is not None:
+                msg.content["config"][RELEASES_KEY] = releases
+        self._sent = messages
         return messages
 
     def aggregate_train(
@@ -100,7 +118,9 @@ class AuditingStrategy(Strategy):
         the inner strategy cannot aggregate (e.g. Krum with too few replies) keeps the old θ
         and is recorded."""
         absolute = server_round + self.round_offset
-        accepted = self.auditor.accepted(absolute, list(replies), self._broadcast)
+        replies = [(self._sender(m), m) for m in replies]
+        self._record_silent(absolute, [node for node, _ in replies])
+        accepted = self.auditor.accepted(absolute, replies, self._broadcast)
         if not accepted:
             return None, None
         try:
@@ -109,6 +129,23 @@ class AuditingStrategy(Strategy):
             self.auditor.record_failure(absolute, "malformed",
                                         f"{type(self.inner).__name__} could not aggregate: {exc}")
             return None, None
+
+    def _sender(self, reply: Message) -> int:
+        """The node a reply is about: its source, except for an error reply the SuperLink made
+        for a node it lost ("node unavailable"), which comes from the SuperLink's own id — that
+        one is about the node the message was sent to."""
+        if reply.has_error():
+            dst = {m.metadata.message_id: m.metadata.dst_node_id for m in self._sent}
+            return dst.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
+        return reply.metadata.src_node_id
+
+    def _record_silent(self, rnd: int, answered_nodes: list[int]) -> None:
+        """Nodes sent a message that did not answer within ``strategy.round_timeout``."""
+        answered = set(answered_nodes)
+        for msg in self._sent:
+            node = msg.metadata.dst_node_id
+            if node not in answered:
+                self.auditor.record_silence(rnd, node)
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid

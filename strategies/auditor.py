@@ -7,12 +7,17 @@ the auditor writes the update Δ = θ_client − θ to the audit store (:mod:`fe
 the client's releases into the :class:`~fedpriv.ledger.PrivacyLedger` — cumulative ε at δ, log
 Bayes capacity, MBP/ABP bounds — and schedules the attacks the
 :class:`~attacks.plan.AttackPlan` asks for. At the end of the round the plan runs and its scores
-are stored (privacy-math.md §1, §3, §5–§7).
+are stored (privacy-math.md §1, §3, §5–§7). With canaries on, the
+:class:`~strategies.canary_audit.CanaryAuditor` first removes the canaries' share of each update
+and bounds ε from below; its verdict joins the verification (§10).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -21,15 +26,71 @@ from flwr.app import Message
 from attacks.plan import AttackPlan
 from attacks.view import ServerView
 from fedpriv.audit import AuditStore
+from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
+from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
+from fedpriv.verification import Declaration, Verdict, combine_verdicts, verify_update
+from fedpriv.verification.replay import UpdateSketches
+from strategies.canary_audit import (
+    CanaryAuditor,
+    reported_declaration,
+    stored_declaration,
+    with_arrays,
+)
 from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
 
-__all__ = ["Auditor"]
+__all__ = ["Auditor", "verify_reply"]
 
 log = logging.getLogger(__name__)
+
+
+def verify_reply(
+    report: ClientReport, mechanism: Mechanism, broadcast: Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray], alpha: float,
+) -> Verdict:
+    """The client-round's verdict: its update tested against its declared mechanism
+    (privacy-math.md §9, :func:`fedpriv.verification.verify_update`). The server knows the
+    divisor ``q·n`` and, from the oracle only, the batch sizes; the local optimiser is as the
+    client declares it (created afresh every round, :mod:`fedpriv.training.optimizers`)."""
+    params = mechanism.params()
+    declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
+    sensitivity = mechanism.sensitivity
+    divisor = report.sample_rate * report.local_examples  # q = L/n: q·n may miss L by an ulp
+    if report.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
+        divisor = float(round(divisor))
+    declaration = Declaration(
+        mechanism=report.mechanism, clip_bound=sensitivity if math.isfinite(sensitivity) else 1.0,
+        lr=report.lr, steps=report.local_steps,
+        batch_size=divisor, local_size=report.local_examples, sample_rate=report.sample_rate,
+        sampling=report.sampling,
+        batch_sizes=None if report.oracle is None else report.oracle.batch_sizes,
+        optimizer=report.optimizer, momentum=report.momentum, nesterov=report.nesterov,
+        weight_decay=report.weight_decay, fresh_state=True,  # a fresh optimiser every round
+        **declared,
+    )
+    return verify_update(declaration, list(broadcast), list(arrays), mechanism.verify,
+                         alpha=alpha)
+
+
+_DECLARED_PARAMS = ("noise_multiplier", "laplace_scale", "vmf_scale", "vmf_keep_norm")
+
+
+def _verdict_summary(verdict: Verdict) -> dict:
+    """What the report keeps of a verdict: status, reason, p-value, level and the failing or
+    deciding parts (one line each)."""
+    parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
+             for p in verdict.parts]
+    return {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
+            "alpha": verdict.alpha, "parts": parts}
+
+
+def _verdict_line(verdict: Verdict) -> str:
+    p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
+    return f"update inconsistent with its declared mechanism: {verdict.reason}{p}"
 
 
 def _update_row(report: ClientReport, node: int, dim: int) -> dict:
@@ -63,12 +124,17 @@ class Auditor:
         self.cfg = cfg
         self.store = store
         self.dataset = dataset
-        self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model)
-        self.plan = AttackPlan(audit, len(dataset.train_y))
+        self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
+                                    audit.pac_beta)
+        self.exhausted: set[int] = set()  # clients that declined for their ε budget
+        self.plan = AttackPlan(audit, len(dataset.train_y), cfg.device)
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
+        self._written: set[int] = set()  # clients with an updates row this round
         self._model = (cfg.model.name, dataset.input_shape, dataset.num_classes)
         self._dim = 0
+        self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
+        self.canaries = CanaryAuditor(cfg)
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -80,21 +146,23 @@ class Auditor:
         self.plan.pending = []
         self._dim = int(sum(a.size for a in broadcast))
         self._round = RoundIdentities.start(self.cfg.data.num_clients, self.node_clients)
+        self._written: set[int] = set()
 
     def accepted(
-        self, server_round: int, replies: Iterable[Message], broadcast: Sequence[np.ndarray]
+        self, server_round: int, replies: Iterable[tuple[int, Message]],
+        broadcast: Sequence[np.ndarray],
     ) -> list[AcceptedReply]:
-        """Check and record every reply; return the accepted ones in client order (floating
-        point sums depend on order; a resumed run must aggregate exactly as an uninterrupted
-        one)."""
+        """Check and record every ``(node, reply)``; return the accepted ones in client order
+        (floating point sums depend on order; a resumed run must aggregate exactly as an
+        uninterrupted one). The round's replies are written in one store transaction."""
         out = []
-        for msg in replies:
-            outcome = check_reply(msg, broadcast, self._round)
-            if isinstance(outcome, Rejection):
-                self._reject(server_round, outcome)
-            else:
-                self._accept(server_round, outcome, broadcast)
-                out.append(outcome)
+        with self.store.batch():
+            for node, msg in replies:
+                outcome = check_reply(msg, broadcast, self._round, node=node)
+                if isinstance(outcome, Rejection):
+                    self._reject(server_round, outcome)
+                elif self._accept(server_round, outcome, broadcast):
+                    out.append(outcome)
         return sorted(out, key=lambda r: r.client_id)
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
@@ -103,43 +171,149 @@ class Auditor:
             self._run_attacks(server_round)
         self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss})
 
+    def record_silence(self, server_round: int, node: int) -> None:
+        """A node that was sent a train message and never answered (timeout, lost node)."""
+        cid = self.node_clients.get(node)
+        message = "no reply within strategy.round_timeout"
+        log.warning("round %d: node %d (client %s): %s", server_round, node, cid, message)
+        self.store.record_failure(server_round, "timeout", message, client_id=cid, node_id=node)
+        if cid is not None and self.cfg.audit.enabled and cid not in self._written:
+            self._written.add(cid)
+            self.store.write_update(server_round, cid, None, {"node_id": node,
+                                                              "status": "failed",
+                                                              "error": message})
+
     def record_failure(self, server_round: int, kind: str, message: str) -> None:
         """A round-level failure (e.g. the inner strategy refused the accepted replies)."""
         log.warning("round %d: %s: %s", server_round, kind, message)
         self.store.record_failure(server_round, kind, message)
 
+    # -- budgets ------------------------------------------------------------------------------
+
+    def selectable(self, node_id: int) -> bool:
+        """Whether the node may be sent a train message: not a client that declined for its
+        ε budget (a node not yet heard from always may)."""
+        return self.node_clients.get(node_id) not in self.exhausted
+
+    def releases(self) -> dict[int, int]:
+        """Releases accounted per client so far (a floor for a client that lost its own count,
+        e.g. on ``--resume``: ``clients/budget.py``)."""
+        return {cid: ledger.releases for cid, ledger in self.ledger.clients.items()}
+
     # -- replies ------------------------------------------------------------------------------
 
     def _reject(self, rnd: int, rejection: Rejection) -> None:
         node, cid = rejection.node_id, rejection.client_id
-        log.warning("round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
-                    rejection.reason)
+        declined = rejection.kind == "declined"
+        log.log(logging.INFO if declined else logging.WARNING,
+                "round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
+                rejection.reason)
         self.store.record_failure(rnd, rejection.kind, rejection.reason, client_id=cid,
                                   node_id=node)
-        if cid is not None and self.cfg.audit.enabled:
-            status = "failed" if rejection.kind == "exception" else "rejected"
+        if declined and cid is not None:
+            self.exhausted.add(cid)
+        if (cid is not None and self.cfg.audit.enabled and not rejection.claimed
+                and cid not in self._written):  # one updates row per client and round
+            self._written.add(cid)
+            self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
+            status = {"exception": "failed", "declined": "declined"}.get(rejection.kind,
+                                                                         "rejected")
             row = {"node_id": node}
             if rejection.report is not None:
                 row = _update_row(rejection.report, node, self._dim)
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
+            if declined and rejection.report is not None:  # the tallies stand as they were
+                report = rejection.report
+                tally = self.ledger.tally(cid, accuracy=self._accuracy(report, self._dim))
+                self.store.write_tally(rnd, cid, {**tally,
+                                                  "epsilon_budget": report.epsilon_budget})
 
-    def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> None:
+    def _accuracy(self, report: ClientReport, dim: int) -> float | None:
+        """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``; the
+        divisor is ``q·n`` (= min(L, n)), as in training."""
+        divisor = report.sample_rate * report.local_examples
+        return report.build_mechanism().pac_accuracy(self.ledger.pac_beta, dim, divisor)
+
+    def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> bool:
+        """Record an accepted reply: verify it against its declaration, store it, fold it into
+        the ledger, schedule its attacks. Return whether it may be aggregated (not when it
+        contradicts its declaration)."""
         if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
-            return
-        report, cid = reply.report, reply.client_id
+            return True
+        report, cid, audit = reply.report, reply.client_id, self.cfg.audit
+        if report.oracle is not None and any(
+            i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
+        ):
+            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: "
+                                        "record ids outside the training set", report))
+            return False
+        self._written.add(cid)
+        mechanism = report.build_mechanism()
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
-        dim = sum(a.size for a in delta)
-        self.store.write_update(rnd, cid, delta, _update_row(report, reply.node_id, dim))
-        truth = self._ground_truth(rnd, cid, report)
+        flat = np.concatenate([d.ravel() for d in delta])
+        dim = flat.size
+        declared = reported_declaration(report)
+        clean = self.canaries.without_canaries(rnd, cid, mechanism, reply.arrays, **declared)
+        arrays = reply.arrays if clean is None else clean
+        canary = self.canaries.score(rnd, cid, mechanism, flat, **declared)
+        sketches = self._sketches_of(dim)
+        replayed = sketches.replay_of(cid, flat)
+        if replayed is not None:
+            verdict = Verdict("replay", "inconsistent",
+                              f"the update repeats this client's update of round {replayed}",
+                              p_value=0.0)
+        else:
+            verdict = verify_reply(report, mechanism, broadcast, arrays, audit.verify_alpha)
+        if canary is not None:
+            verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
+                                        canary.verdict])
+        consistent = verdict.status != "inconsistent"
+        if consistent:
+            sketches.add(rnd, cid, flat)
+        row = _update_row(report, reply.node_id, dim)
+        if not consistent:
+            row.update(status="inconsistent", error=verdict.reason)
+            self.store.record_failure(rnd, "inconsistent", _verdict_line(verdict),
+                                      client_id=cid, node_id=reply.node_id)
+            log.warning("round %d client %d: %s", rnd, cid, _verdict_line(verdict))
+        attacked = self.plan.scheduled(rnd, cid)
+        kept = keeps_update(audit.store_updates, attacked)  # the storage policy
+        stored = encode_update(delta, audit.update_dtype) if kept else None
+        self.store.write_update(rnd, cid, stored, row)
+        truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
         tally = self.ledger.fold(
-            rnd, cid, report.build_mechanism().release(dim), steps=report.local_steps,
+            rnd, cid, mechanism.release(dim), steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
+            verification=verdict.status, accuracy=self._accuracy(report, dim),
         )
-        self.store.write_tally(rnd, cid, tally)
-        if truth and self.plan.scheduled(rnd, cid):
-            view = ServerView.from_update(self._model, broadcast, delta, report)
+        lower = None if canary is None else canary.lower
+        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
+                                          "epsilon_lower": lower,
+                                          "epsilon_budget": report.epsilon_budget})
+        if truth and attacked:
+            own = delta if clean is None else [a - b for a, b in zip(clean, broadcast, strict=True)]
+            view = ServerView.from_update(self._model, broadcast, own, report)
             self.plan.add(rnd, cid, view, truth)
+        if clean is not None:
+            with_arrays(reply.message, clean)  # aggregate without the canaries
+        return consistent
+
+    def _with_pac(self, tally: dict) -> dict:
+        """An estimate's tally columns, with Theorem 4.3 at the MBP *estimate* in ``details``
+        (``pac_estimate``: empirical, not a guarantee; the ``pac_robust_confidence`` column is
+        the theorem at the bound)."""
+        if tally.get("mbp_estimate") is None:
+            return tally
+        beta = self.ledger.pac_beta
+        pac = pac_robust_confidence(tally["mbp_estimate"], beta)
+        return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
+                                                      "beta": beta, **pac.as_dict()}}}
+
+    def _sketches_of(self, dim: int) -> UpdateSketches:
+        if self._sketches is None:
+            self._sketches = UpdateSketches(dim, self.cfg.seed)
+        return self._sketches
 
     def _ground_truth(self, rnd: int, cid: int, report: ClientReport) -> list[int]:
         """Store what the oracle told (scoring only): every record the round used, in order of
@@ -147,27 +321,37 @@ class Auditor:
         if report.oracle is None:
             return []
         ids = list(dict.fromkeys(i for batch in report.oracle.record_ids for i in batch))
-        if any(i >= len(self.dataset.train_y) for i in ids):
-            log.warning("round %d client %d: record ids outside the training set ignored",
-                        rnd, cid)
-            return []
         images, labels = self._truth(ids)
         arrays = {"images": images, "labels": labels} if ids else None
         self.store.write_ground_truth(rnd, cid, ids, arrays)
         return ids
 
     def restore(self, dim: int) -> None:
-        """Rebuild the privacy ledger from the updates of the store's completed rounds
-        (``--resume``): the same releases folded in the same order give the same tallies."""
+        """Rebuild the privacy ledger (and the replay sketches and canary pools) from the
+        updates of the store's completed rounds (``--resume``): the same releases folded in the
+        same order give the same tallies."""
         from fedpriv.mechanisms import build_mechanism
 
+        verdicts = {
+            (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
+            for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
+                                        "WHERE verification_json IS NOT NULL")
+        }
         for update in self.store.iter_updates():
+            if update.status not in ("ok", "inconsistent"):
+                continue
+            arrays = self.store.load_update(update.update_id).values()
+            flat = np.concatenate([a.ravel() for a in arrays])
             if update.status == "ok":
-                mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
-                self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
-                                 steps=int(update.local_steps),
-                                 sample_rate=float(update.sample_rate),
-                                 batch_size=float(update.batch_size), dim=dim)
+                self._sketches_of(flat.size).add(update.round, update.client_id, flat)
+            mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
+            self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
+                             steps=int(update.local_steps),
+                             sample_rate=float(update.sample_rate),
+                             batch_size=float(update.batch_size), dim=dim,
+                             verification=verdicts.get((update.round, update.client_id)))
+            self.canaries.score(update.round, update.client_id, mechanism, flat,
+                                **stored_declaration(update))
 
     # -- attacks ------------------------------------------------------------------------------
 
@@ -189,6 +373,6 @@ class Auditor:
     def _run_attacks(self, rnd: int) -> None:
         for outcome in self.plan.run(rnd, self._executor(), self._truth, self.ledger.mbp_bound):
             if outcome.tally is not None:
-                self.store.write_tally(rnd, outcome.client_id, outcome.tally)
+                self.store.write_tally(rnd, outcome.client_id, self._with_pac(outcome.tally))
             images = None if outcome.reconstruction is None else {"images": outcome.reconstruction}
             self.store.write_attack(rnd, outcome.client_id, outcome.row, images)

@@ -1,8 +1,11 @@
 """One federated run on any Flower Grid (simulation or deployment): the ServerApp's body.
 
 A run writes every round to its audit store as the round completes — the broadcast θ, every
-reply, the tallies, the attacks, and the aggregated global model after the round — and
-rebuilds ``report.json`` after each round, so a killed run keeps everything it finished.
+reply, the tallies, the attacks, and the aggregated global model after the round — so a killed
+run keeps everything it finished. ``report.json`` is rebuilt after a round when at least
+:data:`REPORT_SPACING` times the last rebuild's duration has passed since it — after every
+round of a small run; for a large one (a rebuild reads every completed round) rebuilding costs
+at most ≈ 1/REPORT_SPACING of the run — and always when the run ends.
 
 ``resume=True`` continues a run directory: incomplete rounds are discarded, the global model
 is the stored aggregate of the last completed round, every client's privacy ledger is
@@ -17,6 +20,8 @@ unseeded global ``random``, so neither an uninterrupted nor a resumed run is rep
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +31,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from tqdm import tqdm
 
-from fedpriv.audit import AuditStore, write_report
+from fedpriv.audit import AuditStore, verify, write_report
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
@@ -36,9 +41,14 @@ from strategies.auditing import AuditingStrategy
 from strategies.auditor import Auditor
 from strategies.evaluation import make_evaluate_fn
 
-__all__ = ["completed_rounds", "dataset_of", "initial_model", "open_run", "run_federation"]
+__all__ = [
+    "REPORT_SPACING", "completed_rounds", "dataset_of", "initial_model", "open_run",
+    "run_federation",
+]
 
 log = logging.getLogger(__name__)
+#: Seconds between report rebuilds during a run, in units of the last rebuild's duration.
+REPORT_SPACING = 20.0
 
 
 def dataset_of(cfg: Config) -> Dataset:
@@ -60,6 +70,7 @@ def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingStrat
     return AuditingStrategy(
         build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
         join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
+        budgets=cfg.mechanism.has_budgets,
     )
 
 
@@ -114,13 +125,18 @@ def _evaluate_fn(
     cfg: Config, store: AuditStore, auditor: Auditor, done: int, bar: tqdm
 ) -> Callable[[int, ArrayRecord], MetricRecord]:
     """Flower's ``evaluate_fn``: after Flower round r (absolute ``done + r``) store the
-    aggregate, evaluate it, close the round in the store and rebuild the report."""
+    aggregate, evaluate it, close the round in the store and rebuild the report (paced: see
+    the module docstring)."""
+    last = {"seconds": 0.0, "at": -math.inf}
 
     def on_result(server_round: int, acc: float, loss: float) -> None:
         if server_round == 0:
             return
         auditor.end_round(done + server_round, acc, loss)
-        write_report(store)
+        if time.monotonic() - last["at"] >= REPORT_SPACING * last["seconds"]:
+            start = time.monotonic()
+            write_report(store)
+            last.update(seconds=time.monotonic() - start, at=time.monotonic())
         bar.update(1)
         bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
 
@@ -136,15 +152,19 @@ def _evaluate_fn(
 
 
 def run_federation(
-    grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False
+    grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False,
+    opened: tuple[AuditStore, int] | None = None,
 ) -> dict[str, Any]:
-    """Train audited FedAvg on ``grid`` until ``cfg.rounds`` rounds are complete.
+    """Train the audited strategy on ``grid`` until ``cfg.rounds`` rounds are complete.
 
     Returns the report (also in ``run_dir/report.json``). ``grid`` may be None when a resumed
     run has no round left to train.
+
+    ``opened`` is the ``(store, completed rounds)`` of :func:`open_run` when the caller opened
+    the run (and took its writer lock) itself, before starting anything costly.
     """
-    store, done = open_run(cfg, run_dir, resume)
-    status = "failed"
+    store, done = opened or open_run(cfg, run_dir, resume)
+    status, error = "failed", None
     bar = tqdm(total=cfg.rounds, initial=done, desc="rounds", unit="round", dynamic_ncols=True)
     try:
         if done < cfg.rounds:
@@ -155,10 +175,13 @@ def run_federation(
     except KeyboardInterrupt:
         status = "interrupted"
         raise
+    except BaseException as exc:
+        error = f"{type(exc).__name__}: {exc}"
+        raise
     finally:
         bar.close()
-        store.mark_status(status)
-        report = write_report(store)
+        store.mark_status(status, error)
+        report = write_report(store, problems=verify(store.run_dir, hashes=False))
         store.close()
     return report
 

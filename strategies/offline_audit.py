@@ -1,6 +1,8 @@
 """Offline auditing: attack the updates an audit store holds, after (or while) the run goes.
 
-For each selected update — status ``ok``, in a completed round — the server's view is rebuilt
+For each selected update — status ``ok``, in a completed round, its arrays kept by the run's
+storage policy (``audit.store_updates``; the others are listed under ``not_stored`` and named
+in a warning, and a selection with none stored is refused) — the server's view is rebuilt
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
 public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
@@ -9,6 +11,13 @@ ground truth where the run kept one (every record of that round, as the live aud
 and are written to the store's ``attacks`` table; then the report is
 rebuilt. The store's verification is the usual one: a missing or altered tensor file, or a
 damaged database, is a :class:`fedpriv.audit.StoreError` naming the file.
+
+A run made with canaries stores each update as received, canaries in: the attacks see it with
+the canaries' share removed, as the live auditor's attacks do. ``canaries=True``
+(``fedpriv audit RUN --canaries``) recomputes the ε lower bounds from the stored updates —
+accepted and inconsistent ones, pooled per client over the selected rounds — with the run's
+``audit.canaries`` settings or another method or confidence, and writes them to the tallies'
+``epsilon_lower`` (the live verdicts stay as they were).
 """
 
 from __future__ import annotations
@@ -20,13 +29,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from attacks.plan import attack_job, attack_scores
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
-from fedpriv.config import Config, config_from_dict
+from fedpriv.config import Config, apply_override, config_from_dict
+from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
-from strategies.federation import dataset_of
+from fedpriv.mechanisms import build_mechanism
+from strategies.canary_audit import CanaryAuditor, stored_declaration
 
 __all__ = ["audit_run"]
 
@@ -35,35 +48,82 @@ Rounds = tuple[int | None, int | None]
 
 
 def _selected(
-    store: AuditStore, rounds: Rounds, clients: Sequence[int] | None
-) -> list[UpdateRecord]:
-    """Accepted updates of completed rounds in ``rounds`` (inclusive, open ends) and
-    ``clients`` (None: all); InputError if there are none."""
+    store: AuditStore, cfg: Config, rounds: Rounds, clients: Sequence[int] | None,
+    statuses: tuple[str, ...] = ("ok",),
+) -> tuple[list[UpdateRecord], list[UpdateRecord]]:
+    """Updates of completed rounds in ``rounds`` (inclusive, open ends) and ``clients``
+    (None: all) with one of ``statuses`` (default: accepted): those whose arrays are stored,
+    and those the run's storage policy did not keep. InputError if none is stored."""
     low, high = rounds
     chosen = [
         u for u in store.iter_updates(clients=clients)
-        if u.status == "ok" and (low is None or u.round >= low)
+        if u.status in statuses and (low is None or u.round >= low)
         and (high is None or u.round <= high)
     ]  # fmt: skip
-    if not chosen:
+    stored = [u for u in chosen if u.stored]
+    skipped = [u for u in chosen if not u.stored]
+    if skipped:
+        log.warning("%d selected updates were not stored (audit.store_updates = %r): not "
+                    "attacked: %s", len(skipped), cfg.audit.store_updates,
+                    ", ".join(f"round {u.round} client {u.client_id}" for u in skipped[:10])
+                    + (", ..." if len(skipped) > 10 else ""))
+    if not stored:
         done = store.completed_rounds()
+        why = (f"; {len(skipped)} accepted updates selected, none stored: the run kept "
+               f"audit.store_updates = {cfg.audit.store_updates!r}") if skipped else ""
         raise InputError(
             "--rounds" if rounds != (None, None) else "--clients",
             f"rounds {low}:{high}, clients {'all' if clients is None else list(clients)}",
-            f"a selection holding accepted updates (completed rounds: {done})",
+            f"a selection holding stored accepted updates (completed rounds: {done}{why})",
         )
-    return chosen
+    return stored, skipped
+
+
+def _mechanism(update: UpdateRecord) -> Any:
+    return build_mechanism(str(update.mechanism), update.mechanism_params)
 
 
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
-    """What the server saw of ``update``, from the store alone (no ground truth)."""
-    dataset = dataset_of(cfg)  # input shape and classes of the run's model
+    """What the server saw of ``update``, from the store alone (no ground truth), with any
+    canaries' share removed."""
+    input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
+    arrays = list(store.load_update(update.update_id).values())
+    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, _mechanism(update),
+                                                arrays, **stored_declaration(update))
     return ServerView.from_update(
-        (cfg.model.name, dataset.input_shape, dataset.num_classes),
+        (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
-        list(store.load_update(update.update_id).values()),
+        arrays if clean is None else clean,
         update,
     )
+
+
+def _canary_bounds(
+    store: AuditStore, cfg: Config, rounds: Rounds, clients: Sequence[int] | None,
+    method: str | None, confidence: float | None,
+) -> list[dict[str, Any]]:
+    """Recompute and store every selected client-round's ``epsilon_lower``; one summary each."""
+    if not cfg.audit.canaries.enabled:
+        raise InputError("--canaries", str(store.run_dir),
+                         "a run made with audit.canaries.enabled = true")
+    raw = cfg.to_dict()
+    for key, value in (("method", method), ("confidence", confidence)):
+        if value is not None:  # validated as the run's config is (gdp-* for Gaussian only)
+            apply_override(raw, f"audit.canaries.{key}", value)
+    auditor = CanaryAuditor(config_from_dict(raw))
+    out = []
+    for update in _selected(store, cfg, rounds, clients, ("ok", "inconsistent"))[0]:
+        flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])
+        canary = auditor.score(update.round, update.client_id, _mechanism(update), flat,
+                               **stored_declaration(update))
+        if canary is None:
+            continue
+        store.write_tally(update.round, update.client_id, {"epsilon_lower": canary.lower})
+        own = canary.lower["round"]
+        out.append({"round": update.round, "client_id": update.client_id,
+                    "epsilon_lower": own["value"], "epsilon_formal": own["epsilon_formal"],
+                    "status": own["status"], "pooled": canary.lower["value"]})
+    return out
 
 
 def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, Any]:
@@ -93,8 +153,12 @@ def audit_run(
     iterations: int | None = None,
     executor: str = "inline",
     progress: bool = True,
+    canaries: bool = False,
+    canary_method: str | None = None,
+    canary_confidence: float | None = None,
 ) -> dict[str, Any]:
-    """Attack the selected stored updates, store the results, rebuild the report.
+    """Attack the selected stored updates (and/or recompute their canary bounds), store the
+    results, rebuild the report.
 
     Parameters
     ----------
@@ -110,12 +174,21 @@ def audit_run(
         Optimiser iterations per restart (default: the run's ``audit.iterations``).
     executor
         ``"inline"`` or ``"ray"`` (:func:`attacks.runner.run_attacks`).
+    canaries
+        Recompute the ε lower bounds from the canaries (module docstring); then attacks run
+        only when ``attacks`` names some.
+    canary_method, canary_confidence
+        Override the run's ``audit.canaries.method`` / ``confidence``.
 
     Returns
     -------
     dict
         ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
-        ``clients`` (the rebuilt report's per-client entries) and ``files``.
+        ``canaries`` (with ``canaries=True``: per client-round the round's bound, the canary's
+        formal ε, the status and the bound pooled so far), ``not_stored`` (round and client of
+        each selected accepted update whose arrays the run's ``audit.store_updates`` did not
+        keep: not attacked), ``clients`` (the rebuilt report's per-client entries) and
+        ``files``.
 
     Raises
     ------
@@ -125,24 +198,38 @@ def audit_run(
     """
     with AuditStore.open(run_dir) as store:
         try:
-            return _audit(store, attacks, rounds, clients, iterations, executor, progress)
+            cfg = config_from_dict(store.run_info()["config"])
+            out: dict[str, Any] = {"run_dir": str(store.run_dir), "attacks": [],
+                                   "not_stored": []}
+            if canaries:
+                out["canaries"] = _canary_bounds(store, cfg, rounds, clients, canary_method,
+                                                 canary_confidence)
+            if attacks or not canaries:
+                out["attacks"], skipped = _attack(store, cfg, attacks, rounds, clients,
+                                                  iterations, executor, progress)
+                out["not_stored"] = [{"round": u.round, "client_id": u.client_id}
+                                     for u in skipped]
+            report = write_report(store, problems=verify(store.run_dir, hashes=False))
         except sqlite3.DatabaseError as exc:
             raise StoreError(store.run_dir / DB_NAME, f"corrupt database ({exc})") from None
+    return {**out, "clients": report["clients"], "files": report["files"]}
 
 
-def _audit(
-    store: AuditStore, attacks: Sequence[str] | None, rounds: Rounds,
+def _attack(
+    store: AuditStore, cfg: Config, attacks: Sequence[str] | None, rounds: Rounds,
     clients: Sequence[int] | None, iterations: int | None, executor: str, progress: bool,
-) -> dict[str, Any]:
-    cfg = config_from_dict(store.run_info()["config"])
+) -> tuple[list[dict[str, Any]], list[UpdateRecord]]:
+    """Run the attacks on the selected stored updates; their summaries, and the selected
+    updates the storage policy did not keep."""
     audit = cfg.audit
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
     names = list(attacks or audit.attacks or ["iga"])
+    stored, skipped = _selected(store, cfg, rounds, clients)
     jobs = [
         (update, attack_job(audit, name, _view(store, cfg, update), update.round,
-                            update.client_id))
-        for update in _selected(store, rounds, clients) for name in names
+                            update.client_id, device=cfg.device))
+        for update in stored for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
@@ -150,6 +237,4 @@ def _audit(
         _record(store, update, result)
         for (update, _), result in zip(jobs, results, strict=True)
     ]
-    report = write_report(store, problems=verify(store.run_dir, hashes=False))
-    return {"run_dir": str(store.run_dir), "attacks": summaries, "clients": report["clients"],
-            "files": report["files"]}  # fmt: skip
+    return summaries, skipped

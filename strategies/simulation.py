@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpriv.config import Config
+from fedpriv.errors import InputError
 
 __all__ = ["check_runnable", "simulate"]
 
@@ -28,7 +29,9 @@ FLOWER_ENV = {
     "FLWR_DISABLE_UPDATE_CHECK": "1",
     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
     "RAY_DEDUP_LOGS": "0",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # silences a FutureWarning; we ask for no GPUs
+    # Actors ask Ray for no GPU; with this, Ray leaves CUDA_VISIBLE_DEVICES alone for them
+    # (and does not warn), so clients with device = "cuda"/"auto" share the machine's GPUs.
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
 }
 
 
@@ -39,22 +42,53 @@ def _backend_config(cfg: Config) -> dict[str, Any]:
     init: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
     if sim.ray_address:
         init["address"] = sim.ray_address
-    else:
-        init.update(num_cpus=sim.ray_cpus, num_gpus=0, include_dashboard=False)
+    else:  # always a private Ray: never attach to a cluster (stale or not) found on the machine
+        init.update(address="local", num_cpus=sim.ray_cpus, num_gpus=0, include_dashboard=False)
     return {
         "client_resources": {"num_cpus": sim.client_cpus, "num_gpus": 0.0},
         "init_args": init,
     }
 
 
+RAY_JOIN_TIMEOUT = 10.0
+"""Seconds to wait for a Ray cluster named by ``simulation.ray_address`` to answer."""
+
+
+def check_ray_address(address: str, timeout: float = RAY_JOIN_TIMEOUT) -> None:
+    """Refuse a ``simulation.ray_address`` that does not answer within ``timeout`` seconds.
+
+    ``"auto"`` is resolved as Ray resolves it, through ``/tmp/ray/ray_current_cluster`` (a file
+    a killed cluster leaves behind, naming a dead head: ``ray.init`` would then wait forever).
+    A ``ray://`` client address is checked at its host and port the same way.
+    """
+    import socket
+
+    key = "simulation.ray_address"
+    target = address
+    if address == "auto":
+        current = Path(os.environ.get("RAY_TMPDIR", "/tmp/ray")) / "ray_current_cluster"
+        if not current.is_file():
+            raise InputError(key, address, "an address of a running Ray cluster (no cluster "
+                             f"found: {current} does not exist); leave it empty for a private Ray")
+        target = current.read_text().strip()
+    host, _, port = target.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as exc:
+        raise InputError(key, address, f"a Ray cluster that answers within {timeout:g} s "
+                         f"({target}: {exc}); leave it empty for a private Ray") from None
+
+
 def check_runnable(cfg: Config) -> None:
     """Check in this process, before Ray starts, what would otherwise fail inside it.
 
-    The attack names are registered, the data set loads (a torchvision set's files are under
+    The device exists here (``device = "cuda"`` needs CUDA), the attack names are registered,
+    the data set loads (a torchvision set's files are under
     ``data.root``), the partition gives every client at least one record, the model builds,
     every client's mechanism fits the model's layers (``clip_per_layer``), and — with auditing
     on — the accountant can account each distinct mechanism's whole run (``rounds ×
-    local_steps`` releases).
+    local_steps`` releases) and, with canaries, a canary's round (the model holds as many
+    coordinates as coordinate canaries).
 
     Raises
     ------
@@ -63,11 +97,15 @@ def check_runnable(cfg: Config) -> None:
     """
     from attacks.registry import check_attack_names
     from fedpriv.data import partition_indices
+    from fedpriv.devices import resolve_device
     from fedpriv.models import build_model
     from strategies.federation import dataset_of
 
+    resolve_device(cfg.device)
     check_attack_names(cfg.audit.attacks, "audit.attacks")
     check_attack_names([cfg.sweep.attack], "sweep.attack")
+    if cfg.simulation.ray_address:
+        check_ray_address(cfg.simulation.ray_address)
     dataset = dataset_of(cfg)
     d = cfg.data
     parts = partition_indices(
@@ -83,6 +121,7 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
     whole run (``rounds × local_steps`` releases at the client's rate): once per distinct
     (mechanism, rate), not once per client."""
     from fedpriv.accounting import ClientAccountant
+    from fedpriv.canaries import canary_epsilon, round_design
     from fedpriv.mechanisms import build_mechanism
 
     seen: set[str] = set()
@@ -100,6 +139,9 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
             accountant = ClientAccountant(cfg.audit.accountant)
             accountant.record(mech.release(dim), q, cfg.rounds * cfg.train.local_steps)
             accountant.result(cfg.audit.delta)
+        if round_design(cfg.audit.canaries, cfg.seed, mech, client_id, 1, dim) is not None:
+            canary_epsilon(mech.release(dim), cfg.train.local_steps, cfg.audit.delta,
+                           cfg.audit.accountant)
 
 
 def simulate(
@@ -116,15 +158,18 @@ def simulate(
     InputError
         From :func:`check_runnable` (before Ray starts), or raised by the ServerApp.
     """
-    from strategies.federation import completed_rounds, run_federation
+    from strategies.federation import open_run, run_federation
 
     check_runnable(cfg)
-    if resume and completed_rounds(run_dir)[1] >= cfg.rounds:
-        return run_federation(None, cfg, run_dir, resume=True)
-    return _run_on_ray(cfg, run_dir, verbose, resume)
+    opened = open_run(cfg, run_dir, resume)  # the store and its writer lock, before Ray starts
+    if opened[1] >= cfg.rounds:
+        return run_federation(None, cfg, run_dir, resume=True, opened=opened)
+    return _run_on_ray(cfg, run_dir, verbose, opened)
 
 
-def _run_on_ray(cfg: Config, run_dir: Path, verbose: bool, resume: bool) -> dict[str, Any]:
+def _run_on_ray(
+    cfg: Config, run_dir: Path, verbose: bool, opened: tuple[Any, int]
+) -> dict[str, Any]:
     for key, value in FLOWER_ENV.items():
         os.environ.setdefault(key, value)
     from flwr.app import Context
@@ -140,10 +185,13 @@ def _run_on_ray(cfg: Config, run_dir: Path, verbose: bool, resume: bool) -> dict
     errors: list[BaseException] = []  # the ServerApp runs in a thread: keep what it raised
     server_app = ServerApp()
 
+    started: list[bool] = []  # whether run_federation took over the store (it closes it)
+
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
+        started.append(True)
         try:
-            result.update(run_federation(grid, cfg, run_dir, resume=resume))
+            result.update(run_federation(grid, cfg, run_dir, opened=opened))
         except BaseException as exc:
             errors.append(exc)
             raise
@@ -162,6 +210,11 @@ def _run_on_ray(cfg: Config, run_dir: Path, verbose: bool, resume: bool) -> dict
     except Exception:
         if not errors:
             raise
+    finally:
+        if not started:  # Ray or Flower failed before the ServerApp ran: release the run
+            store = opened[0]
+            store.mark_status("failed", "the simulation engine stopped before the first round")
+            store.close()
     if errors:
         raise errors[0]
     if not result:

@@ -47,7 +47,8 @@ def _view(**changes) -> ServerView:
 def test_view_holds_only_public_protocol_state():
     assert {f.name for f in dataclasses.fields(ServerView)} == PUBLIC_FIELDS
     entry = set(inspect.signature(run_attack).parameters)
-    assert entry == {"name", "view", "iterations", "restarts", "seed", "num_images", "options"}
+    assert entry == {"name", "view", "iterations", "restarts", "seed", "num_images", "device",
+                     "options"}  # device: where the optimisation runs, no data
 
 
 def test_gradient_is_minus_update_over_lr_and_steps():

@@ -124,7 +124,7 @@ def test_client_values(report):
             params,
             formal,
         )
-        assert c["guarantee"] == ("formal" if formal else "no formal guarantee")
+        assert c["guarantee"] == ("declared" if formal else "none")  # no tally: not verified
         assert c["rounds_participated"] == sum(_participates(r, cid) for r in (1, 2, 3))
         assert (c["epsilon"], c["log_bayes_capacity"]) == (1.5, 3.0)  # after the last round
         assert c["mbp_estimate"] == pytest.approx(max(MBP[r, cid] for r in (1, 2, 3)))
@@ -181,7 +181,7 @@ def test_cli_json_and_summary(run_dir, tmp_path, capsys):
     assert printed["rounds"] == ROUNDS and len(printed["files"]["figures"]) == 3
     assert main(["report", str(run_dir), "--no-hashes", "--out", str(tmp_path / "out")]) == 0
     summary = capsys.readouterr().out
-    assert "no formal guarantee" in summary and "incomplete [4]" in summary
+    assert " none" in summary and "incomplete [4]" in summary
 
 
 @pytest.mark.parametrize(

@@ -147,8 +147,11 @@ def test_failed_reply_without_arrays(store):
     uid = store.write_update(1, 2, None, {"status": "rejected", "error": "update norm is inf"})
     with pytest.raises(KeyError, match="no arrays"):
         store.load_update(uid)
-    with pytest.raises(sqlite3.IntegrityError):  # an "ok" reply must carry its arrays
-        store.write_update(1, 3, None, {})
+    kept_none = store.write_update(1, 3, None, {})  # accepted, arrays not kept by the policy
+    with pytest.raises(KeyError, match="no arrays"):
+        store.load_update(kept_none)
+    updates = {u.client_id: u for u in store.iter_updates(include_incomplete=True)}
+    assert (updates[3].status, updates[3].stored, updates[2].stored) == ("ok", False, False)
     with pytest.raises(sqlite3.IntegrityError):  # one reply per client and round
         store.write_update(1, 2, [np.ones(2)], {})
     assert [p.kind for p in verify(store.run_dir)] == ["incomplete-round"]  # no stray file

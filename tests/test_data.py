@@ -176,3 +176,11 @@ def test_the_real_debian_fashion_mnist_files():
     assert torch.bincount(ds.test_y).tolist() == [1000] * 10
     assert 0.0 <= float(ds.train_x.min()) and float(ds.train_x.max()) <= 1.0
     assert 0.2 < float(ds.train_x.mean()) < 0.4  # mean pixel of Fashion-MNIST is 0.286
+
+
+def test_shapes_are_those_loaded() -> None:
+    """The shapes an offline audit uses without reading data match what loading gives."""
+    from fedpriv.data import SHAPES, load_dataset
+
+    digits = load_dataset("digits")
+    assert SHAPES["digits"] == (digits.input_shape, digits.num_classes)

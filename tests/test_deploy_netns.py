@@ -39,7 +39,7 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.toml"
-# the lead will make ground_truth = false the default for deployments; until then, explicit
+# ground_truth is off by default (deployments must never ship record ids); kept explicit here
 OVERRIDES = ["rounds=3", "train.local_steps=2", "audit.ground_truth=false"]
 NODE_CONFIGS = [
     {"mechanism": "gaussian", "noise-multiplier": 2.0},  # B (the preset says sigma = 1)

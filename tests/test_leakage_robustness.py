@@ -17,11 +17,14 @@ from scipy import special
 from fedpriv.errors import InputError
 from fedpriv.leakage.robustness import (
     ASSUMPTIONS,
+    gaussian_accuracy,
     input_robustness,
-    pac_accuracy,
+    laplace_accuracy,
     pac_robust_confidence,
+    vmf_accuracy,
 )
 from fedpriv.leakage.vmf_curve import vmf_angle_quantile
+from fedpriv.mechanisms import build_mechanism
 from fedpriv.special.vmf_sampler import sample_vmf_cosine
 from workflows.cli.main import main
 
@@ -47,8 +50,10 @@ def test_pac_confidence_formula_and_vacuous_marker() -> None:
 
 @pytest.mark.parametrize(("dim", "beta"), [(1, 0.05), (50, 0.05), (2_000, 0.2)])
 def test_gaussian_accuracy_monte_carlo(dim: int, beta: float) -> None:
-    std, batch = 2.0, 8.0
-    alpha = pac_accuracy("gaussian", beta, dim=dim, noise_std=std, batch_size=batch)
+    std, batch = 2.0, 8.0  # s = sigma * C
+    mechanism = build_mechanism("gaussian", {"clip": 0.5, "noise_multiplier": 4.0})
+    alpha = mechanism.pac_accuracy(beta, dim, batch)
+    assert alpha == gaussian_accuracy(beta, dim, std, batch)
     if dim == 1:  # |N(0, s^2)|/L at its (1 - beta)-quantile
         assert alpha == pytest.approx(std * special.ndtri(1 - beta / 2) / batch, rel=1e-10)
     rng = np.random.default_rng(18)
@@ -59,8 +64,10 @@ def test_gaussian_accuracy_monte_carlo(dim: int, beta: float) -> None:
 
 @pytest.mark.parametrize(("dim", "beta"), [(1, 0.05), (50, 0.1)])
 def test_laplace_l1_accuracy_monte_carlo(dim: int, beta: float) -> None:
-    scale, batch = 0.5, 4.0
-    alpha = pac_accuracy("laplace", beta, dim=dim, laplace_scale=scale, batch_size=batch)
+    scale, batch = 0.5, 4.0  # b = lambda * C
+    mechanism = build_mechanism("laplace", {"clip": 2.0, "laplace_scale": 0.25})
+    alpha = mechanism.pac_accuracy(beta, dim, batch)
+    assert alpha == laplace_accuracy(beta, dim, scale, batch)
     if dim == 1:  # |Lap(b)| ~ Exp(b): quantile b log(1/beta)
         assert alpha == pytest.approx(scale * math.log(1 / beta) / batch, rel=1e-10)
     rng = np.random.default_rng(19)
@@ -73,7 +80,9 @@ def test_laplace_l1_accuracy_monte_carlo(dim: int, beta: float) -> None:
 @pytest.mark.parametrize(("kappa", "dim"), [(5.0, 3), (100.0, 13_700)])
 def test_vmf_accuracy_monte_carlo(kappa: float, dim: int) -> None:
     beta, scale = 0.05, 3.0
-    alpha = pac_accuracy("vmf", beta, dim=dim, kappa=kappa, vmf_scale=scale)
+    mechanism = build_mechanism("vmf", {"kappa": kappa, "vmf_scale": scale})
+    alpha = mechanism.pac_accuracy(beta, dim, 8.0)  # the batch size does not enter
+    assert alpha == vmf_accuracy(beta, dim, kappa, scale)
     t = sample_vmf_cosine(kappa, dim, DRAWS, np.random.default_rng(20))
     assert _coverage_ok(scale * np.sqrt(2 - 2 * t), alpha, beta)
 
@@ -90,19 +99,21 @@ def test_vmf_angle_quantile_closed_form_p3(kappa: float) -> None:
 
 
 def test_clip_none_and_refusals() -> None:
-    assert pac_accuracy("clip", 0.1, dim=10) == 0.0
-    assert pac_accuracy("none", 0.1, dim=10) is None
+    assert build_mechanism("clip", {}).pac_accuracy(0.1, 10, 4.0) == 0.0
+    assert build_mechanism("none", {}).pac_accuracy(0.1, 10, 4.0) is None
+    assert build_mechanism("vmf", {"vmf_keep_norm": True}).pac_accuracy(0.1, 10, 4.0) is None
+    assert build_mechanism("gaussian", {"noise_multiplier": 0.0}).pac_accuracy(0.1, 10, 4.0) == 0
     bad = [
-        (("gaussian", 0.1), {"dim": 5, "batch_size": 2.0}, "noise_std"),
-        (("gaussian", 0.1), {"dim": 5, "noise_std": 1.0, "batch_size": 2.0, "kappa": 1.0}, "kappa"),
-        (("vmf", 0.1), {"dim": 1, "kappa": 1.0, "vmf_scale": 1.0}, "dim"),
-        (("laplace", 0.0), {"dim": 5, "laplace_scale": 1.0, "batch_size": 1.0}, "beta"),
-        (("laplace", 0.1), {"dim": 5, "laplace_scale": 0.0, "batch_size": 1.0}, "laplace_scale"),
-        (("dp", 0.1), {"dim": 5}, "mechanism"),
+        (lambda: gaussian_accuracy(0.1, 5, -1.0, 2.0), "noise_std"),
+        (lambda: gaussian_accuracy(0.1, 5, 1.0, 0.0), "batch_size"),
+        (lambda: vmf_accuracy(0.1, 1, 1.0, 1.0), "dim"),
+        (lambda: laplace_accuracy(0.0, 5, 1.0, 1.0), "beta"),
+        (lambda: laplace_accuracy(0.1, 5, 0.0, 1.0), "laplace_scale"),
+        (lambda: vmf_accuracy(0.1, 5, 0.0, 1.0), "kappa"),
     ]
-    for args, kwargs, key in bad:
+    for call, key in bad:
         with pytest.raises(InputError, match=key):
-            pac_accuracy(*args, **kwargs)
+            call()
 
 
 CONSTANTS = {"lipschitz": 2.0, "radius": 0.5, "diameter": 3.0, "leakage": 0.25, "c_a": 4.0,

@@ -20,7 +20,7 @@ from workflows.cli.main import main
 
 SETTINGS = ["rounds=2", "data.num_clients=2", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",
-            "audit.attacks=['idlg']", "audit.iterations=20"]  # fmt: skip
+            "audit.attacks=['idlg']", "audit.iterations=20", "audit.ground_truth=true"]  # fmt: skip
 SCORES = ("mse", "psnr", "ssim", "best_ssim", "label_accuracy", "iterations", "restarts")
 
 

@@ -38,3 +38,14 @@ def test_every_preset_the_readme_names_exists():
     names = set(re.findall(r"configs/[\w.-]+\.toml", README))
     names |= {f"configs/{n}" for n in re.findall(r"`([\w-]+\.toml)`", README)}
     assert names and all((root / n).is_file() for n in names), names
+
+
+def test_every_toml_example_is_a_valid_config():
+    import tomllib
+
+    from fedpriv.config import config_from_dict
+
+    blocks = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
+    assert blocks
+    for block in blocks:
+        config_from_dict(tomllib.loads(block))

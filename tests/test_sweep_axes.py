@@ -24,6 +24,7 @@ RAW = {
     "data": {"num_clients": 1},
     "train": {"batch_size": 64, "optimizer": "adamw", "lr": 0.005, "weight_decay": 0.1},
     "mechanism": {"clip": 1.0},
+    "audit": {"ground_truth": True},  # the simulation-only oracle: a sweep scores attacks
     "sweep": {"epsilons": [], "mechanisms": ["gaussian", "vmf"], "noise_multipliers": [1.0, 0.5],
               "kappas": [300.0], "baselines": ["none", "clip"], "batch_sizes": [32, 128],
               "seeds": [4, 5, 6], "epochs": 3, "attack_on": "first-release",

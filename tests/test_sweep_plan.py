@@ -28,7 +28,7 @@ RAW = {
     "rounds": 20,
     "data": {"num_clients": 3},
     "train": {"batch_size": 64, "local_steps": 2, "lr": 2.0},
-    "audit": {"delta": 1e-5},
+    "audit": {"delta": 1e-5, "ground_truth": True},
     "sweep": {"epsilons": [10, 1], "mechanisms": ["gaussian", "vmf", "laplace"],
               "attack_iterations": 50, "attack_clients": 2},
 }

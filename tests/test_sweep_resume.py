@@ -21,6 +21,7 @@ RAW = {
     "data": {"num_clients": 2},
     "train": {"batch_size": 32, "local_steps": 2},
     "mechanism": {"clip": 0.5},
+    "audit": {"ground_truth": True},
     "sweep": {"epsilons": [10, 2], "mechanisms": ["gaussian", "vmf"], "attack_iterations": 5},
 }
 CONTRACT = ("mechanism", "epsilon", "noise_multiplier", "kappa", "laplace_scale", "accuracy",

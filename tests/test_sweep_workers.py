@@ -16,7 +16,7 @@ from fedpriv.config import config_from_dict
 from workflows.sweep import run_sweep
 from workflows.sweep.state import SweepDir
 
-RAW = {"rounds": 2, "data": {"num_clients": 1},
+RAW = {"rounds": 2, "data": {"num_clients": 1}, "audit": {"ground_truth": True},
        "sweep": {"epsilons": [], "mechanisms": ["gaussian"], "noise_multipliers": [1.0, 2.0],
                  "attack_iterations": 3}}  # fmt: skip
 

@@ -271,3 +271,26 @@ def test_bad_optimiser_fields_in_a_reply_are_the_clients_error(extra, field):
     with pytest.raises(ReplyError) as err:
         ClientReport.from_config({**REPORT, **extra})
     assert err.value.field == field
+
+
+@pytest.mark.parametrize(("settings", "status", "guarantee"), [
+    (["train.optimizer='adamw'", "train.weight_decay=0.1"], "unverifiable", "declared"),
+    (["train.momentum=0.9", "train.weight_decay=0.01"], "consistent", "verified"),
+])
+def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settings, status,
+                                                                guarantee):
+    """The reply's optimiser reaches the verification: an Adam(W) update is not a scaled sum of
+    releases, so it cannot be checked (not: contradicts its declaration); SGD with momentum and
+    decay is, at one local step with a fresh buffer."""
+    from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
+
+    from fedpriv.config import load_config
+    from strategies.federation import run_federation
+
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
+                                   *settings])
+    report = run_federation(LocalGrid(faulty_client_app({}), 2), cfg, tmp_path / "run")
+    assert report["status"] == "completed"
+    for client in report["clients"]:
+        assert client["verification"]["status"] == status, client["verification"]
+        assert client["guarantee"] == guarantee

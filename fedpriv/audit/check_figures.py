@@ -50,12 +50,19 @@ def _bounds_traced(ax: Any, x: np.ndarray, upper: np.ndarray, lower: np.ndarray)
             label="lower (audit)")  # fmt: skip
 
 
+def _upper(client: Row) -> float:
+    """The accountant's ε that the client's lower bound bounds: ``epsilon_lower``'s own
+    ``epsilon_formal`` where it names one (a canary's ε), else the client's ``epsilon``."""
+    formal = field_value(client.get("epsilon_lower"), "epsilon_formal")
+    return formal if not np.isnan(formal) else field_value(client, "epsilon")
+
+
 @styled
 def epsilon_bounds_figure(clients: Sequence[Row]) -> Figure | None:
     """Per client, the accountant's ε (an upper bound) against the audit's lower bound
     ``epsilon_lower``, clients in the order given (worst first), a crossing circled; None
     without lower bounds."""
-    upper = np.array([field_value(c, "epsilon") for c in clients])
+    upper = np.array([_upper(c) for c in clients])
     lower = np.array([field_value(c, "epsilon_lower") for c in clients])
     if not np.isfinite(lower).any():
         return None

@@ -1,8 +1,11 @@
 """Opening, validating and creating the audit store's SQLite database.
 
 Writers use WAL journaling (readers in other processes never block on a writer, and a
-writer never blocks on readers), ``synchronous=FULL`` (a committed transaction survives a
-power loss, not only a killed process) and enforced foreign keys. Opening validates before
+writer never blocks on readers), ``synchronous=NORMAL`` by default (a committed transaction
+survives a killed process; the rows of a running round need no more) with ``FULL`` switched on
+by the store for each transaction that must also survive a power loss (:data:`DURABLE`,
+:data:`BATCHED`; the ``fsync`` of the WAL at such a commit also makes every earlier commit
+durable), and enforced foreign keys. Opening validates before
 anything is read: the file is an SQLite database, carries fedpriv's ``application_id``, has
 the schema version this code reads, and passes ``PRAGMA quick_check`` (which catches a
 truncated or overwritten file). Every failure is a :class:`StoreError` naming the path.
@@ -10,7 +13,10 @@ truncated or overwritten file). Every failure is a :class:`StoreError` naming th
 References
 ----------
 .. [1] SQLite, "Write-Ahead Logging", https://www.sqlite.org/wal.html
-.. [2] SQLite, "Database File Format", §1.3 (header string, application id, user version),
+.. [2] SQLite, "PRAGMA synchronous", https://www.sqlite.org/pragma.html#pragma_synchronous
+   (NORMAL in WAL mode: durable across an application crash; the setting may not change
+   inside a transaction)
+.. [3] SQLite, "Database File Format", §1.3 (header string, application id, user version),
    https://www.sqlite.org/fileformat2.html
 """
 
@@ -23,15 +29,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import TEMP_SUFFIX, fsync_dir
+from fedpriv.atomic import FILE_MODE, TEMP_SUFFIX, fsync_dir
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
 
-__all__ = ["BUSY_TIMEOUT_MS", "connect", "create_database"]
+__all__ = ["BATCHED", "BUSY_TIMEOUT_MS", "DURABLE", "connect", "create_database"]
 
 #: How long a writer waits for another writer's transaction before giving up.
 BUSY_TIMEOUT_MS = 60_000
+#: ``PRAGMA synchronous`` of a commit that must survive a power loss.
+DURABLE = "FULL"
+#: ``PRAGMA synchronous`` of the writer's other commits (made durable by the next DURABLE one).
+BATCHED = "NORMAL"
 _HEADER = b"SQLite format 3\x00"
 _STORE = f"a fedpriv audit store (schema version {SCHEMA_VERSION})"
 
@@ -51,7 +61,7 @@ def _raw_connect(db_path: Path, *, readonly: bool) -> sqlite3.Connection:
 
 def _writer_pragmas(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(f"PRAGMA synchronous = {BATCHED}")
 
 
 def _check_header(db_path: Path) -> None:
@@ -110,6 +120,7 @@ def create_database(db_path: Path, run: Mapping[str, Any]) -> None:
     """
     tmp = db_path.with_name(f".{db_path.name}.{secrets.token_hex(4)}{TEMP_SUFFIX}")
     try:
+        tmp.touch(mode=FILE_MODE)  # private; SQLite's -wal and -shm files copy its mode
         _initialise(tmp, run)
         os.link(tmp, db_path)
     except FileExistsError:

@@ -77,6 +77,11 @@ _COLUMNS: list[Column] = [
 #: Columns added when some client carries the key.
 _OPTIONAL: dict[str, list[Column]] = {
     "epsilon_lower": [("ε lower", "the audit's lower bound on ε", _lower("value")),
+                      ("ε bounded", "the accountant's ε the lower bound is set against (for "
+                       "canaries: a canary's per-round ε, without sampling)",
+                       _lower("epsilon_formal")),
+                      ("lower / ε", "fraction of the formal ε the audit reached",
+                       _lower("ratio")),
                       ("confidence", "of the lower bound", _lower("confidence")),
                       ("method", "of the lower bound", _lower("method"))],
     "verification": [("verification", "declared mechanism vs update", _verification)],

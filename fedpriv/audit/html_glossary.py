@@ -77,15 +77,20 @@ def _core(docs: str) -> list[tuple[str, str]]:
     ]
 
 
-def _optional(clients: Sequence[Row]) -> list[tuple[str, str]]:
+def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
     entries = []
     if _present(clients, "epsilon_lower"):
         entries.append(
             (
                 "ε lower bound",
                 "A statistical lower bound from auditing the updates, at the stated "
-                "confidence: the client's true ε is at least this. A lower bound above "
-                "the accountant's ε means a declaration or the accounting is wrong.",
+                "confidence: the true ε is at least this. It is set against the "
+                "accountant's ε it bounds (column “ε bounded”): for canaries, the ε of "
+                "one canary — an extra record in every step of its round, so without the "
+                "amplification by sampling that the client's own ε enjoys. A lower bound "
+                "above it means a declaration or the accounting is wrong; a small one "
+                "proves nothing. See "
+                f"{_link(docs, 'canaries.md')}.",
             )
         )
     if _present(clients, "verification"):
@@ -101,16 +106,20 @@ def _optional(clients: Sequence[Row]) -> list[tuple[str, str]]:
         entries.append(
             (
                 "Budget",
-                "The ε a client may spend, and the round in which its "
-                "cumulative ε first went over it.",
+                "The ε at δ a client may spend, and the first round it declined to "
+                "train because that round would have taken its cumulative ε over it; it "
+                "is sent no training after that, so its ε never exceeds the budget.",
             )
         )
     if _present(clients, "pac_accuracy") or _present(clients, "pac_robust_confidence"):
         entries.append(
             (
                 "PAC accuracy and robust confidence",
-                "Shown as the server recorded them in report.json; see the "
-                "documentation of the analysis that produced them.",
+                "PAC accuracy α: the radius within which one release of the declared "
+                "mechanism lies of the value it perturbs, with probability 1 − β "
+                "(audit.pac_beta), read from its noise law, not measured. Robust "
+                "confidence: 1 − (1 + 4ξ)β at the cumulative MBP bound ξ (Zhang & Chen, "
+                "Thm 4.3); vacuous when that is ≤ 0, always so for Gaussian noise.",
             )
         )
     return entries
@@ -118,7 +127,6 @@ def _optional(clients: Sequence[Row]) -> list[tuple[str, str]]:
 
 def glossary(clients: Sequence[Row], docs: str = "docs") -> str:
     """The box as HTML; ``docs`` is the path (relative to the page) of the docs folder."""
-    items = "".join(
-        f"<dt>{esc(term)}</dt><dd>{text}</dd>" for term, text in [*_core(docs), *_optional(clients)]
-    )
+    entries = [*_core(docs), *_optional(clients, docs)]
+    items = "".join(f"<dt>{esc(term)}</dt><dd>{text}</dd>" for term, text in entries)
     return f'<div class="box"><dl>{items}</dl></div>'

@@ -89,9 +89,11 @@ def esc(text: Any) -> str:
 
 def cell(value: Any, digits: int = 4) -> str:
     """A value as table text: None → "–", infinities → "∞", floats to ``digits``
-    significant figures, booleans as yes/no; escaped."""
+    significant figures, booleans as yes/no; escaped (:class:`Markup` is HTML already)."""
     if value is None:
         return "–"
+    if isinstance(value, Markup):
+        return value
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float) or value in ("inf", "-inf", "nan"):

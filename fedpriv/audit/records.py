@@ -98,6 +98,12 @@ class UpdateRecord:
     created: float
     mechanism_params: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def stored(self) -> bool:
+        """Whether the update's arrays are in the store (``audit.store_updates`` may skip an
+        accepted one; a failed or rejected reply has none)."""
+        return self.path is not None
+
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> UpdateRecord:
         """Build a record from a row of ``updates`` joined with ``tensors`` (path, sha256)."""

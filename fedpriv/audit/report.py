@@ -25,9 +25,12 @@ from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
+from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.verify import Problem, verify
+from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
+from fedpriv.validate import check_out_dir
 
 __all__ = [
     "MAX_PANELS", "REPORT_HTML", "REPORT_JSON", "TALLIES_CSV", "build_report", "report_run",
@@ -119,8 +122,14 @@ def _trust(row: Row) -> Row:
         "log_capacity_declared": row.get("log_capacity_declared"),
         "epsilon_lower": _loads(row.get("epsilon_lower_json")),
         "pac_accuracy": row.get("pac_accuracy"),
-        "pac_robust_confidence": row.get("pac_robust_confidence"),
+        "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
+        "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
+
+
+def _vacuous(confidence: float | None) -> float | str | None:
+    """Theorem 4.3's confidence as stored, ``"vacuous"`` where it is 0 (``(1 + 4ξ)β ≥ 1``)."""
+    return "vacuous" if confidence == 0.0 else confidence
 
 
 _VERDICT_ORDER = {"inconsistent": 0, "consistent": 1, "unverifiable": 2}
@@ -184,6 +193,31 @@ def _client(
     }
 
 
+def _oracle(config: Row) -> Row:
+    """Whether the simulation-only ground-truth oracle was on, and what that means."""
+    audit = config.get("audit", {})
+    on = bool(audit.get("ground_truth", False)) and bool(audit.get("enabled", True))
+    note = ("ON: every reply carried the record ids of its batches, so the auditor knew batch "
+            "membership. The reported epsilon assumes the batch is secret (amplification by "
+            "Poisson sampling); against this auditor it is not. Simulation only." if on else
+            "off: no record id or batch size left any client.")
+    return {"ground_truth": on, "note": note}
+
+
+def _verification_summary(tallies: dict[int, list[Row]], config: Row) -> Row:
+    """How many client-rounds were tested, and the family-wise false-alarm bound: with ``m``
+    statistical tests at level α each over the run, P(any false "inconsistent") ≤ m·α
+    (Bonferroni; privacy-math.md §9)."""
+    verdicts = [json.loads(t["verification_json"]) for rows in tallies.values() for t in rows
+                if t.get("verification_json")]
+    tests = sum(sum(p.get("p_value") is not None for p in v.get("parts", [])) for v in verdicts)
+    alpha = config.get("audit", {}).get("verify_alpha", 1e-6)
+    statuses = [v["status"] for v in verdicts]
+    counts = {s: statuses.count(s) for s in ("consistent", "inconsistent", "unverifiable")}
+    return {"alpha_per_test": alpha, "client_rounds": len(verdicts), "tests": tests, **counts,
+            "family_wise_false_alarm_bound": min(1.0, alpha * tests)}
+
+
 def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Row:
     """The report object of a store (completed rounds only); ``problems`` from :func:`verify`
     become its ``integrity`` entry."""
@@ -205,6 +239,9 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
             _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c]) for c in clients
         ],
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
+        "oracle": _oracle(run["config"]),
+        "verification": _verification_summary(tallies, run["config"]),
+        "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
     if problems is not None:
         report["integrity"] = {
@@ -309,6 +346,29 @@ def write_report(
     return report
 
 
+def _check_report_dir(out: Path, store: AuditStore) -> None:
+    """``--out`` must be a directory where writing this run's report overwrites nothing that
+    fedpriv did not write for this run: no foreign report.json, and no report file without one."""
+    check_out_dir("--out", out)
+    mine = out.resolve() == store.run_dir.resolve()
+    existing = out / REPORT_JSON
+    if mine or not out.exists():
+        return
+    if existing.is_file():
+        try:
+            run_id = json.loads(existing.read_text(encoding="utf-8")).get("run_id")
+        except (ValueError, UnicodeDecodeError, AttributeError):
+            run_id = None
+        if run_id == store.run_info()["run_id"]:
+            return
+        raise InputError("--out", str(out), f"a directory without another run's {REPORT_JSON} "
+                         "(fedpriv overwrites only its own report of this run)")
+    clashes = [n for n in (TALLIES_CSV, "report.html") if (out / n).exists()]
+    if clashes:
+        raise InputError("--out", str(out), f"a directory where {clashes[0]} was not written "
+                         "by fedpriv for this run")
+
+
 def report_run(
     run_dir: Path | str, out_dir: Path | str | None = None, *, hashes: bool = True
 ) -> Row:
@@ -320,6 +380,8 @@ def report_run(
         The store is missing, foreign, of another schema version, truncated or corrupt.
     """
     with AuditStore.open(run_dir, readonly=True) as store:
+        if out_dir is not None:
+            _check_report_dir(Path(out_dir), store)
         problems = verify(run_dir, hashes=hashes)
         try:
             return write_report(store, out_dir, problems, html=True)

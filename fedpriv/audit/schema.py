@@ -29,8 +29,9 @@ APPLICATION_ID = 0x66647076
 #: ``malformed`` failure kind. Version 3 added the verification of each client-round against its
 #: declared mechanism, the canary ε lower bound, the PAC robustness fields and privacy budgets
 #: (``tallies`` columns), the ``inconsistent`` and ``declined`` update statuses and the
-#: ``identity``, ``inconsistent`` and ``declined`` failure kinds.
-SCHEMA_VERSION = 3
+#: ``identity``, ``inconsistent`` and ``declined`` failure kinds. Version 4 lets an accepted
+#: (``ok``) update have no tensor: the run's ``audit.store_updates`` policy did not keep it.
+SCHEMA_VERSION = 4
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined")
@@ -129,8 +130,7 @@ CREATE TABLE updates (
     status TEXT NOT NULL {_in("status", UPDATE_STATUSES)},
     error TEXT,
     created REAL NOT NULL,
-    UNIQUE (round, client_id),
-    CHECK (status != 'ok' OR tensor_id IS NOT NULL)
+    UNIQUE (round, client_id)
 ) STRICT;
 CREATE INDEX updates_by_client ON updates (client_id, round);
 

@@ -3,12 +3,21 @@
 A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, documented in
 ``docs/audit-store.md``) and ``tensors/r<round>/*.npz``. Guarantees:
 
-* A tensor file is durable before the row that references it is committed, and the row
-  records its SHA-256; loading verifies it.
+* A tensor file is complete (written atomically) before the row that references it is
+  committed, and the row records its SHA-256; loading verifies it.
 * A round's rows are written while the round is ``running``; :meth:`AuditStore.complete_round`
   marks it ``completed`` in one transaction. A killed run keeps every completed round;
   readers ignore incomplete ones, and :meth:`AuditStore.discard_incomplete_rounds` removes
   them before a resume.
+* Durability is paid once per round, not once per write: the files and rows of a running
+  round are written without ``fsync`` (a killed process loses nothing the kernel holds);
+  :meth:`AuditStore.complete_round` first makes every file of the round durable (one
+  ``syncfs``, :func:`fedpriv.atomic.sync_files`), then commits the completion with the
+  database's ``fsync``, which also covers the round's earlier rows. After a power loss a
+  completed round is whole; an incomplete one may have lost files, and is discarded anyway.
+  Writes to a completed round (a late attack) and the run's status are durable one by one.
+* :meth:`AuditStore.batch` groups writes (the auditor: all replies of a round) into one
+  transaction.
 * Other processes may read (``readonly=True``) while a writer writes (SQLite WAL).
 * The process that drives the rounds holds the run's writer lock
   (:meth:`AuditStore.hold_writer_lock`, an ``flock`` on ``writer.lock`` that the kernel
@@ -18,6 +27,7 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
 from __future__ import annotations
 
 import fcntl
+import os
 import re
 import secrets
 import shutil
@@ -30,8 +40,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import fsync_dir, make_dirs_durable
-from fedpriv.audit.connection import create_database
+from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
+from fedpriv.audit.connection import BATCHED, DURABLE, create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader, tensor_file
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
@@ -56,6 +66,12 @@ def _fedpriv_version() -> str:
 class AuditStore(StoreReader):
     """Read and write one run's audit store; :meth:`create` a new one or :meth:`open` one."""
 
+    def __init__(self, run_dir: Path, conn: sqlite3.Connection, *, readonly: bool) -> None:
+        super().__init__(run_dir, conn, readonly=readonly)
+        self._unsynced: dict[int, list[Path]] = {}  # running round -> files not yet fsync'ed
+        self._batch: list[tuple[int, Path]] | None = None  # files of the open batch
+        self._dirs: set[Path] = set()  # tensor directories known to exist durably
+
     @classmethod
     def create(
         cls, run_dir: Path | str, config: Mapping[str, Any], seed: int, *, run_id: str | None = None
@@ -77,6 +93,7 @@ class AuditStore(StoreReader):
             "seed": int(seed),
             "status": "running",
         }
+        run_dir.chmod(DIR_MODE)
         create_database(run_dir / DB_NAME, run)
         return cls.open(run_dir, check=False)
 
@@ -90,7 +107,8 @@ class AuditStore(StoreReader):
         StoreError
             Another process (or another open store in this one) holds it: the run is going.
         """
-        handle = (self.run_dir / LOCK_NAME).open("a")
+        lock = self.run_dir / LOCK_NAME
+        handle = os.fdopen(os.open(lock, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -111,42 +129,91 @@ class AuditStore(StoreReader):
     # -- transactions and tensor files -------------------------------------------------------
 
     @contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _transaction(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction (or the open :meth:`batch`'s); ``durable`` commits with ``fsync``."""
         if self.readonly:
             raise ValueError(f"the audit store in {self.run_dir} was opened read-only")
         with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            if self._batch is not None:
+                if durable:
+                    raise ValueError("a durable write (to a completed round, or of the run's "
+                                     "status) cannot join a batch")
                 yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+                return
+            if durable:  # the level may not change inside a transaction
+                self._conn.execute(f"PRAGMA synchronous = {DURABLE}")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._conn
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+            finally:
+                if durable:
+                    self._conn.execute(f"PRAGMA synchronous = {BATCHED}")
 
-    def _check_round(self, rnd: int, *, must_be_open: bool) -> None:
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Make the writes inside one transaction: all of them are stored, or (on an exception)
+        none, and their tensor files are removed. Only writes to running rounds may join; a
+        batch inside a batch is part of it."""
+        if self._batch is not None:
+            yield
+            return
+        with self._lock, self._transaction():
+            self._batch = []
+            try:
+                yield
+            except BaseException:
+                for _, path in self._batch:
+                    path.unlink(missing_ok=True)
+                raise
+            finally:
+                written, self._batch = self._batch, None
+        for rnd, path in written:
+            self._unsynced.setdefault(rnd, []).append(path)
+
+    def _status(self, rnd: int) -> str | None:
         rows = self._fetch("SELECT status FROM rounds WHERE round = ?", (rnd,))
-        row = rows[0] if rows else None
-        if row is None:
+        return rows[0]["status"] if rows else None
+
+    def _check_round(self, rnd: int, *, must_be_open: bool) -> str:
+        """The round's status; ValueError if it was not begun (or is complete and
+        ``must_be_open``)."""
+        status = self._status(rnd)
+        if status is None:
             raise ValueError(f"round {rnd} was not begun: call begin_round({rnd}) first")
-        if must_be_open and row["status"] == "completed":
+        if must_be_open and status == "completed":
             raise ValueError(f"round {rnd} is complete: its records are final")
+        return status
+
+    def _tensor_dir(self, rnd: int) -> Path:
+        directory = self.run_dir / TENSOR_DIR / f"r{rnd:06d}"
+        if directory not in self._dirs:
+            make_dirs_durable(directory)
+            self._dirs.add(directory)
+        return directory
 
     @contextmanager
     def _with_tensor(
         self, rnd: int, kind: str, stem: str, arrays: Arrays | None, *, must_be_open: bool = True
     ) -> Iterator[tuple[sqlite3.Connection, int | None]]:
-        """Write ``arrays`` durably, then yield a transaction holding its ``tensors`` row."""
-        self._check_round(rnd, must_be_open=must_be_open)
-        relative = None
+        """Write ``arrays``, then yield a transaction holding its ``tensors`` row. The file of a
+        running round is synced when the round completes; any other file at once."""
+        running = self._check_round(rnd, must_be_open=must_be_open) == "running"
+        path = None
         if arrays is not None:
-            relative = f"{TENSOR_DIR}/r{rnd:06d}/{kind}-{stem}-{secrets.token_hex(4)}.npz"
-            make_dirs_durable((self.run_dir / relative).parent)
-            info = save_arrays(self.run_dir / relative, arrays)
+            path = self._tensor_dir(rnd) / f"{kind}-{stem}-{secrets.token_hex(4)}.npz"
+            info = save_arrays(path, arrays, durable=not running)
         try:
-            with self._transaction() as conn:
-                self._check_round(rnd, must_be_open=must_be_open)
+            with self._transaction(durable=not running) as conn:
+                if self._batch is None:  # in a batch the check above ran inside the transaction
+                    self._check_round(rnd, must_be_open=must_be_open)
                 tensor_id = None
-                if relative is not None:
+                if path is not None:
+                    relative = path.relative_to(self.run_dir).as_posix()
                     tensor_id = insert_row(conn, "tensors", {
                         "round": rnd, "kind": kind, "path": relative, "sha256": info.sha256,
                         "names_json": to_json(info.names), "shapes_json": to_json(info.shapes),
@@ -155,9 +222,14 @@ class AuditStore(StoreReader):
                     })  # fmt: skip
                 yield conn, tensor_id
         except BaseException:
-            if relative is not None:
-                (self.run_dir / relative).unlink(missing_ok=True)
+            if path is not None:
+                path.unlink(missing_ok=True)
             raise
+        if path is not None and running:
+            if self._batch is not None:
+                self._batch.append((rnd, path))
+            else:
+                self._unsynced.setdefault(rnd, []).append(path)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -166,7 +238,7 @@ class AuditStore(StoreReader):
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {RUN_STATUSES}")
         finished = None if status == "running" else time.time()
-        with self._transaction() as conn:
+        with self._transaction(durable=True) as conn:
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, error = ?", (status, finished, error)
             )
@@ -185,11 +257,15 @@ class AuditStore(StoreReader):
             insert_row(conn, "rounds", {"round": rnd, "started": time.time(), "status": "running"})
 
     def complete_round(self, rnd: int, metrics: Mapping[str, Any] | None = None) -> None:
-        """Mark round ``rnd`` complete, recording the server's ``accuracy``/``loss`` and the rest
-        of ``metrics`` (as JSON), in one transaction."""
+        """Make every file of round ``rnd`` durable, then mark the round complete, recording
+        the server's ``accuracy``/``loss`` and the rest of ``metrics`` (as JSON), in one
+        durable transaction."""
         extra = {k: py_value(v) for k, v in (metrics or {}).items()}
         accuracy, loss = extra.pop("accuracy", None), extra.pop("loss", None)
-        with self._transaction() as conn:
+        files = self._unsynced.pop(rnd, [])
+        if files:
+            sync_files(files)
+        with self._transaction(durable=True) as conn:
             self._check_round(rnd, must_be_open=True)
             conn.execute(
                 "UPDATE rounds SET status = 'completed', completed = ?, accuracy = ?, loss = ?, "
@@ -203,8 +279,11 @@ class AuditStore(StoreReader):
         Only call this while no other process writes to the store.
         """
         dropped = self.incomplete_rounds()
-        with self._transaction() as conn:
+        with self._transaction(durable=True) as conn:
             conn.execute("DELETE FROM rounds WHERE status != 'completed'")
+        for rnd in dropped:
+            self._unsynced.pop(rnd, None)
+        self._dirs.clear()
         kept = set(self.completed_rounds())
         tensor_dir = self.run_dir / TENSOR_DIR
         make_dirs_durable(tensor_dir)
@@ -276,7 +355,8 @@ class AuditStore(StoreReader):
             "round": rnd, "client_id": client_id, "kind": kind, "message": message,
             "node_id": None if node_id is None else str(node_id), "created": time.time(),
         }  # fmt: skip
-        with self._transaction() as conn:
+        running = rnd is not None and self._status(rnd) == "running"
+        with self._transaction(durable=not running) as conn:
             return insert_row(conn, "failures", row)
 
     def write_tally(self, rnd: int, client_id: int, values: Mapping[str, Any]) -> None:
@@ -293,8 +373,8 @@ class AuditStore(StoreReader):
             f"VALUES ({', '.join('?' * (len(keys) + len(row)))}) "
             f"ON CONFLICT (round, client_id) DO UPDATE SET {updates}"
         )
-        with self._transaction() as conn:
-            self._check_round(rnd, must_be_open=False)
+        running = self._check_round(rnd, must_be_open=False) == "running"
+        with self._transaction(durable=not running) as conn:
             conn.execute(sql, (*keys.values(), *row.values()))
 
     def write_attack(

@@ -4,7 +4,9 @@ A bundle holds one or more named arrays (e.g. a model's parameters layer by laye
 model's order). It is serialised with :func:`numpy.savez` (uncompressed, no pickles), hashed
 with SHA-256 and written with :func:`fedpriv.atomic.atomic_write_bytes`. The database
 row that references the file is committed only after this returns, so a committed reference
-always points at a durable file whose hash is known.
+always points at a complete file whose hash is known; a file written with ``durable=False``
+(the store's files of a round still running) is made durable by the store before the round
+completes (:meth:`fedpriv.audit.AuditStore.complete_round`).
 """
 
 from __future__ import annotations
@@ -48,13 +50,14 @@ def _named(arrays: Arrays) -> dict[str, np.ndarray]:
     return named
 
 
-def save_arrays(path: Path, arrays: Arrays) -> TensorInfo:
-    """Serialise ``arrays`` to ``path`` atomically and durably; return hash, shapes, dtypes."""
+def save_arrays(path: Path, arrays: Arrays, *, durable: bool = True) -> TensorInfo:
+    """Serialise ``arrays`` to ``path`` atomically (and durably unless ``durable=False``);
+    return hash, shapes, dtypes."""
     named = _named(arrays)
     buffer = io.BytesIO()
     np.savez(buffer, allow_pickle=False, **named)
     data = buffer.getvalue()
-    atomic_write_bytes(path, data)
+    atomic_write_bytes(path, data, durable=durable)
     return TensorInfo(
         sha256=hashlib.sha256(data).hexdigest(),
         names=list(named),

@@ -5,8 +5,9 @@ with secret ½-inclusion; the server scores them in each release
 (:mod:`~fedpriv.canaries.scores`) and turns in/out scores into an ε at δ with a stated
 confidence (:mod:`~fedpriv.canaries.clopper_pearson`, :mod:`~fedpriv.canaries.one_run`,
 :mod:`~fedpriv.canaries.gdp`), to be compared with the canary's own formal ε
-(:mod:`~fedpriv.canaries.ledger`). privacy-math.md §10 and docs/canaries.md say what the
-numbers mean. Pure NumPy/SciPy (dp-accounting for the GDP conversion); no Flower, no torch.
+(:mod:`~fedpriv.canaries.ledger`); :mod:`~fedpriv.canaries.rounds` is what a federated run's
+clients and server derive per client-round. privacy-math.md §10 and docs/canaries.md say what
+the numbers mean. Pure NumPy/SciPy (dp-accounting for the GDP conversion); no Flower, no torch.
 """
 
 from fedpriv.canaries.bound import EpsilonLowerBound
@@ -21,14 +22,17 @@ from fedpriv.canaries.design import (
 )
 from fedpriv.canaries.gdp import epsilon_gdp_fit, epsilon_gdp_thresholds, gdp_epsilon
 from fedpriv.canaries.ledger import canary_events
-from fedpriv.canaries.one_run import epsilon_one_run, one_run_p_value
+from fedpriv.canaries.one_run import epsilon_one_run, one_run_p_value, one_run_test
+from fedpriv.canaries.rounds import ESTIMATORS, canary_epsilon, estimate, round_design
 from fedpriv.canaries.scores import gaussian_scores, laplace_scores, projections, vmf_scores
 
 __all__ = [
+    "ESTIMATORS",
     "CanaryDesign",
     "EpsilonLowerBound",
     "augmented_batch_size",
     "canary_displacement",
+    "canary_epsilon",
     "canary_events",
     "canary_sum",
     "directions",
@@ -36,11 +40,14 @@ __all__ = [
     "epsilon_gdp_fit",
     "epsilon_gdp_thresholds",
     "epsilon_one_run",
+    "estimate",
     "gaussian_scores",
     "gdp_epsilon",
     "inclusion",
     "laplace_scores",
     "one_run_p_value",
+    "one_run_test",
     "projections",
+    "round_design",
     "vmf_scores",
 ]

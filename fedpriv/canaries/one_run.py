@@ -44,7 +44,7 @@ import scipy.stats
 from fedpriv.canaries.bound import EpsilonLowerBound, check_audit_inputs
 from fedpriv.errors import InputError
 
-__all__ = ["epsilon_one_run", "guess_counts", "guess_grid", "one_run_p_value"]
+__all__ = ["epsilon_one_run", "guess_counts", "guess_grid", "one_run_p_value", "one_run_test"]
 
 ASSUMPTION = "each canary in independently with probability 1/2 (Steinke et al. 2023)"
 
@@ -148,3 +148,17 @@ def epsilon_one_run(
     detail = {"k": k, "guesses": r, "correct": v, "grid_size": len(grid),
               "two_sided": two_sided}
     return EpsilonLowerBound(eps, delta, confidence, "one-run", True, ASSUMPTION, m, detail)
+
+
+def one_run_test(
+    in_scores: Any, out_scores: Any, *, epsilon: float, delta: float, two_sided: bool = True
+) -> float:
+    """p-value of "the run is (``epsilon``, δ)-DP in each canary" from the scores: the
+    smallest ``α`` at which :func:`epsilon_one_run` (default grid, confidence ``1 − α``)
+    exceeds ``epsilon`` — ``|K|·min_{k ∈ K} p_k(ε)``, Bonferroni over the grid ``K``."""
+    ins, outs, delta, _ = check_audit_inputs(in_scores, out_scores, delta, 0.5)
+    m = ins.size + outs.size
+    grid = guess_grid(m, two_sided)
+    p = min(one_run_p_value(m, *guess_counts(ins, outs, k, two_sided), epsilon, delta)
+            for k in grid)
+    return min(1.0, len(grid) * p)

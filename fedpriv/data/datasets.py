@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from fedpriv.data.idx import find_idx_set, read_idx
 from fedpriv.errors import InputError
 
-__all__ = ["DATASETS", "Dataset", "load_dataset"]
+__all__ = ["DATASETS", "SHAPES", "Dataset", "load_dataset"]
 
 
 @dataclass(frozen=True)
@@ -167,6 +167,17 @@ DATASETS: dict[str, Callable[[str, bool, int, float], Dataset]] = {
     "fashion-mnist": _idx_set("FashionMNIST", _resize_16),
     "cifar10": _torchvision_set("CIFAR10", lambda x: x),
 }
+
+
+SHAPES: dict[str, tuple[tuple[int, int, int], int]] = {
+    "digits": ((1, 16, 16), 10),
+    "mnist": ((1, 16, 16), 10),
+    "fashion-mnist": ((1, 16, 16), 10),
+    "cifar10": ((3, 32, 32), 10),
+}
+"""Each data set's ``(input shape, number of classes)`` as loaded here, known without reading a
+file: an offline audit of a foreign store builds its model from these and never touches the
+store's ``data.root`` (tested against :func:`load_dataset`)."""
 
 
 @lru_cache(maxsize=4)

@@ -5,6 +5,7 @@
 sums are computed. Importing this package imports torch.
 """
 
+from fedpriv.gradients.canary_source import CanaryGradients
 from fedpriv.gradients.linear import is_all_linear
 from fedpriv.gradients.source import (
     GradientSource,
@@ -16,6 +17,7 @@ from fedpriv.gradients.source import (
 from fedpriv.gradients.vmap import vmap_per_example_gradients
 
 __all__ = [
+    "CanaryGradients",
     "GradientSource",
     "LinearFactorGradients",
     "PerExampleGradients",

@@ -47,7 +47,13 @@ from fedpriv.leakage.capacity import (
     log_capacity_vmf,
     secret_radius,
 )
-from fedpriv.leakage.robustness import input_robustness, pac_accuracy, pac_robust_confidence
+from fedpriv.leakage.robustness import (
+    gaussian_accuracy,
+    input_robustness,
+    laplace_accuracy,
+    pac_robust_confidence,
+    vmf_accuracy,
+)
 from fedpriv.leakage.tradeoff import (
     blatant_non_privacy_tradeoff,
     gaussian_tradeoff,
@@ -73,15 +79,16 @@ __all__ = [
     "composed_curve",
     "cumulative_mbp_bound",
     "delta_divergence",
+    "gaussian_accuracy",
     "gaussian_tradeoff",
     "input_robustness",
+    "laplace_accuracy",
     "laplace_mbp_bound",
     "laplace_tradeoff",
     "log_capacity_gaussian",
     "log_capacity_laplace",
     "log_capacity_vmf",
     "mbp_estimate",
-    "pac_accuracy",
     "pac_robust_confidence",
     "perfect_privacy",
     "perfect_privacy_tradeoff",
@@ -92,6 +99,7 @@ __all__ = [
     "theorem3_bound",
     "tradeoff_from_privacy_profile",
     "tradeoff_functionals",
+    "vmf_accuracy",
     "vmf_angle_quantile",
     "vmf_mbp_bound",
     "vmf_tradeoff",

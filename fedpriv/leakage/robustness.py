@@ -15,11 +15,17 @@ implemented literally as issue #18 gives them:
   **ℓ1 for Laplace** (ℓ1 clipping), where ``‖b·V‖₁ ~ b·Gamma(p, 1)`` exactly; since
   ``‖·‖₂ ≤ ‖·‖₁`` the Laplace α is also a valid (conservative) ℓ2 radius.
 
-  - Gaussian, release ``(S + N(0, s²I_p))/L`` with ``s = σC``: ``α = s·χ_p⁻¹(1 − β)/L``.
-  - Laplace, release ``(S + Lap(b)^p)/L``: ``α = b·Γ_p⁻¹(1 − β)/L`` (ℓ1).
+  The quantiles are the pure functions here; which one a mechanism's release follows is the
+  mechanism's own method, :meth:`fedpriv.mechanisms.base.Mechanism.pac_accuracy` (one file per
+  mechanism: a new mechanism states its own α, or none):
+
+  - Gaussian, release ``(S + N(0, s²I_p))/L`` with ``s = σC``: ``α = s·χ_p⁻¹(1 − β)/L``
+    (:func:`gaussian_accuracy`).
+  - Laplace, release ``(S + Lap(b)^p)/L``: ``α = b·Γ_p⁻¹(1 − β)/L`` (ℓ1,
+    :func:`laplace_accuracy`).
   - VMF, release ``s·y`` against ``s·u``: ``‖s·y − s·u‖ = 2s·sin(θ/2)``, ``θ = arccos uᵀy``,
     so ``α = 2s·sin(θ_{1−β}/2)`` with ``θ_{1−β}`` the (1 − β)-quantile of the angle
-    (:func:`fedpriv.leakage.vmf_curve.vmf_angle_quantile`); the batch size does not enter.
+    (:func:`vmf_accuracy`); the batch size does not enter.
   - clip: 0 (the release *is* the clipped aggregate; clipping bias is not noise);
     none: undefined (None) — no mechanism, so no (ε, β, α)-MBP statement to make.
 * Theorem 5.5 (input robustness): ``α = C·r/2 + (4D(1 − ε_p) − c₂·c_b·I^{p−1}) / (2c_a)``
@@ -37,7 +43,6 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -54,14 +59,15 @@ from fedpriv.validate import (
 )
 
 __all__ = [
-    "ACCURACY_MECHANISMS",
     "ASSUMPTIONS",
     "InputRobustness",
     "PacConfidence",
+    "gaussian_accuracy",
     "input_robustness",
-    "pac_accuracy",
+    "laplace_accuracy",
     "pac_robust_confidence",
     "robustness_report",
+    "vmf_accuracy",
 ]
 
 ASSUMPTIONS = {
@@ -112,84 +118,61 @@ def pac_robust_confidence(eps_mbp: float, beta: float) -> PacConfidence:
     return PacConfidence(gamma=gamma, confidence=1.0 - gamma if gamma < 1.0 else None)
 
 
-def _gaussian(beta: float, dim: int, p: dict[str, float]) -> float:
-    radius = math.sqrt(stats.chi2.isf(beta, dim))  # isf: precise for small β
-    return check_positive("noise_std", p["noise_std"]) * radius / _batch(p)
-
-
-def _laplace(beta: float, dim: int, p: dict[str, float]) -> float:
-    scale = check_positive("laplace_scale", p["laplace_scale"])
-    return scale * stats.gamma.isf(beta, dim) / _batch(p)
-
-
-def _vmf(beta: float, dim: int, p: dict[str, float]) -> float:
-    kappa = check_positive("kappa", p["kappa"])
-    theta = vmf_angle_quantile(1.0 - beta, kappa, check_dim("dim", dim, minimum=2))
-    return 2.0 * check_positive("vmf_scale", p["vmf_scale"]) * math.sin(theta / 2.0)
-
-
-def _batch(p: dict[str, float]) -> float:
-    return check_positive("batch_size", p["batch_size"])
-
-
-# mechanism -> (its parameters, α of one release); None: undefined
-ACCURACY_MECHANISMS: dict[str, tuple[frozenset[str], Callable[..., float] | None]] = {
-    "gaussian": (frozenset({"noise_std", "batch_size"}), _gaussian),
-    "laplace": (frozenset({"laplace_scale", "batch_size"}), _laplace),
-    "vmf": (frozenset({"kappa", "vmf_scale"}), _vmf),
-    "clip": (frozenset(), lambda beta, dim, p: 0.0),
-    "none": (frozenset(), None),
-}
-
-
-def pac_accuracy(
-    mechanism: str,
-    beta: float,
-    *,
-    dim: int,
-    noise_std: float | None = None,
-    laplace_scale: float | None = None,
-    kappa: float | None = None,
-    vmf_scale: float | None = None,
-    batch_size: float | None = None,
-) -> float | None:
-    """Standard accuracy α of ONE release at confidence ``1 − β`` (module docstring).
+def gaussian_accuracy(beta: float, dim: int, noise_std: float, batch_size: float) -> float:
+    """α of one Gaussian release ``(S + N(0, s²I_p))/L``: ``s·χ_p⁻¹(1 − β)/L`` (ℓ2).
 
     Parameters
     ----------
-    mechanism
-        ``gaussian``, ``laplace``, ``vmf``, ``clip`` or ``none``.
     beta
         Failure probability in (0, 1).
     dim
         Model dimension ``p``.
     noise_std
-        Gaussian noise std on the sum, ``s = σC`` (gaussian only).
-    laplace_scale
-        Laplace scale on the sum, ``b = λC`` (laplace only; α in ℓ1).
-    kappa, vmf_scale
-        VMF concentration and public release scale ``s`` (vmf only).
+        Noise std on the sum, ``s = σC`` (0: no noise, α = 0).
     batch_size
-        ``L``, the divisor of the noisy sum (gaussian and laplace).
-
-    Returns
-    -------
-    float or None
-        α, or None for ``none`` (undefined).
+        ``L``, the divisor of the noisy sum.
     """
-    if mechanism not in ACCURACY_MECHANISMS:
-        raise InputError("mechanism", mechanism, f"one of {sorted(ACCURACY_MECHANISMS)}")
-    needed, rule = ACCURACY_MECHANISMS[mechanism]
-    given = {"noise_std": noise_std, "laplace_scale": laplace_scale, "kappa": kappa,
-             "vmf_scale": vmf_scale, "batch_size": batch_size}  # fmt: skip
-    for name, value in given.items():
-        if (value is None) == (name in needed):
-            allowed = f"a value for {mechanism}" if value is None else f"none for {mechanism}"
-            raise InputError(name, value, allowed)
-    b = check_probability("beta", beta)
-    p = check_dim("dim", dim)
-    params = {k: v for k, v in given.items() if v is not None}
-    return None if rule is None else float(rule(b, p, params))
+    b, p = check_probability("beta", beta), check_dim("dim", dim)
+    std = check_nonnegative("noise_std", noise_std)
+    radius = math.sqrt(stats.chi2.isf(b, p))  # isf: precise for small β
+    return std * radius / check_positive("batch_size", batch_size)
+
+
+def laplace_accuracy(beta: float, dim: int, scale: float, batch_size: float) -> float:
+    """α of one Laplace release ``(S + Lap(b)^p)/L``: ``b·Γ_p⁻¹(1 − β)/L`` (ℓ1, exact, since
+    ``‖Lap(b)^p‖₁ ~ b·Gamma(p, 1)``; also a valid ℓ2 radius).
+
+    Parameters
+    ----------
+    beta, dim, batch_size
+        As in :func:`gaussian_accuracy`.
+    scale
+        Laplace scale on the sum, ``b = λC``.
+    """
+    b, p = check_probability("beta", beta), check_dim("dim", dim)
+    noise = check_positive("laplace_scale", scale) * stats.gamma.isf(b, p)
+    return noise / check_positive("batch_size", batch_size)
+
+
+def vmf_accuracy(beta: float, dim: int, kappa: float, scale: float) -> float:
+    """α of one VMF release ``s·y`` against ``s·u``: ``2s·sin(θ_{1−β}/2)``, ``θ_{1−β}`` the
+    (1 − β)-quantile of the angle between ``y`` and ``u``
+    (:func:`fedpriv.leakage.vmf_curve.vmf_angle_quantile`); the batch size does not enter.
+
+    Parameters
+    ----------
+    beta
+        Failure probability in (0, 1).
+    dim
+        Model dimension ``p ≥ 2``.
+    kappa
+        Concentration ``κ > 0``.
+    scale
+        The public release scale ``s``.
+    """
+    b, p = check_probability("beta", beta), check_dim("dim", dim, minimum=2)
+    theta = vmf_angle_quantile(1.0 - b, check_positive("kappa", kappa), p)
+    return 2.0 * check_positive("vmf_scale", scale) * math.sin(theta / 2.0)
 
 
 @dataclass(frozen=True)

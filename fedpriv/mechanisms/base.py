@@ -32,10 +32,13 @@ if TYPE_CHECKING:
     import torch
 
     from fedpriv.accounting.events import Release
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.gradients import GradientSource
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = [
+    "MAX_KAPPA",
+    "MAX_NOISE",
     "REGISTERED",
     "ClippedMechanism",
     "Mechanism",
@@ -45,6 +48,13 @@ __all__ = [
 ]
 
 ParamValue = float | int | str | bool | list[float]
+
+MAX_NOISE = 1e6
+"""Largest noise scale a mechanism takes (σ, λ): beyond it the update is pure noise, and the
+accountants' numerics (dp-accounting squares σ) would be asked for ε ≈ 0 of no use."""
+MAX_KAPPA = 1e6
+"""Largest VMF concentration a mechanism takes: the VMF PLD's range
+(:mod:`fedpriv.accounting.vmf_pld`); at κ = 10⁶ and p ≤ 10⁷ the release is nearly noiseless."""
 
 REGISTERED: dict[str, type[Mechanism]] = {}
 """Every concrete mechanism class by name, filled as their modules are imported (read it
@@ -77,11 +87,16 @@ class Mechanism(ABC):
         Display name in tables and figures.
     norm_ord
         The norm its sensitivity is measured in (1 for Laplace, else 2).
+    additive
+        Whether the release is ``(S + N)/L`` with noise ``N`` independent of the sum ``S``: a
+        known vector added to ``S`` (canaries) then shifts the release by itself over ``L``,
+        and the server can remove it from the update exactly.
     """
 
     name: ClassVar[str]
     label: ClassVar[str]
     norm_ord: ClassVar[int] = 2
+    additive: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -144,6 +159,17 @@ class Mechanism(ABC):
         parameter sizes (checked before training starts); nothing to check by default."""
         return None
 
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float | None:
+        """Standard accuracy α of ONE release at confidence ``1 − β``: the (1 − β)-quantile of
+        the distance between the release and the value it perturbs, read from the noise law of
+        the mechanism as declared — not measured (Zhang & Chen, Def. 4.4, Thm. 4.3;
+        :mod:`fedpriv.leakage.robustness`, whose quantile functions the mechanisms call).
+
+        ``dim`` is the model dimension ``p``, ``batch_size`` the divisor ``L`` of the noisy sum.
+        None: the mechanism states no accuracy (the default, and ``none``).
+        """
+        return None
+
     def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
         """Test a recovered update against this mechanism as declared, at false-alarm rate
         ``alpha`` per test (privacy-math.md §9; :mod:`fedpriv.verification`). A mechanism
@@ -151,6 +177,15 @@ class Mechanism(ABC):
         from fedpriv.verification import unverifiable
 
         return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """Per-canary scores (higher: "in") of one round's update ``Δ``, from ``−Δ/η``
+        (privacy-math.md §10, :mod:`fedpriv.canaries.scores`); None where this mechanism's
+        releases are not scored."""
+        return None
 
 
 def check_batch_size(batch_size: float) -> None:
@@ -163,8 +198,11 @@ def check_batch_size(batch_size: float) -> None:
 class ClippedMechanism(Mechanism, ABC):
     """A mechanism that clips each example (flat to ``clip``, or per layer) and sums.
 
-    Subclasses set ``norm_ord`` (2, or 1 for Laplace) and implement :meth:`_release`.
+    Subclasses set ``norm_ord`` (2, or 1 for Laplace) and implement :meth:`_release`; the
+    release is additive unless a subclass says otherwise (the VMF's is a direction).
     """
+
+    additive: ClassVar[bool] = True
 
     clip: float = param(1.0, check_positive, "a number > 0")
     clip_per_layer: tuple[float, ...] | None = param(
@@ -205,3 +243,14 @@ class ClippedMechanism(Mechanism, ABC):
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
         """The released update given ``Σ ḡ_i``."""
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """Projections ``⟨u, d_j⟩`` of the de-normalised release ``u = L·(−Δ/η)`` on the
+        canaries: a valid score for any release (privacy-math.md §10), the log-likelihood
+        ratio's ranking for a release without noise (``clip``)."""
+        from fedpriv.canaries import projections
+
+        return projections(design, batch_size * pseudo_gradient)

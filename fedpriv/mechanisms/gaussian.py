@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
 from fedpriv.validate import check_nonnegative, check_positive
 
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["GaussianMechanism", "GaussianRelease"]
@@ -91,7 +93,8 @@ class GaussianRelease(Release):
 class GaussianMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, add ``N(0, (σ·C)² I)``, divide by ``L``."""
 
-    noise_multiplier: float = param(1.0, check_nonnegative, "a number >= 0")
+    noise_multiplier: float = param(1.0, partial(check_nonnegative, maximum=MAX_NOISE),
+                                    f"a number in [0, {MAX_NOISE:g}]")
     name: ClassVar[str] = "gaussian"
     label: ClassVar[str] = "Gaussian"
 
@@ -112,6 +115,27 @@ class GaussianMechanism(ClippedMechanism):
 
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The Gaussian log-likelihood ratios (:func:`fedpriv.canaries.gaussian_scores`) at
+        the declared noise; projections when σ = 0."""
+        if self.noise_multiplier == 0.0:
+            return super().canary_scores(design, pseudo_gradient, batch_size=batch_size,
+                                         steps=steps)
+        from fedpriv.canaries import gaussian_scores
+
+        return gaussian_scores(design, batch_size * pseudo_gradient, noise_std=self.noise_std,
+                               steps=steps)
+
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float:
+        """``σC·χ_p⁻¹(1 − β)/L`` in ℓ2 (:func:`fedpriv.leakage.robustness.gaussian_accuracy`;
+        0 at σ = 0)."""
+        from fedpriv.leakage.robustness import gaussian_accuracy
+
+        return gaussian_accuracy(beta, dim, self.noise_std, batch_size)
 
     def release(self, dim: int) -> Release:
         if self.noise_multiplier == 0.0 or not math.isfinite(self.noise_std):

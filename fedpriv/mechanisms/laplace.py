@@ -20,17 +20,19 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import Release
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
 from fedpriv.validate import check_positive
 
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["LaplaceMechanism", "LaplaceRelease"]
@@ -92,7 +94,8 @@ class LaplaceRelease(Release):
 class LaplaceMechanism(ClippedMechanism):
     """Clip in ℓ1, sum, add ``Lap(0, λ·C)`` to each coordinate, divide by ``L``."""
 
-    laplace_scale: float = param(1.0, check_positive, "a number > 0")
+    laplace_scale: float = param(1.0, partial(check_positive, maximum=MAX_NOISE),
+                                 f"a number in (0, {MAX_NOISE:g}]")
     name: ClassVar[str] = "laplace"
     label: ClassVar[str] = "Laplace"
     norm_ord: ClassVar[int] = 1
@@ -121,6 +124,23 @@ class LaplaceMechanism(ClippedMechanism):
 
         return verify_laplace(update, laplace_scale=self.laplace_scale,
                               clip_bound=self.sensitivity, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The Laplace log-likelihood ratios (:func:`fedpriv.canaries.laplace_scores`)."""
+        from fedpriv.canaries import laplace_scores
+
+        return laplace_scores(design, batch_size * pseudo_gradient,
+                              noise_scale=self.noise_scale, steps=steps)
+
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float:
+        """``λC·Γ_p⁻¹(1 − β)/L`` in ℓ1, the norm of its sensitivity
+        (:func:`fedpriv.leakage.robustness.laplace_accuracy`)."""
+        from fedpriv.leakage.robustness import laplace_accuracy
+
+        return laplace_accuracy(beta, dim, self.noise_scale, batch_size)
 
     def release(self, dim: int) -> Release:
         return LaplaceRelease(self.laplace_scale)

@@ -28,19 +28,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
 from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION as VMF_DISCRETIZATION
-from fedpriv.mechanisms.base import ClippedMechanism, param
+from fedpriv.mechanisms.base import MAX_KAPPA, ClippedMechanism, param
 from fedpriv.special.vmf_sampler import sample_uniform_direction, sample_vmf
 from fedpriv.validate import check_dim, check_flag, check_positive
 
 if TYPE_CHECKING:
     import torch
 
+    from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = ["VMFMechanism", "VMFRelease"]
@@ -108,7 +110,8 @@ class VMFRelease(Release):
 class VMFMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, release ``s·y`` with ``y ~ VMF(direction of the sum, κ)``."""
 
-    kappa: float = param(100.0, check_positive, "a number > 0")
+    kappa: float = param(100.0, partial(check_positive, maximum=MAX_KAPPA),
+                         f"a number in (0, {MAX_KAPPA:g}]")
     vmf_scale: float | None = param(
         None, check_positive, "a number > 0 (default: the clip bound)", optional=True
     )
@@ -117,6 +120,7 @@ class VMFMechanism(ClippedMechanism):
     )
     name: ClassVar[str] = "vmf"
     label: ClassVar[str] = "VMF"
+    additive: ClassVar[bool] = False  # a direction: canaries cannot be removed from it
 
     def __post_init__(self) -> None:
         if self.vmf_scale is None:  # default public scale: the clipping bound
@@ -143,6 +147,27 @@ class VMFMechanism(ClippedMechanism):
 
         return verify_vmf(update, scale=self.vmf_scale, clip_bound=self.sensitivity,
                           keep_norm=self.vmf_keep_norm, alpha=alpha)
+
+    def canary_scores(
+        self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
+        steps: int,
+    ) -> np.ndarray | None:
+        """The first-order VMF log-likelihood ratios (:func:`fedpriv.canaries.vmf_scores`) of
+        the released directions ``−Δ/η = s·Σ_t y_t`` (no divisor). Runs insert no canaries
+        into VMF clients (not ``additive``); the library scores VMF releases all the same."""
+        from fedpriv.canaries import vmf_scores
+
+        return vmf_scores(design, pseudo_gradient, kappa=self.kappa, scale=self.vmf_scale)
+
+    def pac_accuracy(self, beta: float, dim: int, batch_size: float) -> float | None:
+        """``2s·sin(θ_{1−β}/2)`` between ``s·y`` and ``s·u``
+        (:func:`fedpriv.leakage.robustness.vmf_accuracy`); None with ``vmf_keep_norm``, whose
+        scale is the data's own norm, so no public radius exists."""
+        from fedpriv.leakage.robustness import vmf_accuracy
+
+        if self.vmf_keep_norm:
+            return None
+        return vmf_accuracy(beta, dim, self.kappa, self.vmf_scale)
 
     def release(self, dim: int) -> Release:
         if self.vmf_keep_norm:

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from fedpriv.gradients import gradient_source
+from fedpriv.gradients import CanaryGradients, gradient_source
 from fedpriv.training.optimizers import LocalOptimizer
 
 if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
 
-__all__ = ["LocalResult", "local_train", "private_release", "sample_batch"]
+__all__ = ["LocalResult", "local_train", "private_release", "sample_batch", "sampling_rate"]
 
 
 @dataclass
@@ -42,16 +42,22 @@ class LocalResult:
     batch_indices: list[list[int]] = field(default_factory=list)
 
 
+def sampling_rate(n: int, batch_size: int) -> float:
+    """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records."""
+    return min(batch_size, n) / n
+
+
 def sample_batch(
     n: int, batch_size: int, sampling: str, generator: torch.Generator
 ) -> torch.Tensor:
-    """Indices of one batch: Poisson (each record with probability ``batch_size / n``) or a
-    fixed-size draw without replacement."""
+    """Indices of one batch, on the generator's device: Poisson (each record with probability
+    ``batch_size / n``) or a fixed-size draw without replacement."""
+    device = generator.device
     if sampling == "poisson":
         q = min(1.0, batch_size / n)
-        return torch.nonzero(torch.rand(n, generator=generator) < q).flatten()
+        return torch.nonzero(torch.rand(n, generator=generator, device=device) < q).flatten()
     if sampling == "fixed":
-        return torch.randperm(n, generator=generator)[: min(batch_size, n)]
+        return torch.randperm(n, generator=generator, device=device)[: min(batch_size, n)]
     raise ValueError(f"unknown sampling {sampling!r}")
 
 
@@ -63,9 +69,13 @@ def private_release(
     generator: torch.Generator,
     *,
     batch_size: float,
+    canaries: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The mechanism's release for the batch ``(x, y)``, and the per-example losses."""
+    """The mechanism's release for the batch ``(x, y)`` (with ``canaries`` added to its sum),
+    and the per-example losses."""
     source = gradient_source(model, x, y)
+    if canaries is not None:
+        source = CanaryGradients(source, canaries)
     release = mechanism.privatize(source, generator, batch_size=batch_size)
     return release, source.losses.detach()
 
@@ -98,8 +108,12 @@ def local_train(
     record_ids: Sequence[int] | None = None,
     proximal_mu: float = 0.0,
     optimizer: LocalOptimizer | None = None,
+    canaries: torch.Tensor | None = None,
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
+
+    ``model``, ``x``, ``y`` and ``generator`` share one device (:mod:`fedpriv.devices`), where
+    every step runs; ``record_ids`` stay on the CPU.
 
     Parameters
     ----------
@@ -113,19 +127,23 @@ def local_train(
     optimizer
         The local optimiser that steps on each release (default plain SGD at ``lr``), created
         afresh for this call — one round — as :mod:`fedpriv.training.optimizers` explains.
+    canaries
+        The round's in-canary sum, added to the clipped sum of every step (privacy-math.md
+        §10; :func:`fedpriv.canaries.canary_sum`).
     """
     n = x.shape[0]
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
     mechanism.check_layers([p.numel() for p in model.parameters()])
     expected = min(batch_size, n)
-    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=expected / n)
+    result = LocalResult(loss=0.0, steps=local_steps, sample_rate=sampling_rate(n, batch_size))
     losses = []
     anchor = _flat(model) if proximal_mu else None
     stepper = (optimizer or LocalOptimizer()).build(model.parameters(), lr)
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
         release, loss = private_release(
-            model, x[idx], y[idx], mechanism, generator, batch_size=float(expected)
+            model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
+            canaries=canaries,
         )
         if anchor is not None:
             release = release + proximal_mu * (_flat(model) - anchor)
@@ -133,7 +151,7 @@ def local_train(
         stepper.step()
         losses.append(loss)
         result.batch_sizes.append(int(idx.numel()))
-        result.batch_indices.append(ids[idx].tolist())
+        result.batch_indices.append(ids[idx.cpu()].tolist())
     all_losses = torch.cat(losses)
     result.loss = float(all_losses.mean()) if all_losses.numel() else float("nan")
     return result

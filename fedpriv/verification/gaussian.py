@@ -28,7 +28,12 @@ from fedpriv.verification.laws import (
 )
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
-from fedpriv.verification.sandwich import NoiseNorm, high_tail, low_tail, one_sided_p_value
+from fedpriv.verification.sandwich import (
+    NoiseNorm,
+    low_tail,
+    one_sided_p_value,
+    sandwich,
+)
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import (
     DEFAULT_ALPHA,
@@ -83,22 +88,20 @@ def gaussian_norm_test(
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
     law = gaussian_l2_law(p)
     noise = NoiseNorm(law, s * math.sqrt(k), law, s, k)
-    p_low, _ = one_sided_p_value(lambda b: low_tail(x + tol, noise, c * b), records, k > 1)
-    p_high, b_high = one_sided_p_value(lambda b: high_tail(x - tol, noise, c * b), records)
-    p_value = min(1.0, 2.0 * min(p_low, p_high))
+    both = sandwich(x, noise, c, records, tol)
     statistic = {
         "norm": x,
         "noise_scale": noise.scale,
         "expected_noise_norm": noise.scale * math.sqrt(p),
-        "signal_bound": c * b_high,
-        "p_low": p_low,
-        "p_high": p_high,
+        "signal_bound": both.signal_bound,
+        "p_low": both.p_low,
+        "p_high": both.p_high,
         "slack": tol,
     }
-    where = "small: less noise" if p_low <= p_high else "large: more noise or signal"
+    where = "small: less noise" if both.p_low <= both.p_high else "large: more noise or signal"
     return decide(
         "gaussian-norm",
-        p_value,
+        both.p_value,
         a,
         statistic,
         passed=f"‖u‖₂ = {x:.6g} fits noise σC = {s:.4g} over k = {k} steps plus clipped records",

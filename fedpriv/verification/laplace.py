@@ -23,7 +23,10 @@ from fedpriv.validate import check_dim, check_nonnegative, check_positive, check
 from fedpriv.verification.laws import laplace_l1_law, laplace_l2_law, lower_quantile
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
-from fedpriv.verification.sandwich import NoiseNorm, high_tail, low_tail, one_sided_p_value
+from fedpriv.verification.sandwich import (
+    NoiseNorm,
+    sandwich,
+)
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import (
     DEFAULT_ALPHA,
@@ -70,21 +73,19 @@ def laplace_norm_test(
     b, c = check_positive("noise_scale", noise_scale), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
     noise = NoiseNorm(laplace_l1_law(p, k), b, laplace_l1_law(p, 1), b, k)
-    p_low, _ = one_sided_p_value(lambda n: low_tail(x + tol, noise, c * n), records, k > 1)
-    p_high, b_high = one_sided_p_value(lambda n: high_tail(x - tol, noise, c * n), records)
-    p_value = min(1.0, 2.0 * min(p_low, p_high))
+    both = sandwich(x, noise, c, records, tol)
     statistic = {
         "norm": x,
         "noise_scale": b,
-        "signal_bound": c * b_high,
-        "p_low": p_low,
-        "p_high": p_high,
+        "signal_bound": both.signal_bound,
+        "p_low": both.p_low,
+        "p_high": both.p_high,
         "slack": tol,
     }
-    where = "small: less noise" if p_low <= p_high else "large: more noise or signal"
+    where = "small: less noise" if both.p_low <= both.p_high else "large: more noise or signal"
     return decide(
         "laplace-norm",
-        p_value,
+        both.p_value,
         a,
         statistic,
         passed=f"‖u‖₁ = {x:.6g} fits Laplace noise b = {b:.4g} over k = {k} steps plus records",

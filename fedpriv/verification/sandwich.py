@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from fedpriv.verification.laws import NormLaw
 from fedpriv.verification.records import RecordCount
 
-__all__ = ["NoiseNorm", "high_tail", "low_tail", "one_sided_p_value"]
+__all__ = ["NoiseNorm", "SandwichResult", "high_tail", "low_tail", "one_sided_p_value",
+           "sandwich"]
 
 
 @dataclass(frozen=True)
@@ -93,3 +94,30 @@ def one_sided_p_value(
     if low > 0 and records.exceed_probability(low - 1) < best:
         best, at = records.exceed_probability(low - 1), low - 1
     return min(1.0, 2.0 * best), at
+
+
+@dataclass(frozen=True)
+class SandwichResult:
+    """Both sides of the norm sandwich: the two-sided p-value, each side's, and the signal bound
+    the upper side was taken at."""
+
+    p_value: float
+    p_low: float
+    p_high: float
+    signal_bound: float
+
+
+def sandwich(
+    observed: float, noise: NoiseNorm, per_record: float, records: RecordCount, slack: float
+) -> SandwichResult:
+    """The two-sided norm test of privacy-math.md §9: ``observed`` (widened by ``slack``, the
+    float32 round-off) against the noise norm law with a clipped signal of at most
+    ``per_record`` per record used; p-value twice the smaller side (Bonferroni over sides)."""
+    k = noise.steps
+    p_low, _ = one_sided_p_value(
+        lambda b: low_tail(observed + slack, noise, per_record * b), records, k > 1
+    )
+    p_high, b_high = one_sided_p_value(
+        lambda b: high_tail(observed - slack, noise, per_record * b), records
+    )
+    return SandwichResult(min(1.0, 2.0 * min(p_low, p_high)), p_low, p_high, per_record * b_high)

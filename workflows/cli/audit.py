@@ -1,5 +1,6 @@
-"""``fedpriv audit RUN_DIR [--attack NAME] [--rounds A:B] [--clients IDS] [--iterations N]``:
-re-attack a run's stored updates offline (:func:`strategies.offline_audit.audit_run`)."""
+"""``fedpriv audit RUN_DIR [--attack NAME] [--rounds A:B] [--clients IDS] [--iterations N]
+[--canaries [--canary-method M] [--canary-confidence C]]``: re-attack a run's stored updates
+offline, or recompute their canary ε lower bounds (:func:`strategies.offline_audit.audit_run`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.jsonio import json_number
 
 __all__ = ["parse_clients", "parse_rounds", "register", "render", "run"]
 
@@ -34,6 +36,14 @@ def register(subparsers: Any) -> None:
                    help="optimiser iterations per restart (default: the run's audit.iterations)")
     p.add_argument("--executor", choices=["inline", "ray"], default="inline",
                    help="run attacks in this process or as Ray tasks (default inline)")
+    p.add_argument("--canaries", action="store_true",
+                   help="recompute the canary epsilon lower bounds from the stored updates "
+                   "(then attacks run only with --attack)")
+    p.add_argument("--canary-method", metavar="METHOD",
+                   help="estimator for --canaries: one-run, clopper-pearson, gdp-thresholds or "
+                   "gdp-fit (default: the run's audit.canaries.method)")
+    p.add_argument("--canary-confidence", type=float, metavar="C",
+                   help="confidence in (0, 1) for --canaries (default: the run's)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
@@ -68,6 +78,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Validate the flags, then run the offline audit."""
     if args.iterations is not None and args.iterations < 1:
         raise InputError("--iterations", args.iterations, "an integer >= 1")
+    if (args.canary_method or args.canary_confidence is not None) and not args.canaries:
+        raise InputError("--canary-method/--canary-confidence", True, "used with --canaries")
+    if args.canary_confidence is not None and not 0 < args.canary_confidence < 1:
+        raise InputError("--canary-confidence", args.canary_confidence, "a number in (0, 1)")
+    from fedpriv.config import CANARY_METHODS
+
+    if args.canary_method is not None and args.canary_method not in CANARY_METHODS:
+        raise InputError("--canary-method", args.canary_method, f"one of {list(CANARY_METHODS)}")
     rounds, clients = parse_rounds(args.rounds), parse_clients(args.clients)
     from attacks.registry import check_attack_names
 
@@ -75,20 +93,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from strategies.offline_audit import audit_run
 
     return audit_run(args.run_dir, attacks=args.attack, rounds=rounds, clients=clients,
-                     iterations=args.iterations, executor=args.executor)
+                     iterations=args.iterations, executor=args.executor, canaries=args.canaries,
+                     canary_method=args.canary_method,
+                     canary_confidence=args.canary_confidence)
 
 
 def _fmt(value: Any, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _canary_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [f"{'round':>5} {'client':>6} {'eps lower':>9} {'eps canary':>10} {'pooled':>7} "
+             "status"]
+    for r in rows:
+        lines.append(f"{r['round']:>5} {r['client_id']:>6} {r['epsilon_lower']:>9.3f} "
+                     f"{json_number(r['epsilon_formal']):>10.3f} {r['pooled']:>7.3f} "
+                     f"{r['status']}")
+    return lines
+
+
 def render(result: dict[str, Any]) -> str:
-    """One line per attack run, then the files written."""
-    lines = [f"{'round':>5} {'client':>6} {'attack':<6} {'SSIM':>6} {'MSE':>8} {'PSNR':>6}"]
+    """One line per canary bound and per attack run, then the files written."""
+    lines = _canary_lines(result["canaries"]) if "canaries" in result else []
+    if not result["attacks"]:
+        return "\n".join([*lines, f"wrote {result['files']['report']}"])
+    lines.append(f"{'round':>5} {'client':>6} {'attack':<6} {'SSIM':>6} {'MSE':>8} {'PSNR':>6}")
     for a in result["attacks"]:
         lines.append(
             f"{a['round']:>5} {a['client_id']:>6} {a['attack']:<6} {_fmt(a.get('ssim'), '6.3f')} "
             f"{_fmt(a.get('mse'), '8.4f')} {_fmt(a.get('psnr'), '6.2f')}"
         )
+    skipped = result.get("not_stored", [])
+    if skipped:
+        listed = ", ".join(f"{u['round']}/{u['client_id']}" for u in skipped[:10])
+        lines.append(f"not stored (the run's audit.store_updates), not attacked: {len(skipped)} "
+                     f"updates (round/client {listed}{', ...' if len(skipped) > 10 else ''})")
     lines.append(f"wrote {result['files']['report']}")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from typing import Any
 import fedpriv
 from fedpriv.config import Config, load_config, node_config_keys
 from fedpriv.errors import InputError
+from fedpriv.validate import check_out_dir
 from workflows.deploy.federation import Federation, NodeValue
 
 __all__ = [
@@ -115,11 +116,29 @@ def plan_deployment(
         raise InputError("supernodes", supernodes, "an integer >= 1")
     sets = _overrides(list(overrides or ()), supernodes)
     cfg = load_config(config, sets)
+    if cfg.audit.ground_truth:
+        raise InputError("audit.ground_truth", True, "false in a deployment: the ground-truth "
+                         "oracle ships record ids over the network and is for simulation only")
     app_dir = (app_dir or project_app_dir()).resolve()
     _check_app(app_dir)
-    out = out.resolve()
+    out = check_out_dir("--out", out).resolve()
+    if out.is_dir() and any(out.iterdir()):
+        raise InputError("--out", str(out), "a new or empty directory (a deployment never "
+                         "writes into an existing run)")
     run_config = {"config": str(config.resolve()), "out": str(out), "set": " ".join(sets)}
     return DeployPlan(app_dir, out / "flower", out, run_config, node_configs(cfg))
+
+
+def _mark_interrupted(run_dir: Path) -> None:
+    """After Ctrl-C has stopped every process: a run left ``running`` was interrupted (its
+    ServerApp was terminated by signal, without a chance to say so)."""
+    from fedpriv.audit import DB_NAME, AuditStore
+
+    if not (run_dir / DB_NAME).is_file():
+        return
+    with AuditStore.open(run_dir) as store:
+        if store.run_info()["status"] == "running":
+            store.mark_status("interrupted", "stopped by Ctrl-C in fedpriv deploy-local")
 
 
 def deploy_local(
@@ -161,10 +180,14 @@ def deploy_local(
     """
     started = time.monotonic()
     plan = plan_deployment(config, supernodes, out, overrides, app_dir)
-    with Federation(
-        plan.home, supernodes, tls=tls, auth=auth, node_configs=plan.node_configs
-    ) as fed:
-        outcome = fed.submit(plan.app_dir, plan.run_config, timeout=timeout)
+    try:
+        with Federation(
+            plan.home, supernodes, tls=tls, auth=auth, node_configs=plan.node_configs
+        ) as fed:
+            outcome = fed.submit(plan.app_dir, plan.run_config, timeout=timeout)
+    except KeyboardInterrupt:
+        _mark_interrupted(plan.out)
+        raise
     report_path = plan.out / "report.json"
     if not outcome.ok or not report_path.is_file():
         raise RuntimeError(

@@ -31,10 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.atomic import atomic_write_bytes
+from fedpriv.atomic import DIR_MODE, atomic_write_bytes
 from fedpriv.config import Config
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
+from fedpriv.validate import check_out_dir
 from workflows.sweep.plan import Cell
 
 __all__ = ["MANIFEST", "SweepDir"]
@@ -62,7 +63,7 @@ class SweepDir:
     """
 
     def __init__(self, root: Path, cfg: Config) -> None:
-        self.root = Path(root)
+        self.root = check_out_dir("--out", root)
         self.cells_dir = self.root / "cells"
         self.runs_dir = self.root / "runs"
         self._claim(json.loads(cfg.to_json()))
@@ -83,8 +84,8 @@ class SweepDir:
         if self.root.exists() and any(self.root.iterdir()):
             raise InputError("--out", str(self.root),
                              f"an empty or new directory (it holds files but no {MANIFEST})")
-        self.cells_dir.mkdir(parents=True, exist_ok=True)
-        self.runs_dir.mkdir(exist_ok=True)
+        self.cells_dir.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        self.runs_dir.mkdir(mode=DIR_MODE, exist_ok=True)
         body = {"version": _VERSION, "config": config}
         atomic_write_bytes(manifest, (dumps(body, indent=2) + "\n").encode())
 

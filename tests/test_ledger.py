@@ -1,0 +1,30 @@
+"""The privacy ledger shares ε and capacities between clients with one history, and the shared
+values are those each client's own accountant gives (an independent, unshared computation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedpriv.accounting import ClientAccountant
+from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms import build_mechanism
+
+
+@pytest.mark.parametrize("accountant", ["rdp", pytest.param("pld", marks=pytest.mark.slow)])
+def test_shared_tallies_equal_each_clients_own_accounting(accountant):
+    gauss = build_mechanism("gaussian", {"noise_multiplier": 1.2}).release(13_700)
+    vmf = build_mechanism("vmf", {"kappa": 500.0}).release(13_700)
+    plan = {0: (gauss, 0.25), 1: (gauss, 0.25), 2: (gauss, 0.2), 3: (vmf, 0.25)}
+    ledger = PrivacyLedger(1e-5, accountant)
+    own = {c: ClientAccountant(accountant) for c in plan}
+    capacity = dict.fromkeys(plan, 0.0)
+    for rnd in (1, 2):
+        for client, (release, q) in plan.items():
+            tally = ledger.fold(rnd, client, release, steps=2, sample_rate=q, batch_size=16,
+                                dim=13_700)
+            own[client].record(release, q, 2)
+            capacity[client] += 2 * release.log_bayes_capacity(13_700, 1.0)
+            expected = own[client].result(1e-5)
+            assert (tally["epsilon"], tally["route"]) == (expected.epsilon, expected.route)
+            assert tally["log_capacity_cumulative"] == pytest.approx(capacity[client], rel=1e-12)
+            assert tally["releases"] == 2 * rnd
