@@ -25,7 +25,7 @@ from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
 from fedpriv.verification.sandwich import (
     NoiseNorm,
-    sandwich,
+    norm_verdict,
 )
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import (
@@ -73,24 +73,8 @@ def laplace_norm_test(
     b, c = check_positive("noise_scale", noise_scale), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
     noise = NoiseNorm(laplace_l1_law(p, k), b, laplace_l1_law(p, 1), b, k)
-    both = sandwich(x, noise, c, records, tol)
-    statistic = {
-        "norm": x,
-        "noise_scale": b,
-        "signal_bound": both.signal_bound,
-        "p_low": both.p_low,
-        "p_high": both.p_high,
-        "slack": tol,
-    }
-    where = "small: less noise" if both.p_low <= both.p_high else "large: more noise or signal"
-    return decide(
-        "laplace-norm",
-        both.p_value,
-        a,
-        statistic,
-        passed=f"‖u‖₁ = {x:.6g} fits Laplace noise b = {b:.4g} over k = {k} steps plus records",
-        failed=f"‖u‖₁ = {x:.6g} is too {where} than declared (b = {b:.4g}, k = {k})",
-    )
+    return norm_verdict("laplace-norm", x, noise, c, records, tol, a, norm="‖u‖₁",
+                        declared=f"Laplace b = {b:.4g}", statistic={"noise_scale": b})
 
 
 def laplace_shape_test(

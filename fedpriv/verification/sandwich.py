@@ -35,9 +35,10 @@ from dataclasses import dataclass
 
 from fedpriv.verification.laws import NormLaw
 from fedpriv.verification.records import RecordCount
+from fedpriv.verification.verdict import Verdict, decide
 
-__all__ = ["NoiseNorm", "SandwichResult", "high_tail", "low_tail", "one_sided_p_value",
-           "sandwich"]
+__all__ = ["NoiseNorm", "SandwichResult", "high_tail", "low_tail", "norm_verdict",
+           "one_sided_p_value", "sandwich"]
 
 
 @dataclass(frozen=True)
@@ -121,3 +122,22 @@ def sandwich(
         lambda b: high_tail(observed - slack, noise, per_record * b), records
     )
     return SandwichResult(min(1.0, 2.0 * min(p_low, p_high)), p_low, p_high, per_record * b_high)
+
+
+def norm_verdict(
+    test: str, observed: float, noise: NoiseNorm, per_record: float, records: RecordCount,
+    slack: float, alpha: float, *, norm: str, declared: str, statistic: dict[str, float],
+) -> Verdict:
+    """The :func:`sandwich` test as a :class:`Verdict`: ``norm`` names the observed norm
+    (``"‖u‖₂"``), ``declared`` the declared noise (``"σC = 0.5"``), ``statistic`` the test's own
+    figures (the sides' p-values, the signal bound and the slack are added)."""
+    both = sandwich(observed, noise, per_record, records, slack)
+    figures = {"norm": observed, **statistic, "signal_bound": both.signal_bound,
+               "p_low": both.p_low, "p_high": both.p_high, "slack": slack}
+    where = "small: less noise" if both.p_low <= both.p_high else "large: more noise or signal"
+    k = noise.steps
+    return decide(
+        test, both.p_value, alpha, figures,
+        passed=f"{norm} = {observed:.6g} fits noise {declared} over k = {k} steps plus records",
+        failed=f"{norm} = {observed:.6g} is too {where} than declared ({declared}, k = {k})",
+    )
