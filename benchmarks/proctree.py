@@ -10,6 +10,7 @@ parent's resident size into the child's high-water mark, so it reports the bench
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import load_average
 
 __all__ = ["TreeRun", "run_watched"]
 
@@ -133,3 +137,19 @@ def _reap_leftovers(root: int, grace: float = 10.0) -> int:
         except ProcessLookupError:
             pass
     return len(left)
+
+
+def run_json(
+    argv: Sequence[str], *, cwd: str, env: dict[str, str], work: Path, row: dict[str, Any],
+    timeout: float | None = None,
+) -> Any:
+    """:func:`run_watched` with stdout to ``work/out.json``: the run's figures and the load
+    after it go into ``row``; returns the parsed output, or None (``row["error"]`` holding the
+    end of stderr) when the command failed."""
+    run = run_watched(argv, cwd=cwd, env=env, stdout=work / "out.json",
+                      stderr=work / "err.log", timeout=timeout)
+    row.update(vars(run), load_after=load_average())
+    if run.returncode != 0:
+        row["error"] = (work / "err.log").read_text(errors="replace")[-2000:]
+        return None
+    return json.loads((work / "out.json").read_text())

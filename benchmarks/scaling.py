@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import load_average
-from benchmarks.proctree import run_watched
+from benchmarks.proctree import run_json
 from benchmarks.timing import ratio, summarize
 
 __all__ = ["MODES", "data_sets", "inprocess_once", "measure", "ray_once"]
@@ -163,13 +163,9 @@ def inprocess_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0
     env = {**os.environ, "OMP_NUM_THREADS": "1", "FLWR_TELEMETRY_ENABLED": "0",
            "FLWR_DISABLE_UPDATE_CHECK": "1", "PYTHONPATH": str(ROOT)}
     try:
-        run = run_watched(argv, cwd=str(ROOT), env=env, stdout=work / "out.json",
-                          stderr=work / "err.log", timeout=timeout)
-        row.update(vars(run), load_after=load_average())
-        if run.returncode != 0:
-            row["error"] = (work / "err.log").read_text(errors="replace")[-2000:]
-        else:
-            row.update(json.loads((work / "out.json").read_text()))
+        out = run_json(argv, cwd=str(ROOT), env=env, work=work, row=row, timeout=timeout)
+        if out is not None:
+            row.update(out)
             row["per_client_ms"] = _per_client_ms(row)
     except Exception as exc:  # a benchmark reports, it does not fail
         row["error"] = repr(exc)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.machine import load_average
-from benchmarks.proctree import run_watched
+from benchmarks.proctree import run_json
 from benchmarks.timing import ratio, summarize
 
 __all__ = ["MODES", "measure", "simulate_once"]
@@ -87,13 +87,9 @@ def simulate_once(clients: int, mode: str, rounds: int, iterations: int = 100,
                            "load_before": load_average()}
     launched = time.time()
     try:
-        run = run_watched(argv, cwd=str(ROOT), env=env, stdout=work / "out.json",
-                          stderr=work / "err.log", timeout=timeout)
-        row.update(vars(run), load_after=load_average())
-        if run.returncode != 0:
-            row["error"] = (work / "err.log").read_text(errors="replace")[-2000:]
+        report = run_json(argv, cwd=str(ROOT), env=env, work=work, row=row, timeout=timeout)
+        if report is None:
             return row
-        report = json.loads((work / "out.json").read_text())
         row["final_accuracy"] = report["accuracy"][-1] if report["accuracy"] else None
         row["storage"] = report.get("storage")
         row.update(_store_facts(work / "run", launched))
