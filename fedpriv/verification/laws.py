@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, special
 
 __all__ = [
     "ChernoffSum",
@@ -77,11 +78,13 @@ class ChiNorm:
 
     dim: int
 
+    # scipy.special's χ² functions: what scipy.stats.chi2 evaluates, without its per-call
+    # argument handling (a reply's verification calls these a dozen times).
     def cdf(self, t: float) -> float:
-        return float(stats.chi2.cdf(t * t, self.dim)) if t > 0 else 0.0
+        return float(special.chdtr(self.dim, t * t)) if t > 0 else 0.0
 
     def sf(self, t: float) -> float:
-        return float(stats.chi2.sf(t * t, self.dim)) if t > 0 else 1.0
+        return float(special.chdtrc(self.dim, t * t)) if t > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,11 @@ class GammaNorm:
 
     dim: int
 
-    def cdf(self, t: float) -> float:
-        return float(stats.gamma.cdf(t, self.dim)) if t > 0 else 0.0
+    def cdf(self, t: float) -> float:  # scipy.stats.gamma's own functions, called directly
+        return float(special.gammainc(self.dim, t)) if t > 0 else 0.0
 
     def sf(self, t: float) -> float:
-        return float(stats.gamma.sf(t, self.dim)) if t > 0 else 1.0
+        return float(special.gammaincc(self.dim, t)) if t > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -232,9 +235,14 @@ def laplace_l2_law(dim: int) -> ChernoffSum:
     return ChernoffSum(dim, log_mgf_laplace_square, 2.0, lambda_max=0.0, power=2)
 
 
+@lru_cache(maxsize=256)
 def lower_quantile(law: NormLaw, level: float, upper: float) -> float:
     """The largest ``t`` in ``[0, upper]`` with ``law.cdf(t) ≤ level`` (bisection; ``cdf`` is
-    nondecreasing): a threshold below which the norm falls with probability ≤ ``level``."""
+    nondecreasing): a threshold below which the norm falls with probability ≤ ``level``.
+
+    Kept per ``(law, level, upper)`` (the laws are frozen, compared by value): every client of
+    a round with the same ``p`` and ``k`` shares it, so a round pays the bisection once, not
+    once per reply (about 13 ms of Chernoff bounds at p = 13,700)."""
     low, high = 0.0, upper
     if law.cdf(high) <= level:
         return high

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scipy import stats
 
@@ -50,11 +51,18 @@ class RecordCount:
 
     def exceed_probability(self, records: int) -> float:
         """``P(B > records)``."""
-        return float(stats.binom.sf(records, self.trials, self.rate))
+        return _binomial_sf(records, self.trials, self.rate)
 
     def upper_quantile(self, beta: float) -> int:
         """The least ``b`` with ``P(B > b) ≤ beta`` (``trials`` when ``B`` is known)."""
         return int(stats.binom.isf(beta, self.trials, self.rate))
+
+
+@lru_cache(maxsize=4096)
+def _binomial_sf(records: int, trials: int, rate: float) -> float:
+    """``scipy.stats.binom.sf``, kept: the replies of a round share ``(trials, rate)`` and the
+    bisections of :func:`~fedpriv.verification.sandwich.one_sided_p_value` start alike."""
+    return float(stats.binom.sf(records, trials, rate))
 
 
 def record_count(
