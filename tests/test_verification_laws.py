@@ -14,6 +14,7 @@ from fedpriv.verification.laws import (
     ChernoffSum,
     ChiNorm,
     GammaNorm,
+    excess_kurtosis,
     gaussian_l1_law,
     laplace_l1_law,
     laplace_l2_law,
@@ -146,3 +147,12 @@ def test_lower_quantile_inverts_the_exact_chi_law():
     t = lower_quantile(law, 1e-6, 100.0)
     assert t == pytest.approx(math.sqrt(stats.chi2.ppf(1e-6, 500)), rel=1e-9)
     assert lower_quantile(law, 0.5, 1.0) == 1.0  # the cap when the whole range qualifies
+
+
+@pytest.mark.parametrize("draw", ["normal", "laplace", "standard_t"])
+def test_excess_kurtosis_is_scipys(draw):
+    rng = np.random.default_rng(3)
+    u = getattr(rng, draw)(5.0, size=13_700) if draw == "standard_t" else getattr(rng, draw)(
+        size=13_700)
+    assert excess_kurtosis(u) == pytest.approx(float(stats.kurtosis(u)), rel=1e-12, abs=1e-12)
+    assert math.isnan(excess_kurtosis(np.zeros(4)))
