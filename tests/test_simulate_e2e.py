@@ -17,7 +17,10 @@ CLIENT_KEYS = {
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "FLWR_HOME": str(tmp_path / "flwr")}
+    """Flower's home in the test's directory; this interpreter's scripts (``flwr`` starts
+    ``flower-superlink`` from PATH) first on PATH, whether or not the venv is activated."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return {**os.environ, "FLWR_HOME": str(tmp_path / "flwr"), "PATH": path}
 
 
 def test_quickstart_simulation_reports_every_client(tmp_path):

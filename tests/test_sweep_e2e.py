@@ -47,9 +47,10 @@ def test_tiny_sweep_runs_audits_and_resumes(tmp_path, capsys):
     out = tmp_path / "sweep"
     code, result, _ = _sweep(out, capsys)
     assert code == 0
-    rows = {r["mechanism"]: r for r in result["rows"]}
-    assert set(rows) == {"gaussian", "vmf"}
-    for mech, row in rows.items():
+    assert {r["mechanism"] for r in result["rows"]} == {"gaussian", "vmf"}
+    runs = {r["mechanism"]: r for r in result["runs"]}  # one seed: one run per cell
+    assert set(runs) == {"gaussian", "vmf"}
+    for mech, row in runs.items():
         report = json.loads((Path(row["run_dir"]) / "report.json").read_text())
         # the run's own auditor (a separate ledger, per client) agrees with the calibration
         assert row["run_epsilon"] == pytest.approx(row["achieved_epsilon"], rel=1e-9)
