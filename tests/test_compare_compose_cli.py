@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from cli_support import run_cli
 
 from fedpriv.leakage.comparison import MAX_COMPOSE
-from workflows.cli.main import main
-
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors exit 2 from inside parse_args
-        code = int(exc.code)
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if code == 0 and "--json" in argv else None), err
 
 
 def test_acceptance_gaussian_vs_laplace_composed_100(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "compare", "--a", "gaussian:mu=1", "--b", "laplace:mu=1",
-                        "--compose", "100", "--json")  # fmt: skip
+    code, out, _ = run_cli(capsys, "compare", "--a", "gaussian:mu=1", "--b", "laplace:mu=1",
+                           "--compose", "100", "--json")  # fmt: skip
     assert code == 0
     fa, fb = out["a"]["functionals"], out["b"]["functionals"]
     assert fa["v1"] == pytest.approx(0.5, rel=1e-5) and fa["eta"] == pytest.approx(0.5, rel=1e-5)
@@ -40,15 +29,15 @@ def test_compose_b_ratio_plot_and_human_output(
     tmp_path,  # noqa: ANN001
 ) -> None:
     figure = tmp_path / "composition.png"
-    code, _, _ = _run(capsys, "compare", "--a", "gaussian:mu=0.5", "--b", "laplace:mu=0.8",
-                      "--compose", "8", "--compose-b", "4", "--plot", str(figure))  # fmt: skip
+    code, _, _ = run_cli(capsys, "compare", "--a", "gaussian:mu=0.5", "--b", "laplace:mu=0.8",
+                         "--compose", "8", "--compose-b", "4", "--plot", str(figure))  # fmt: skip
     assert code == 0
     assert figure.stat().st_size > 10_000
 
 
 def test_subsampled_release_is_asymmetric_no_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "compare", "--a", "subsampled-gaussian:sigma=1,q=0.2,steps=1",
-                        "--b", "gaussian:sigma=2", "--compose", "10", "--json")  # fmt: skip
+    code, out, _ = run_cli(capsys, "compare", "--a", "subsampled-gaussian:sigma=1,q=0.2,steps=1",
+                           "--b", "gaussian:sigma=2", "--compose", "10", "--json")  # fmt: skip
     assert code == 0
     assert out["a"]["symmetric"] is False and out["a"]["functionals_add"] is not None
     assert out["a"]["gamma"] is None and out["b"]["symmetric"] is True
@@ -78,6 +67,6 @@ def test_subsampled_release_is_asymmetric_no_bound(capsys: pytest.CaptureFixture
 def test_compose_refusals_exit_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], flag: str, hint: str
 ) -> None:
-    code, _, err = _run(capsys, "compare", *argv, "--json")
+    code, _, err = run_cli(capsys, "compare", *argv, "--json")
     assert code == 2
     assert f"{flag} = " in err and hint in err

@@ -2,32 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
+from cli_support import run_cli
 
 import fedpriv.leakage as leakage
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
 from fedpriv.leakage.specs import parse_spec, spec_forms
-from workflows.cli.main import main
 
 GAUSSIAN_5 = ["--mechanism", "gaussian", "--dim", "5", "--noise-std", "1"]
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse usage errors exit 2 from inside parse_args
-        code = int(exc.code)
-    out, err = capsys.readouterr()
-    return code, (json.loads(out) if code == 0 and "--json" in argv else None), err
-
-
 def test_capacity_json(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "capacity", "--mechanism", "gaussian", "--dim", "13700",
-                        "--noise-std", "1.0", "--json")  # fmt: skip
+    code, out, _ = run_cli(capsys, "capacity", "--mechanism", "gaussian", "--dim", "13700",
+                           "--noise-std", "1.0", "--json")  # fmt: skip
     assert code == 0
     assert out["log_capacity"] == pytest.approx(log_capacity_gaussian(13_700, 1.0, 1.0))
     assert out["capacity"] == pytest.approx(math.exp(out["log_capacity"]))
@@ -35,8 +25,9 @@ def test_capacity_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_capacity_batch_level_and_overflow(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = _run(capsys, "capacity", "--mechanism", "vmf", "--dim", "1e7", "--kappa", "1e5",
-                        "--threat-model", "batch", "--batch-size", "64", "--json")  # fmt: skip
+    code, out, _ = run_cli(capsys, "capacity", "--mechanism", "vmf", "--dim", "1e7",
+                           "--kappa", "1e5", "--threat-model", "batch", "--batch-size", "64",
+                           "--json")  # fmt: skip
     assert code == 0
     assert out["capacity"] == "inf"  # C overflows a double; log C does not
     assert out["log_capacity"] == pytest.approx(log_capacity_vmf(10**7, 1e5))
@@ -44,8 +35,8 @@ def test_capacity_batch_level_and_overflow(capsys: pytest.CaptureFixture[str]) -
 
 
 def test_capacity_human_output(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, _ = _run(capsys, "capacity", "--mechanism", "laplace", "--dim", "5",
-                      "--laplace-scale", "0.5")  # fmt: skip
+    code, _, _ = run_cli(capsys, "capacity", "--mechanism", "laplace", "--dim", "5",
+                         "--laplace-scale", "0.5")  # fmt: skip
     assert code == 0
 
 
@@ -69,15 +60,15 @@ def test_capacity_human_output(capsys: pytest.CaptureFixture[str]) -> None:
 def test_capacity_bad_flags_exit_2(
     capsys: pytest.CaptureFixture[str], argv: list[str], flag: str
 ) -> None:
-    code, _, err = _run(capsys, "capacity", *argv, "--json")
+    code, _, err = run_cli(capsys, "capacity", *argv, "--json")
     assert code == 2
     assert flag in err
 
 
 def test_compare_json(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
     figure = tmp_path / "cmp.png"
-    code, out, _ = _run(capsys, "compare", "--a", "gaussian:mu=1", "--b", "laplace:mu=1",
-                        "--plot", str(figure), "--json")  # fmt: skip
+    code, out, _ = run_cli(capsys, "compare", "--a", "gaussian:mu=1", "--b", "laplace:mu=1",
+                           "--plot", str(figure), "--json")  # fmt: skip
     assert code == 0
     for key in ("delta_ab", "delta_ba", "delta_sym", "tv_a", "tv_b", "rstar_a", "rstar_b"):
         assert isinstance(out[key], float)
@@ -87,8 +78,8 @@ def test_compare_json(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # 
 
 
 def test_compare_sigma_form_equals_mu_form(capsys: pytest.CaptureFixture[str]) -> None:
-    _, first, _ = _run(capsys, "compare", "--a", "gaussian:sigma=0.5", "--b", "pp", "--json")
-    _, second, _ = _run(capsys, "compare", "--a", "gaussian:mu=2", "--b", "pp", "--json")
+    _, first, _ = run_cli(capsys, "compare", "--a", "gaussian:sigma=0.5", "--b", "pp", "--json")
+    _, second, _ = run_cli(capsys, "compare", "--a", "gaussian:mu=2", "--b", "pp", "--json")
     assert first["delta_ba"] == second["delta_ba"]
 
 
@@ -110,17 +101,17 @@ def test_compare_sigma_form_equals_mu_form(capsys: pytest.CaptureFixture[str]) -
 def test_compare_bad_specs_exit_2(
     capsys: pytest.CaptureFixture[str], a: str, b: str, flag: str, hint: str
 ) -> None:
-    code, _, err = _run(capsys, "compare", "--a", a, "--b", b, "--json")
+    code, _, err = run_cli(capsys, "compare", "--a", a, "--b", b, "--json")
     assert code == 2
     assert f"{flag} = " in err and hint in err
 
 
 def test_compare_bad_plot_path_exit_2(capsys: pytest.CaptureFixture[str], tmp_path) -> None:  # noqa: ANN001
-    code, _, err = _run(capsys, "compare", "--a", "pp", "--b", "bnp", "--plot",
-                        str(tmp_path / "missing" / "x.png"))  # fmt: skip
+    code, _, err = run_cli(capsys, "compare", "--a", "pp", "--b", "bnp", "--plot",
+                           str(tmp_path / "missing" / "x.png"))  # fmt: skip
     assert code == 2 and "--plot" in err
-    code, _, err = _run(capsys, "compare", "--a", "pp", "--b", "bnp", "--plot",
-                        str(tmp_path / "x.unknown"))  # fmt: skip
+    code, _, err = run_cli(capsys, "compare", "--a", "pp", "--b", "bnp", "--plot",
+                           str(tmp_path / "x.unknown"))  # fmt: skip
     assert code == 2 and "--plot" in err
 
 
