@@ -340,16 +340,18 @@ class Auditor:
         for update in self.store.iter_updates():
             if update.status not in ("ok", "inconsistent"):
                 continue
-            arrays = self.store.load_update(update.update_id).values()
-            flat = np.concatenate([a.ravel() for a in arrays])
-            if update.status == "ok":
-                self._sketches_of(flat.size).add(update.round, update.client_id, flat)
             mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
             self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
                              steps=int(update.local_steps),
                              sample_rate=float(update.sample_rate),
                              batch_size=float(update.batch_size), dim=dim,
                              verification=verdicts.get((update.round, update.client_id)))
+            if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
+                continue
+            arrays = self.store.load_update(update.update_id).values()
+            flat = np.concatenate([a.ravel() for a in arrays])
+            if update.status == "ok":
+                self._sketches_of(flat.size).add(update.round, update.client_id, flat)
             self.canaries.score(update.round, update.client_id, mechanism, flat,
                                 **stored_declaration(update))
 

@@ -12,7 +12,7 @@ import logging
 
 import numpy as np
 import pytest
-from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
+from reliability_support import QUICKSTART, Killed, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
 from fedpriv.audit.storage import encode_update, keeps_update
@@ -129,3 +129,16 @@ def test_encode_update_rounds_to_half_precision_and_refuses_overflow(caplog):
     with caplog.at_level(logging.WARNING):
         kept = encode_update([np.array([1e5, 1.0], np.float32)], "float16")
     assert kept[0].dtype == np.float32 and "float16's range" in caplog.text
+
+
+def test_a_run_that_kept_no_updates_resumes_to_the_uninterrupted_tallies(tmp_path):
+    """--resume rebuilds the ledger from the stored update rows; with store_updates = 'none'
+    they hold no arrays, which the ledger does not need."""
+    cfg = load_config(QUICKSTART, [*SETTINGS, "audit.store_updates='none'", "audit.attacks=[]"])
+    whole = run_federation(LocalGrid(faulty_client_app({}), 3), cfg, tmp_path / "whole")
+    with pytest.raises(Killed):
+        run_federation(LocalGrid(faulty_client_app({}), 3, stop_at=2), cfg, tmp_path / "run")
+    resumed = run_federation(LocalGrid(faulty_client_app({}), 3), cfg, tmp_path / "run",
+                             resume=True)
+    assert resumed["status"] == "completed" and resumed["completed_rounds"] == [1, 2]
+    assert [c["epsilon"] for c in resumed["clients"]] == [c["epsilon"] for c in whole["clients"]]
