@@ -34,18 +34,17 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.config import load_config
-    from fedpriv.errors import InputError
+    from fedpriv.validate import check_int_range
     from workflows.sweep import run_sweep
     from workflows.sweep.run import simulate_runner
     from workflows.sweep.workers import spawn_workers
 
     cfg = load_config(args.config, args.overrides)
-    if not 1 <= args.workers <= 64:
-        raise InputError("--workers", args.workers, "an integer in [1, 64]")
+    check_int_range("--workers", args.workers, 1, 64)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out = Path(args.out) if args.out else Path("runs") / f"sweep-{Path(args.config).stem}-{stamp}"
 
-    def workers(out_dir: Path) -> list:
+    def workers(out_dir: Path) -> Any:  # a ProcessGroup
         return spawn_workers(args.config, args.overrides, out_dir, args.workers - 1)
 
     return run_sweep(cfg, out.resolve(), runner=simulate_runner(verbose=args.verbose),

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from fedpriv.atomic import atomic_write_bytes
-from workflows.sweep.style import style
+from workflows.sweep.style import label, style
 
 __all__ = ["BATCH_FIGURE", "FIGURES", "number", "series", "write_figures"]
 
@@ -76,7 +76,7 @@ def _batch_sizes(rows: Sequence[Row]) -> list[int]:
 
 
 def _line_label(rows: Sequence[Row], mechanism: str, batch: int) -> str:
-    name = style(mechanism)[0]
+    name = label(mechanism)
     return f"{name}, L = {batch}" if len(_batch_sizes(rows)) > 1 else name
 
 
@@ -101,7 +101,7 @@ def _references(ax: Any, rows: Sequence[Row], key: str) -> None:
     """Cells without a guarantee as horizontal lines (mean over seeds)."""
     for r in rows:
         if r.get("parameter_name") is None and math.isfinite(number(r.get(key))):
-            label, colour, _ = style(r["mechanism"])
+            _, colour, _ = style(r["mechanism"])
             ax.axhline(number(r[key]), color=colour, linestyle=_dash(rows, r["batch_size"]),
                        linewidth=1.6, label=_line_label(rows, r["mechanism"], r["batch_size"]))
 
@@ -239,12 +239,12 @@ def _batch_study(rows: Sequence[Row], path: Path) -> str:
                                                 r.get(name) if name else None,
                                                 r.get("target_epsilon"))
                            == (mech, name, value, target)), key=lambda r: r["batch_size"])
-            label, colour, marker = style(mech)
+            text, colour, marker = style(mech)
             ax.errorbar([r["batch_size"] for r in mine], [number(r[key]) for r in mine],
                         yerr=_error(np.array([number(r.get(f"{key}_ci")) for r in mine])),
                         color=colour, marker=marker or "x", capsize=3, alpha=0.75,
-                        label=None if label in shown else label)
-            shown.add(label)
+                        label=None if text in shown else text)
+            shown.add(text)
         ax.set_xscale("log", base=2)
         ax.set_xticks(_batch_sizes(rows), [str(b) for b in _batch_sizes(rows)])
         ax.set_xlabel("batch size L (log scale)")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from workflows.sweep.figures import number, series
-from workflows.sweep.style import style
+from workflows.sweep.style import label
 
 __all__ = ["strip", "write_grid"]
 
@@ -61,11 +61,11 @@ def _layout(rows: Sequence[Row]) -> list[tuple[str, int, list[Row]]]:
             if b == batch:
                 mine = [r for r in rows if (r["mechanism"], r["batch_size"]) == (mech, b)
                         and r.get("parameter_name") is not None]
-                out.append((style(mech)[0], batch, sorted(mine, key=lambda r:
+                out.append((label(mech), batch, sorted(mine, key=lambda r:
                                                           number(r["epsilon"]))))
         bare = [r for r in rows if r["batch_size"] == batch and r.get("parameter_name") is None]
         if bare:
-            out.append((" / ".join(style(r["mechanism"])[0] for r in bare), batch, bare))
+            out.append((" / ".join(label(r["mechanism"]) for r in bare), batch, bare))
     return out
 
 

@@ -222,13 +222,18 @@ def _quiet_absl() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _per_epoch(setting: SweepSetting, release: Release) -> float:
-    """ε of ``release`` composed once per epoch (compatibility; understates ε)."""
+def _account(setting: SweepSetting, release: Release, steps: int) -> Any:
+    """The accountant's result for ``steps`` releases at the setting's rate and δ."""
     from fedpriv.accounting import ReleaseEvent, epsilon
 
     with _quiet_absl():
-        event = ReleaseEvent(release, setting.sample_rate, setting.epoch_releases)
-        return epsilon([event], setting.delta, accountant=setting.accountant).epsilon
+        event = ReleaseEvent(release, setting.sample_rate, steps)
+        return epsilon([event], setting.delta, accountant=setting.accountant)
+
+
+def _per_epoch(setting: SweepSetting, release: Release) -> float:
+    """ε of ``release`` composed once per epoch (compatibility; understates ε)."""
+    return _account(setting, release, setting.epoch_releases).epsilon
 
 
 def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> Cell:
@@ -260,12 +265,8 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> C
 
 def account_cell(setting: SweepSetting, mechanism: str, parameter: float) -> Cell:
     """The cell of ``mechanism`` at the given noise ``parameter``, its ε computed."""
-    from fedpriv.accounting import ReleaseEvent, epsilon
-
     release = make_release(mechanism, parameter, setting.dim)
-    with _quiet_absl():
-        event = ReleaseEvent(release, setting.sample_rate, setting.steps)
-        res = epsilon([event], setting.delta, accountant=setting.accountant)
+    res = _account(setting, release, setting.steps)
     return Cell(mechanism, setting.batch_size, None, release.parameter_name, float(parameter),
                 res.epsilon, _per_epoch(setting, release), res.route, res.optimal_order)
 

@@ -62,9 +62,9 @@ ROW_KEYS = (
 """Columns of ``results.csv`` and keys of every cell row, in order."""
 
 
-def update_log_capacity(cfg: Config, cell: Cell, dim: int, releases: int) -> float:
-    """log Bayes capacity of ``releases`` releases of the cell's mechanism under the run's
-    threat model: ``releases · log C`` (privacy-math.md §5; ∞ without a guarantee)."""
+def update_log_capacity(cfg: Config, cell: Cell, dim: int) -> float:
+    """log Bayes capacity of one release of the cell's mechanism under the run's threat model
+    (privacy-math.md §5; ∞ without a guarantee); ``k`` releases have ``k`` times it."""
     from fedpriv.ledger import secret_radius_units
     from fedpriv.mechanisms import build_mechanism
 
@@ -73,7 +73,17 @@ def update_log_capacity(cfg: Config, cell: Cell, dim: int, releases: int) -> flo
         params[cell.parameter_name] = cell.parameter
     release = build_mechanism(cell.mechanism, params).release(dim)
     radius = secret_radius_units(cfg.audit.threat_model, cell.batch_size)
-    return releases * release.log_bayes_capacity(dim, radius)
+    return release.log_bayes_capacity(dim, radius)
+
+
+def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None, int]:
+    """Mean and standard error of the finite ``values`` (``None`` where undefined), and how
+    many there were."""
+    finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if finite.size == 0:
+        return None, None, 0
+    se = float(finite.std(ddof=1) / math.sqrt(finite.size)) if finite.size > 1 else None
+    return float(finite.mean()), se, int(finite.size)
 
 
 def student_t_interval(values: Sequence[float]) -> tuple[float | None, float | None]:
@@ -81,28 +91,15 @@ def student_t_interval(values: Sequence[float]) -> tuple[float | None, float | N
     (``None`` with fewer than two values)."""
     from scipy.stats import t
 
-    finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if finite.size == 0:
-        return None, None
-    if finite.size == 1:
-        return float(finite[0]), None
-    half = t.ppf(0.975, finite.size - 1) * finite.std(ddof=1) / math.sqrt(finite.size)
-    return float(finite.mean()), float(half)
-
-
-def _mean_se(values: Sequence[float]) -> tuple[float | None, float | None]:
-    finite = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if finite.size == 0:
-        return None, None
-    se = float(finite.std(ddof=1) / math.sqrt(finite.size)) if finite.size > 1 else None
-    return float(finite.mean()), se
+    mean, se, n = _mean_se(values)
+    return mean, (None if se is None else float(t.ppf(0.975, n - 1) * se))
 
 
 def _attack_scores(report: Mapping[str, Any]) -> dict[str, Any]:
     attacks = [c["attack"] for c in report.get("clients", []) if c.get("attack")]
     out: dict[str, Any] = {"attacked_updates": len(attacks)}
     for key in MEASURED[1:]:
-        mean, se = _mean_se([a.get(key) for a in attacks])
+        mean, se, _ = _mean_se([a.get(key) for a in attacks])
         out[key] = mean
         if key in ("mse", "ssim"):
             out[f"{key}_se"] = se
@@ -118,7 +115,7 @@ def _run_epsilon(report: Mapping[str, Any]) -> float | None:
 
 def _cell_part(cfg: Config, setting: SweepSetting, cell: Cell) -> dict[str, Any]:
     """The columns every run of ``cell`` shares."""
-    one = update_log_capacity(cfg, cell, setting.dim, 1)
+    one = update_log_capacity(cfg, cell, setting.dim)
     attacked = 1 if cfg.sweep.attack_on == "first-release" else setting.local_steps
     equivalent = (cell.release(setting.dim).gaussian_equivalent(setting.dim)
                   if cell.parameter is not None else None)

@@ -14,12 +14,13 @@ left, goes to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedpriv.config import Config
 from fedpriv.jsonio import write_json
@@ -42,6 +43,9 @@ from workflows.sweep.state import SweepDir
 from workflows.sweep.study import study_markdown, write_study
 from workflows.sweep.study_html import write_study_html
 from workflows.sweep.workers import wait_for_workers
+
+if TYPE_CHECKING:
+    from workflows.deploy.processes import ProcessGroup
 
 __all__ = [
     "RESULTS_CSV", "RESULTS_JSON", "RUNS_CSV", "STUDY", "STUDY_HTML", "Runner", "run_sweep",
@@ -99,7 +103,7 @@ def _progress(total: int, done: int) -> Any:
 
 def run_sweep(
     cfg: Config, out_dir: Path | str, *, runner: Runner | None = None,
-    workers: Callable[[Path], list[Any]] | None = None,
+    workers: Callable[[Path], ProcessGroup] | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) the sweep of ``cfg`` into ``out_dir``; return the ``sweep`` JSON object.
 
@@ -128,12 +132,13 @@ def run_sweep(
     settings = {b: sweep_setting(cfg, b) for b in batch_sizes(cfg)}
     cells = [(settings[b], cell) for b in settings for cell in plan_cells(cfg, settings[b])]
     planned = [(s, c, seed) for seed in seeds(cfg) for s, c in cells]  # seed-major: early tables
-    todo = [p for p in planned if state.finished(run_key(p[1], p[2])) is None]
+    todo = [p for p in planned if not state.is_finished(run_key(p[1], p[2]))]
     runner = runner or simulate_runner()
-    helpers = workers(out) if workers and todo else []
-    with _progress(len(planned), len(planned) - len(todo)) as bar:
-        ran = _work(cfg, state, todo, runner, bar)
-    codes = wait_for_workers(helpers)
+    helpers = workers(out) if workers and todo else None
+    with helpers or contextlib.nullcontext(), _progress(len(planned),
+                                                       len(planned) - len(todo)) as bar:
+        ran = _work(cfg, state, todo, runner, bar)  # an error here stops the workers too
+        codes = wait_for_workers(helpers)
     if any(codes):
         log.warning("sweep workers exited with %s (see %s)", codes, out / "workers")
     return _tabulate(cfg, out, state, settings, cells, ran, start)
@@ -153,7 +158,7 @@ def _work(cfg: Config, state: SweepDir, todo: list[tuple[SweepSetting, Cell, int
         for item in list(pending):
             setting, cell, seed = item
             key = run_key(cell, seed)
-            if state.finished(key) is None:
+            if not state.is_finished(key):
                 if not state.claim(key):
                     continue
                 bar.set_postfix_str(key)

@@ -96,12 +96,15 @@ class SweepDir:
         """Where the example images of cell ``key`` live."""
         return self.cells_dir / f"{key}.npz"
 
+    def is_finished(self, key: str) -> bool:
+        """Whether run ``key`` is finished (its record exists; nothing is read)."""
+        return self._json(key).is_file()
+
     def finished(self, key: str) -> dict[str, Any] | None:
         """``{"cell": ..., "row": ...}`` of a finished run, or None."""
-        path = self._json(key)
-        if not path.is_file():
+        if not self.is_finished(key):
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(self._json(key).read_text(encoding="utf-8"))
 
     def fresh_run_dir(self, key: str) -> Path:
         """The directory of an unfinished run, emptied of an interrupted attempt."""
@@ -144,7 +147,7 @@ class SweepDir:
                 continue
             with os.fdopen(fd, "w") as f:
                 f.write(f"{socket.gethostname()} {os.getpid()}\n")
-            if self.finished(key) is not None:  # finished between the caller's look and now
+            if self.is_finished(key):  # finished between the caller's look and now
                 self.release(key)
                 return False
             return True
