@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from typing import Any
 
 from scipy import stats
@@ -118,6 +119,18 @@ def pac_robust_confidence(eps_mbp: float, beta: float) -> PacConfidence:
     return PacConfidence(gamma=gamma, confidence=1.0 - gamma if gamma < 1.0 else None)
 
 
+@lru_cache(maxsize=256)
+def _chi2_isf(beta: float, dim: int) -> float:
+    """``χ²_p`` upper quantile, kept: the clients of a round share ``(β, p)``."""
+    return float(stats.chi2.isf(beta, dim))
+
+
+@lru_cache(maxsize=256)
+def _gamma_isf(beta: float, dim: int) -> float:
+    """``Gamma(p, 1)`` upper quantile, kept like :func:`_chi2_isf`."""
+    return float(stats.gamma.isf(beta, dim))
+
+
 def gaussian_accuracy(beta: float, dim: int, noise_std: float, batch_size: float) -> float:
     """α of one Gaussian release ``(S + N(0, s²I_p))/L``: ``s·χ_p⁻¹(1 − β)/L`` (ℓ2).
 
@@ -134,7 +147,7 @@ def gaussian_accuracy(beta: float, dim: int, noise_std: float, batch_size: float
     """
     b, p = check_probability("beta", beta), check_dim("dim", dim)
     std = check_nonnegative("noise_std", noise_std)
-    radius = math.sqrt(stats.chi2.isf(b, p))  # isf: precise for small β
+    radius = math.sqrt(_chi2_isf(b, p))  # isf: precise for small β
     return std * radius / check_positive("batch_size", batch_size)
 
 
@@ -150,10 +163,11 @@ def laplace_accuracy(beta: float, dim: int, scale: float, batch_size: float) -> 
         Laplace scale on the sum, ``b = λC``.
     """
     b, p = check_probability("beta", beta), check_dim("dim", dim)
-    noise = check_positive("laplace_scale", scale) * stats.gamma.isf(b, p)
+    noise = check_positive("laplace_scale", scale) * _gamma_isf(b, p)
     return noise / check_positive("batch_size", batch_size)
 
 
+@lru_cache(maxsize=256)
 def vmf_accuracy(beta: float, dim: int, kappa: float, scale: float) -> float:
     """α of one VMF release ``s·y`` against ``s·u``: ``2s·sin(θ_{1−β}/2)``, ``θ_{1−β}`` the
     (1 − β)-quantile of the angle between ``y`` and ``u``
@@ -169,6 +183,9 @@ def vmf_accuracy(beta: float, dim: int, kappa: float, scale: float) -> float:
         Concentration ``κ > 0``.
     scale
         The public release scale ``s``.
+
+    Kept per argument tuple: the angle quantile takes about 26 ms at p = 13,700 and every
+    client with the same declaration shares it (the auditor asks once per reply).
     """
     b, p = check_probability("beta", beta), check_dim("dim", dim, minimum=2)
     theta = vmf_angle_quantile(1.0 - b, check_positive("kappa", kappa), p)
