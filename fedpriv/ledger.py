@@ -28,8 +28,9 @@ the MBP of each single release too (a marginal's posterior is an average of the 
 the confidence holds for each release, conservatively, and never grows over rounds.
 
 Clients with the same history of releases have the same ε and capacities: both are computed
-once per distinct history (and per distinct release), not once per client, so folding a round
-of N clients costs O(distinct histories) accounting, not O(N) (issue #16).
+once per distinct history (:func:`fedpriv.accounting.epsilon` keeps each ledger's result) and
+per distinct release, not once per client, so folding a round of N clients costs
+O(distinct histories) accounting, not O(N) (issue #16).
 """
 
 from __future__ import annotations
@@ -40,8 +41,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import AccountingResult, ClientAccountant, Release, ReleaseEvent
-from fedpriv.accounting import epsilon as account
+from fedpriv.accounting import ClientAccountant, Release
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
@@ -55,16 +55,6 @@ def secret_radius_units(threat_model: str, batch_size: float) -> float:
     if threat_model not in THREAT_MODELS:
         raise ValueError(f"threat model {threat_model!r} not in {THREAT_MODELS}")
     return 1.0 if threat_model == "record" else float(batch_size)
-
-
-@lru_cache(maxsize=4096)
-def _cumulative(
-    events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
-    discretization: float | None,
-) -> AccountingResult:
-    """ε of a release history, shared by every client with that history."""
-    return account(events, delta, accountant=accountant, route=route,
-                   discretization=discretization)
 
 
 @lru_cache(maxsize=1024)
@@ -142,8 +132,7 @@ class PrivacyLedger:
         budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
         fields (no release to state them of)."""
         ledger = self._ledger(client_id)
-        acc = ledger.accountant
-        acct = _cumulative(acc.events, self.delta, acc.accountant, acc.route, acc.discretization)
+        acct = ledger.accountant.result(self.delta)
         broken = ledger.inconsistent
         mbp = math.inf if broken else ledger.mbp_bound
         released = ledger.releases > 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from fedpriv.accounting.approach1 import Approach1
 from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
@@ -94,7 +95,17 @@ def epsilon(
         composed grid would not fit the memory budget (the Δ used is reported).
     """
     _check_choices(accountant, route, delta)
-    events = tuple(events)
+    return _epsilon(tuple(events), delta, accountant, route, discretization)
+
+
+@lru_cache(maxsize=4096)
+def _epsilon(
+    events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
+    discretization: float | None,
+) -> AccountingResult:
+    """:func:`epsilon` of a checked ledger, kept per ledger: clients with the same release
+    history (most of a federation) share one accounting per round, in the ledger, in each
+    client's budget check and in ``--resume`` alike."""
     if not events:
         return AccountingResult(0.0, delta, accountant, "none", None)
     if not all(e.release.formal_guarantee for e in events):
