@@ -40,6 +40,8 @@ __all__ = [
     "ReplyError",
     "decode_releases",
     "encode_releases",
+    "optimizer_conflict",
+    "sampling_rate",
 ]
 
 REPORT_RECORD = "meta"
@@ -53,6 +55,24 @@ MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
 OPTIMIZERS = ("sgd", "adam", "adamw")
 """The local optimisers a client may declare (``train.optimizer``)."""
+
+
+def optimizer_conflict(name: str, momentum: float, nesterov: bool) -> str | None:
+    """The setting that does not fit optimiser ``name`` — SGD's ``momentum`` or ``nesterov``
+    with Adam(W), or ``nesterov`` without momentum — or None when they fit. The config, the
+    reply check and :class:`fedpriv.training.LocalOptimizer` each word their own error."""
+    if name != "sgd" and (momentum or nesterov):
+        return "momentum" if momentum else "nesterov"
+    if nesterov and not momentum > 0:
+        return "nesterov"
+    return None
+
+def sampling_rate(n: int, batch_size: float) -> float:
+    """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records
+    (what a client declares, and what the server checks it against)."""
+    return min(batch_size, n) / n
+
+
 MAX_REASON = 1_000
 """Longest reason a declining client may give."""
 
@@ -209,7 +229,7 @@ class ClientReport:
         if sampling not in ("poisson", "fixed"):
             raise ReplyError("sampling", sampling, "'poisson' or 'fixed'")
         sample_rate = _real("sample-rate", get("sample-rate"), 0.0, 1.0)
-        expected = min(batch_size, n) / n
+        expected = sampling_rate(n, batch_size)
         if not math.isclose(sample_rate, expected, rel_tol=1e-9):
             raise ReplyError("sample-rate", sample_rate,
                              f"min(batch-size, local-examples) / local-examples = {expected:.6g}")
@@ -247,6 +267,11 @@ class ClientReport:
             declined=None if config.get("declined") is None else _reason(config["declined"]),
         )
 
+    @property
+    def divisor(self) -> float:
+        """``q·n`` (= min(L, n)): the expected batch size each release was divided by."""
+        return self.sample_rate * self.local_examples
+
     def build_mechanism(self) -> Any:
         """The declared mechanism (validated when the report was read)."""
         from fedpriv.mechanisms import build_mechanism
@@ -266,11 +291,11 @@ def _optimizer(config: Mapping[str, Any]) -> dict[str, Any]:
     nesterov = config.get("nesterov", False)
     if not isinstance(nesterov, bool):
         raise ReplyError("nesterov", nesterov, "true or false")
-    if name != "sgd" and (momentum or nesterov):
-        raise ReplyError("momentum" if momentum else "nesterov", momentum or nesterov,
-                         f"0 / false with optimizer {name!r} (SGD's settings)")
-    if nesterov and momentum == 0:
-        raise ReplyError("nesterov", nesterov, "false unless momentum > 0")
+    bad = optimizer_conflict(name, momentum, nesterov)
+    if bad is not None:
+        raise ReplyError(bad, momentum if bad == "momentum" else nesterov,
+                         f"0 / false with optimizer {name!r} (SGD's settings)" if name != "sgd"
+                         else "false unless momentum > 0")
     return {"optimizer": name, "momentum": momentum, "weight_decay": decay, "nesterov": nesterov}
 
 

@@ -25,6 +25,7 @@ from flwr.app import Message
 
 from attacks.plan import AttackPlan
 from attacks.view import ServerView
+from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
@@ -59,7 +60,7 @@ def verify_reply(
     params = mechanism.params()
     declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
     sensitivity = mechanism.sensitivity
-    divisor = report.sample_rate * report.local_examples  # q = L/n: q·n may miss L by an ulp
+    divisor = report.divisor  # q = L/n: q·n may miss L by an ulp
     if report.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
         divisor = float(round(divisor))
     declaration = Declaration(
@@ -93,9 +94,9 @@ def _verdict_line(verdict: Verdict) -> str:
     return f"update inconsistent with its declared mechanism: {verdict.reason}{p}"
 
 
-def _update_row(report: ClientReport, node: int, dim: int) -> dict:
-    """The store's ``updates`` columns for a report."""
-    release = report.build_mechanism().release(dim)
+def _update_row(report: ClientReport, node: int, release: Release) -> dict:
+    """The store's ``updates`` columns for a report (``release``: one of its declared
+    mechanism's releases)."""
     return {
         "node_id": node, "num_examples": report.local_examples,
         "local_steps": report.local_steps, "lr": report.lr, "batch_size": report.batch_size,
@@ -218,22 +219,22 @@ class Auditor:
             self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
             status = {"exception": "failed", "declined": "declined"}.get(rejection.kind,
                                                                          "rejected")
-            row = {"node_id": node}
-            if rejection.report is not None:
-                row = _update_row(rejection.report, node, self._dim)
+            row, report = {"node_id": node}, rejection.report
+            if report is not None:
+                mechanism = report.build_mechanism()
+                row = _update_row(report, node, mechanism.release(self._dim))
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
-            if declined and rejection.report is not None:  # the tallies stand as they were
-                report = rejection.report
-                tally = self.ledger.tally(cid, accuracy=self._accuracy(report, self._dim))
+            if declined and report is not None:  # the tallies stand as they were
+                accuracy = self._accuracy(mechanism, report, self._dim)
+                tally = self.ledger.tally(cid, accuracy=accuracy)
                 self.store.write_tally(rnd, cid, {**tally,
                                                   "epsilon_budget": report.epsilon_budget})
 
-    def _accuracy(self, report: ClientReport, dim: int) -> float | None:
-        """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``; the
-        divisor is ``q·n`` (= min(L, n)), as in training."""
-        divisor = report.sample_rate * report.local_examples
-        return report.build_mechanism().pac_accuracy(self.ledger.pac_beta, dim, divisor)
+    def _accuracy(self, mechanism: Mechanism, report: ClientReport, dim: int) -> float | None:
+        """PAC accuracy α of one release of the declared ``mechanism`` at ``audit.pac_beta``;
+        the divisor is ``q·n`` (= min(L, n)), as in training."""
+        return mechanism.pac_accuracy(self.ledger.pac_beta, dim, report.divisor)
 
     def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> bool:
         """Record an accepted reply: verify it against its declaration, store it, fold it into
@@ -271,7 +272,8 @@ class Auditor:
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)
-        row = _update_row(report, reply.node_id, dim)
+        release = mechanism.release(dim)
+        row = _update_row(report, reply.node_id, release)
         if not consistent:
             row.update(status="inconsistent", error=verdict.reason)
             self.store.record_failure(rnd, "inconsistent", _verdict_line(verdict),
@@ -283,9 +285,9 @@ class Auditor:
         self.store.write_update(rnd, cid, stored, row)
         truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
         tally = self.ledger.fold(
-            rnd, cid, mechanism.release(dim), steps=report.local_steps,
+            rnd, cid, release, steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-            verification=verdict.status, accuracy=self._accuracy(report, dim),
+            verification=verdict.status, accuracy=self._accuracy(mechanism, report, dim),
         )
         lower = None if canary is None else canary.lower
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),

@@ -209,7 +209,7 @@ def reported_declaration(report: ClientReport) -> dict[str, float]:
     divided by — of a reply, for :meth:`CanaryAuditor.score` and
     :meth:`CanaryAuditor.without_canaries`."""
     return {"lr": report.lr, "steps": report.local_steps,
-            "divisor": report.sample_rate * report.local_examples}
+            "divisor": report.divisor}
 
 
 def stored_declaration(update: UpdateRecord) -> dict[str, float]:

@@ -123,13 +123,14 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
     from fedpriv.accounting import ClientAccountant
     from fedpriv.canaries import canary_epsilon, round_design
     from fedpriv.mechanisms import build_mechanism
+    from fedpriv.protocol import sampling_rate
 
     seen: set[str] = set()
     dim = sum(layer_sizes)
     for client_id, n in enumerate(sizes):
         name, params = cfg.mechanism.for_client(client_id)
         mech = build_mechanism(name, params)
-        q = min(cfg.train.batch_size, n) / n
+        q = sampling_rate(n, cfg.train.batch_size)
         key = repr((mech.name, sorted(mech.params().items()), q))
         if key in seen:
             continue

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from fedpriv.gradients import CanaryGradients, gradient_source
+from fedpriv.protocol import sampling_rate
 from fedpriv.training.optimizers import LocalOptimizer
 
 if TYPE_CHECKING:
@@ -42,11 +43,6 @@ class LocalResult:
     batch_indices: list[list[int]] = field(default_factory=list)
 
 
-def sampling_rate(n: int, batch_size: int) -> float:
-    """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records."""
-    return min(batch_size, n) / n
-
-
 def sample_batch(
     n: int, batch_size: int, sampling: str, generator: torch.Generator
 ) -> torch.Tensor:
@@ -54,7 +50,7 @@ def sample_batch(
     ``batch_size / n``) or a fixed-size draw without replacement."""
     device = generator.device
     if sampling == "poisson":
-        q = min(1.0, batch_size / n)
+        q = sampling_rate(n, batch_size)
         return torch.nonzero(torch.rand(n, generator=generator, device=device) < q).flatten()
     if sampling == "fixed":
         return torch.randperm(n, generator=generator, device=device)[: min(batch_size, n)]
