@@ -78,12 +78,15 @@ def _local(
 
 
 def _canaries(
-    cfg: Config, mechanism: Mechanism, pid: int, server_round: int, model: torch.nn.Module
+    cfg: Config, mechanism: Mechanism, pid: int, server_round: int, dim: int,
+    like: torch.Tensor,
 ) -> torch.Tensor | None:
-    """The in-canary sum this client adds to every step of the round, or None."""
-    dim = sum(p.numel() for p in model.parameters())
+    """The in-canary sum this client adds to every step of the round (on ``like``'s device
+    and in its dtype, once, not per step), or None."""
     design = round_design(cfg.audit.canaries, cfg.seed, mechanism, pid, server_round, dim)
-    return None if design is None else torch.from_numpy(canary_sum(design))
+    if design is None:
+        return None
+    return torch.from_numpy(canary_sum(design)).to(device=like.device, dtype=like.dtype)
 
 
 @app.train()
@@ -98,16 +101,19 @@ def train(msg: Message, context: Context) -> Message:
     name, params = mechanism_for(cfg, pid, context.node_config)
     mechanism = build_mechanism(name, params)
     n = int(x.shape[0])
+    dim = sum(p.numel() for p in model.parameters())
     report = ClientReport(
         partition_id=pid, server_round=server_round, local_examples=n,
         local_steps=cfg.train.local_steps, lr=cfg.train.lr,
         batch_size=float(cfg.train.batch_size), sampling=cfg.train.sampling,
         sample_rate=sampling_rate(n, cfg.train.batch_size), mechanism=mechanism.name,
         mechanism_params=mechanism.params(), epsilon_budget=cfg.mechanism.budget_for(pid),
+        optimizer=cfg.train.optimizer, momentum=cfg.train.momentum,
+        weight_decay=cfg.train.weight_decay, nesterov=cfg.train.nesterov,
     )
     released = releases_so_far(context, config, pid)
     check = budget_check(cfg, pid, mechanism, released=released, sample_rate=report.sample_rate,
-                         dim=sum(p.numel() for p in model.parameters()))
+                         dim=dim)
     if check is not None and not check.within:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})
@@ -119,16 +125,13 @@ def train(msg: Message, context: Context) -> Message:
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
         optimizer=cfg.train.local_optimizer(),
-        canaries=_canaries(cfg, mechanism, pid, server_round, model),
+        canaries=_canaries(cfg, mechanism, pid, server_round, dim,
+                           next(model.parameters())),
     )
     record_releases(context, released + result.steps)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
-    report = replace(
-        report, local_steps=result.steps, sample_rate=result.sample_rate,
-        oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))) if oracle else None,
-        optimizer=cfg.train.optimizer, momentum=cfg.train.momentum,
-        weight_decay=cfg.train.weight_decay, nesterov=cfg.train.nesterov,
-    )
+    if oracle:
+        report = replace(report, oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))))
     content = RecordDict({
         "arrays": ArrayRecord(model.state_dict()),
         "metrics": MetricRecord({"num-examples": n, "train-loss": result.loss}),
