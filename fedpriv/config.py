@@ -35,7 +35,7 @@ from fedpriv.mechanisms.registry import (
     parameter_names,
     release_class,
 )
-from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS
+from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS, optimizer_conflict
 from fedpriv.validate import check_positive
 
 __all__ = [
@@ -151,14 +151,13 @@ class TrainConfig:
 
 def _check_optimizer(train: TrainConfig) -> None:
     """Settings that do not fit the chosen optimiser, named by key."""
-    if train.optimizer != "sgd":
-        for key in ("momentum", "nesterov"):
-            if getattr(train, key):
-                raise InputError(f"train.{key}", getattr(train, key),
-                                 f"unset with train.optimizer = {train.optimizer!r} (SGD's "
-                                 "setting; Adam's moments are set by train.betas)")
-    if train.nesterov and train.momentum == 0:
-        raise InputError("train.nesterov", True, "false unless train.momentum > 0")
+    bad = optimizer_conflict(train.optimizer, train.momentum, train.nesterov)
+    if bad is None:
+        return
+    raise InputError(f"train.{bad}", getattr(train, bad),
+                     f"unset with train.optimizer = {train.optimizer!r} (SGD's setting; "
+                     "Adam's moments are set by train.betas)" if train.optimizer != "sgd"
+                     else "false unless train.momentum > 0")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fedpriv.protocol import OPTIMIZERS
+from fedpriv.protocol import OPTIMIZERS, optimizer_conflict
 
 __all__ = ["LocalOptimizer"]
 
@@ -62,10 +62,9 @@ class LocalOptimizer:
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.name!r}; one of {OPTIMIZERS}")
-        if self.name != "sgd" and (self.momentum or self.nesterov):
-            raise ValueError(f"momentum and nesterov are SGD's; {self.name} has none")
-        if self.nesterov and not self.momentum > 0:
-            raise ValueError("nesterov needs momentum > 0")
+        if optimizer_conflict(self.name, self.momentum, self.nesterov) is not None:
+            raise ValueError(f"momentum and nesterov are SGD's; {self.name} has none"
+                             if self.name != "sgd" else "nesterov needs momentum > 0")
 
     def build(self, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
         """A fresh optimiser over ``params`` with learning rate ``lr`` (state at zero)."""
