@@ -226,10 +226,11 @@ def _attack(
         audit = dataclasses.replace(audit, iterations=iterations)
     names = list(attacks or audit.attacks or ["iga"])
     stored, skipped = _selected(store, cfg, rounds, clients)
+    views = [(update, _view(store, cfg, update)) for update in stored]  # read each once
     jobs = [
-        (update, attack_job(audit, name, _view(store, cfg, update), update.round,
-                            update.client_id, device=cfg.device))
-        for update in stored for name in names
+        (update, attack_job(audit, name, view, update.round, update.client_id,
+                            device=cfg.device))
+        for update, view in views for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)

@@ -80,12 +80,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--iterations", args.iterations, "an integer >= 1")
     if (args.canary_method or args.canary_confidence is not None) and not args.canaries:
         raise InputError("--canary-method/--canary-confidence", True, "used with --canaries")
-    if args.canary_confidence is not None and not 0 < args.canary_confidence < 1:
-        raise InputError("--canary-confidence", args.canary_confidence, "a number in (0, 1)")
     from fedpriv.config import CANARY_METHODS
+    from fedpriv.validate import check_choice, check_probability
 
-    if args.canary_method is not None and args.canary_method not in CANARY_METHODS:
-        raise InputError("--canary-method", args.canary_method, f"one of {list(CANARY_METHODS)}")
+    if args.canary_confidence is not None:
+        check_probability("--canary-confidence", args.canary_confidence)
+    if args.canary_method is not None:
+        check_choice("--canary-method", args.canary_method, CANARY_METHODS)
     rounds, clients = parse_rounds(args.rounds), parse_clients(args.clients)
     from attacks.registry import check_attack_names
 
