@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from fedpriv.atomic import atomic_write_bytes
+from workflows.sweep.grid import write_grid
+from workflows.sweep.rows import Row, number, series
 from workflows.sweep.style import label, style
 
-__all__ = ["BATCH_FIGURE", "FIGURES", "number", "series", "write_figures"]
+__all__ = ["BATCH_FIGURE", "FIGURES", "write_figures"]
 
 FIGURES = (
     "accuracy_vs_epsilon.png", "reconstruction_vs_epsilon.png", "mse_vs_log_capacity.png",
@@ -42,12 +44,6 @@ _RC = {"font.size": 15, "axes.titlesize": 16, "axes.labelsize": 16, "legend.font
        "lines.markersize": 9}
 _LABEL_OFFSETS = ((7, 7), (7, -19), (-50, 7))  # points; keeps labels of mechanisms apart
 _DASHES = ("-", "--", ":", "-.")
-Row = Mapping[str, Any]
-
-
-def number(value: Any) -> float:
-    """A row value as a float: None → NaN; the JSON strings "inf"/"nan" → inf/NaN."""
-    return math.nan if value is None else float(value)
 
 
 @contextmanager
@@ -63,12 +59,6 @@ def _save(fig: Any, path: Path) -> str:
     fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight", pad_inches=0.15)
     atomic_write_bytes(path, buffer.getvalue())
     return str(path)
-
-
-def series(rows: Sequence[Row]) -> list[tuple[str, int]]:
-    """``(mechanism, batch size)`` of every line of cells with a guarantee, in row order."""
-    return list(dict.fromkeys((r["mechanism"], r["batch_size"]) for r in rows
-                              if r.get("parameter_name") is not None))
 
 
 def _batch_sizes(rows: Sequence[Row]) -> list[int]:
@@ -274,8 +264,6 @@ def write_figures(
     num_classes
         Draws the chance level on the accuracy plot when given.
     """
-    from workflows.sweep.grid import write_grid
-
     out_dir = Path(out_dir)
     with _style():
         paths = [

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from workflows.sweep.figures import number, series
+from workflows.sweep.rows import Row, number, series
 from workflows.sweep.style import label
 
 __all__ = ["strip", "write_grid"]
 
-Row = Mapping[str, Any]
 Images = Mapping[str, np.ndarray]
 
 

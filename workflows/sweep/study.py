@@ -15,19 +15,18 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
-from workflows.sweep.figures import number
 from workflows.sweep.plan import SweepSetting, seeds
+from workflows.sweep.rows import Row, number
 from workflows.sweep.style import label
 
 __all__ = ["PUBLISHED", "concordance", "study_markdown", "write_study"]
 
-Row = Mapping[str, Any]
 PUBLISHED = ("Biswas et al. (arXiv 2502.04045): MNIST and Fashion-MNIST (60,000 training "
              "images, 16×16), the paper MLP, centralised DP-SGD with batch 128 for 3 epochs "
              "(q = 128/60,000, T ≈ 1,407 releases), Adam (lr 0.005, weight decay 0.1), IGA "
