@@ -1,4 +1,4 @@
-"""The honest-but-curious server's auditor: it coordinates the reply check, the store, the
+"""The honest-but-curious server's audit pipeline: it coordinates the reply check, the store, the
 privacy ledger and the attack plan.
 
 For every reply of a round, :func:`strategies.replies.check_reply` says whether it is fit to
