@@ -1,6 +1,6 @@
 """What an honest-but-curious server sees of one client update — and nothing more.
 
-The attack entry point receives only a :class:`ServerView` (style.md point 9, after breaching's
+The attack entry point receives only a :class:`ServerView` (after breaching's
 ``cases/servers.py``, which separates the server's view from the attack). It carries public
 protocol state: the model, the broadcast parameters, the client's update and the public
 training and mechanism parameters. Ground truth (images, labels) never enters it; only the

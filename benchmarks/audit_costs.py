@@ -1,9 +1,10 @@
-"""Where the auditing server's time goes: the Auditor's round work without Flower or Ray.
+"""Where the auditing server's time goes: the AuditPipeline's round work without Flower or Ray.
 
 ``python -m benchmarks.audit_costs [--quick]`` prints one JSON object. For N clients it
-replays what :func:`strategies.federation.run_federation` does on the server each round —
-``Auditor.begin_round`` (θ to the store), ``Auditor.accepted`` on every client's reply (checked;
-update and ground truth written, ε / log C / ξ tallied), ``Auditor.end_round`` and
+replays what :func:`strategies.server_run.run_federation` does on the server each round —
+``AuditPipeline.begin_round`` (θ to the store), ``AuditPipeline.accepted`` on every client's
+reply (checked; update and ground truth written, ε / log C / ξ tallied),
+``AuditPipeline.end_round`` and
 ``write_report`` — on replies shaped like the quickstart's (paper MLP, 20 local steps of
 batch 32, the client's record ids), with ``audit.enabled`` true and false. It reports the
 server seconds per round of each mode, and a cProfile of the logging mode: the functions with
@@ -34,7 +35,7 @@ PRESET = "configs/quickstart.toml"
 
 class _Reply:
     """A reply as the ClientApp builds it (real records), in a stand-in for Flower's
-    ``Message``, of which ``Auditor.accepted`` reads ``content``, ``metadata.src_node_id`` and
+    ``Message``, of which ``AuditPipeline.accepted`` reads ``content``, ``metadata.src_node_id`` and
     ``has_error()``; a real Message needs a Flower runtime to exist."""
 
     def __init__(self, node: int, state: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -83,8 +84,8 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
     """Server seconds of each round (begin, every reply, end, report) on a fresh store."""
     from fedpriv.audit import AuditStore, write_report
     from fedpriv.config import load_config
-    from strategies.auditor import Auditor
-    from strategies.federation import dataset_of, initial_model
+    from strategies.pipeline import AuditPipeline
+    from strategies.server_run import dataset_of, initial_model
 
     overrides = [f"data.num_clients={clients}", f"audit.enabled={str(enabled).lower()}"]
     cfg = load_config(PRESET, overrides)
@@ -93,7 +94,7 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
     seconds = []
     with tempfile.TemporaryDirectory(prefix="fedpriv-audit-costs-") as tmp:
         store = AuditStore.create(Path(tmp) / "run", cfg.to_dict(), cfg.seed)
-        auditor = Auditor(cfg, store, dataset)
+        auditor = AuditPipeline(cfg, store, dataset)
         for rnd in range(1, rounds + 1):
             replies = _replies(cfg, dataset, model, rnd)
             if profiler:

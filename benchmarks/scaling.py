@@ -6,7 +6,7 @@ once into a cache; the scikit-learn digits, up to 1,000 clients, where it is abs
 one local step, Gaussian σ = 1, IID partition. Every run is a subprocess whose process tree is
 watched for memory (:mod:`benchmarks.proctree`):
 
-* **in process** — :func:`strategies.federation.run_federation` on the test suite's
+* **in process** — :func:`strategies.server_run.run_federation` on the test suite's
   ``LocalGrid`` (the real ServerApp body; each ClientApp call in the same thread, no Ray), with
   a stack sampler (:mod:`benchmarks.stack_sampler`) charging every 2 ms of CPU of rounds 2…R to the
   local DP step, Flower, fedpriv's own code (store, attacks, the rest), the server's
@@ -108,28 +108,28 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from benchmarks.stack_sampler import StackSampler
     from clients.client_app import app
     from fedpriv.config import load_config
-    from strategies.auditor import Auditor
-    from strategies.federation import run_federation
+    from strategies.pipeline import AuditPipeline
+    from strategies.server_run import run_federation
 
     torch.set_num_threads(1)
     for name in ("absl", "flwr"):
         logging.getLogger(name).setLevel(logging.ERROR)
     cfg = load_config(PRESET, spec["sets"])
     sampler = StackSampler()
-    begin, end = Auditor.begin_round, Auditor.end_round
+    begin, end = AuditPipeline.begin_round, AuditPipeline.end_round
 
-    def begin_round(self: Auditor, rnd: int, broadcast: Any) -> None:
+    def begin_round(self: AuditPipeline, rnd: int, broadcast: Any) -> None:
         if rnd == 2:
             sampler.active = True
         begin(self, rnd, broadcast)
 
-    def end_round(self: Auditor, rnd: int, accuracy: float, loss: float) -> None:
+    def end_round(self: AuditPipeline, rnd: int, accuracy: float, loss: float) -> None:
         end(self, rnd, accuracy, loss)
         cpu.append(time.process_time())
         if rnd == cfg.rounds:
             sampler.active = False
 
-    Auditor.begin_round, Auditor.end_round = begin_round, end_round  # type: ignore[method-assign]
+    AuditPipeline.begin_round, AuditPipeline.end_round = begin_round, end_round  # type: ignore[method-assign]
     cpu: list[float] = []
     sampler.start()
     run_federation(LocalGrid(app, cfg.data.num_clients), cfg, Path(spec["run_dir"]))

@@ -29,14 +29,14 @@ def measure() -> dict[str, Any]:
     sys.path.insert(0, str(ROOT / "tests"))
     from reliability_support import LocalGrid
 
-    from attacks.plan import attack_job, attack_scores
     from attacks.runner import run_attacks
     from attacks.view import ServerView
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
     from fedpriv.config import load_config
-    from strategies.federation import dataset_of, run_federation
+    from strategies.attack_schedule import attack_job, attack_scores
+    from strategies.server_run import dataset_of, run_federation
 
     cfg = load_config(PRESET, ["audit.attacks=[]", "audit.store_updates='all'"])
     run_dir = Path(tempfile.mkdtemp(prefix="fedpriv-update-dtype-")) / "run"

@@ -3,7 +3,7 @@
 :class:`AuditingStrategy` wraps an inner Flower strategy as Flower's own DP wrappers do
 (``DifferentialPrivacyServerSideFixedClipping(strategy, ...)``): it remembers the parameters θ
 the inner strategy broadcasts each round, hands every reply to the
-:class:`~strategies.auditor.Auditor` — which records it and says whether it is fit to
+:class:`~strategies.pipeline.AuditPipeline` — which records it and says whether it is fit to
 aggregate — and passes only the accepted replies, in client order, to the inner strategy's
 aggregation. A rejected, failed, declined or non-finite reply never reaches aggregation.
 """
@@ -21,7 +21,7 @@ from flwr.serverapp.strategy import Result, Strategy
 
 from fedpriv.errors import InputError
 from fedpriv.protocol import RELEASES_KEY, encode_releases
-from strategies.auditor import Auditor
+from strategies.pipeline import AuditPipeline
 
 __all__ = ["AuditingStrategy"]
 
@@ -54,7 +54,7 @@ class AuditingStrategy(Strategy):
     """
 
     def __init__(
-        self, inner: Strategy, auditor: Auditor, *, num_nodes: int, join_timeout: float,
+        self, inner: Strategy, auditor: AuditPipeline, *, num_nodes: int, join_timeout: float,
         round_offset: int = 0, budgets: bool = False,
     ) -> None:
         self.inner = inner

@@ -7,8 +7,8 @@ import logging
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from strategies.federation import run_federation
 from strategies.run_config import resolve_run_config
+from strategies.server_run import run_federation
 
 __all__ = ["app"]
 

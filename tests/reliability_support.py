@@ -7,7 +7,7 @@
 * :class:`LocalGrid` — a Flower :class:`~flwr.serverapp.Grid` that hands each message to a
   ClientApp in this process, in node order, and turns an exception into an error reply the
   way Flower's simulation engine does (``vce_api.worker``). It runs
-  :func:`strategies.federation.run_federation` in seconds, without Ray; ``stop_at`` raises
+  :func:`strategies.server_run.run_federation` in seconds, without Ray; ``stop_at`` raises
   :class:`Killed` when a round's train messages are sent, as a crash would.
 """
 

@@ -50,12 +50,12 @@ def test_gaussian_rdp_matches_dp_accounting_calibration() -> None:
     cal = calibrate("gaussian", 1.0, delta=delta, sample_rate=q, steps=steps, route="rdp")
     assert cal.parameter == pytest.approx(sigma, rel=1e-3)
     assert cal.parameter >= sigma * (1 - 1e-6)  # never less noise than the exact root
-    assert cal.parameter == pytest.approx(0.911, abs=2e-3)  # libraries.md
+    assert cal.parameter == pytest.approx(0.911, abs=2e-3)  # docs/accounting.md
 
 
 @pytest.mark.slow
 def test_gaussian_pld_calibration_at_reference() -> None:
-    """libraries.md: PLD/PRV calibrate σ ≈ 0.738 for ε = 1 at the reference setting."""
+    """docs/accounting.md: PLD/PRV calibrate σ ≈ 0.738 for ε = 1 at the reference setting."""
     cal = calibrate("gaussian", 1.0, delta=1 / 60000, sample_rate=128 / 60000, steps=1407,
                     accountant="pld")
     assert cal.parameter == pytest.approx(0.738, abs=3e-3)

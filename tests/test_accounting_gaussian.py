@@ -35,7 +35,7 @@ def test_agrees_with_dp_accounting(kind: str, sigma: float, q: float, steps: int
 
 
 def test_reference_setting_through_the_cli_api() -> None:
-    """libraries.md: RDP ≈ 0.4829, PLD ≈ 0.2624 — computed here by the library itself."""
+    """docs/accounting.md: RDP ≈ 0.4829, PLD ≈ 0.2624 — computed here by the library itself."""
     s, q, t, d = REF.values()
     rdp_lib, pld_lib = _dp_accounting("rdp", s, q, t, d), _dp_accounting("pld", s, q, t, d)
     assert rdp_lib == pytest.approx(0.4829, abs=1e-4)

@@ -18,8 +18,8 @@ from fedpriv.audit import AuditStore
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import load_config
 from fedpriv.errors import InputError
-from strategies.federation import run_federation
-from strategies.offline_audit import audit_run
+from strategies.server_run import run_federation
+from workflows.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=3", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",
@@ -84,7 +84,7 @@ def test_offline_audit_says_what_was_not_stored(attacked, caplog):
     run_dir, _ = attacked
     with pytest.raises(InputError, match="none stored.*store_updates = 'attacked'"):
         audit_run(run_dir, attacks=["idlg"], clients=[0, 2], iterations=2, progress=False)
-    with caplog.at_level(logging.WARNING, "strategies.offline_audit"):
+    with caplog.at_level(logging.WARNING, "workflows.offline_audit"):
         result = audit_run(run_dir, attacks=["idlg"], rounds=(1, 1), iterations=2,
                            progress=False)
     assert [(a["round"], a["client_id"]) for a in result["attacks"]] == [(1, 1)]

@@ -24,7 +24,7 @@ from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import make_release
 from fedpriv.protocol import ClientReport, ReplyError, decode_releases, encode_releases
-from strategies.federation import run_federation
+from strategies.server_run import run_federation
 
 DELTA, STEPS, ROUNDS, BATCH = 1e-5, 2, 5, 16
 BASE = [f"rounds={ROUNDS}", "data.num_clients=3", f"train.local_steps={STEPS}",

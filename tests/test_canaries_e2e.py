@@ -28,7 +28,7 @@ from fedpriv.config import load_config
 from fedpriv.jsonio import json_number
 from fedpriv.mechanisms import build_mechanism
 from strategies.canary_audit import CanaryAuditor, stored_declaration
-from strategies.federation import run_federation
+from strategies.server_run import run_federation
 from workflows.cli.main import main
 
 PRESET = Path(__file__).resolve().parents[1] / "configs" / "canary-audit.toml"
@@ -154,7 +154,7 @@ def test_the_store_keeps_updates_as_received_and_attacks_see_them_without_canari
             assert max(np.abs(r - p).max() for r, p in zip(raw, plain, strict=True)) > 0.01
             for c, p in zip(clean, plain, strict=True):
                 np.testing.assert_allclose(c, p, atol=2e-6)
-            from strategies.offline_audit import _view
+            from workflows.offline_audit import _view
 
             seen = _view(a, cfg, ua).update
             for s, p in zip(seen, plain, strict=True):

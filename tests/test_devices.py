@@ -14,7 +14,7 @@ from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism, make_generator
 from fedpriv.models import build_model
 from fedpriv.training import local_train
-from strategies.simulation import check_runnable
+from workflows.simulation import check_runnable
 
 CUDA = torch.cuda.is_available()
 

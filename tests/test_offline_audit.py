@@ -14,9 +14,9 @@ from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
 from fedpriv.config import load_config
-from strategies.federation import run_federation
-from strategies.offline_audit import audit_run
+from strategies.server_run import run_federation
 from workflows.cli.main import main
+from workflows.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=2", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",

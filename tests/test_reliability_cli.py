@@ -1,7 +1,7 @@
 """``fedpriv simulate`` refuses bad input before Ray starts and before it writes anything.
 
 Each refusal must exit 2 with one line naming the flag or key, leave the file system as it
-was, and never reach :func:`strategies.simulation._run_on_ray` (patched here to fail).
+was, and never reach :func:`workflows.simulation._run_on_ray` (patched here to fail).
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import json
 import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
-import strategies.simulation
+import workflows.simulation
 from fedpriv.config import load_config
-from strategies.federation import run_federation
+from strategies.server_run import run_federation
 from workflows.cli.main import main
 
 CONFIG = str(QUICKSTART)
@@ -24,7 +24,7 @@ def no_ray(monkeypatch):
     def refuse(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         raise AssertionError("Ray was started for a run that should have been refused")
 
-    monkeypatch.setattr(strategies.simulation, "_run_on_ray", refuse)
+    monkeypatch.setattr(workflows.simulation, "_run_on_ray", refuse)
 
 
 def _refused(capsys, args: list[str], key: str) -> str:

@@ -2,7 +2,7 @@
 
 Faults are injected by a Flower client mod around fedpriv's own ClientApp functions
 (:mod:`reliability_support`). The fast test runs the real ServerApp body
-(:func:`strategies.federation.run_federation`) on an in-process Grid; the slow one runs it on
+(:func:`strategies.server_run.run_federation`) on an in-process Grid; the slow one runs it on
 Flower's simulation engine (Ray) to check what Flower does with a ClientApp that raises.
 """
 
@@ -16,7 +16,7 @@ from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
 from fedpriv.config import load_config
-from strategies.federation import run_federation
+from strategies.server_run import run_federation
 
 SMALL = ["rounds=3", "data.num_clients=5", "train.local_steps=2", "train.batch_size=16",
          "train.lr=1.0"]  # fmt: skip
@@ -116,7 +116,7 @@ def test_flower_simulation_turns_a_raising_clientapp_into_an_error_reply(tmp_pat
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
-    from strategies.simulation import _backend_config
+    from workflows.simulation import _backend_config
 
     cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3",
                                                   "train.local_steps=2"])

@@ -1,7 +1,7 @@
 """Pairing stored reconstructions with the stored true images, checked against the scorer.
 
 The independent reference is ``attacks.scoring.score_reconstruction`` — the code that scored
-the attack — followed by the alignment ``strategies.auditor.attack_scores`` stores
+the attack — followed by the alignment ``strategies.attack_schedule.attack_scores`` stores
 (reconstruction ``order[j]`` at position ``j`` of the batch, in sampling order). The stored
 ground truth is the client's round in record-id order, a superset of the batch.
 """

@@ -200,7 +200,7 @@ def test_a_one_client_federation_is_centralised_dpsgd_step_for_step(tmp_path):
     from clients.local_data import client_data
     from fedpriv.audit import StoreReader
     from fedpriv.mechanisms.seeding import make_generator
-    from strategies.federation import initial_model, run_federation
+    from strategies.server_run import initial_model, run_federation
 
     cfg = config_from_dict(ONE_CLIENT)
     run_federation(LocalGrid(faulty_client_app({}), 1), cfg, tmp_path / "run")
@@ -285,7 +285,7 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
     from fedpriv.config import load_config
-    from strategies.federation import run_federation
+    from strategies.server_run import run_federation
 
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
                                    *settings])

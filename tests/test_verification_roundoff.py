@@ -28,7 +28,7 @@ def _torch_steps(theta: np.ndarray, releases: list[np.ndarray], lr: float) -> np
     p = torch.from_numpy(theta.copy())
     with torch.no_grad():
         for r in releases:
-            p.sub_(lr * torch.from_numpy(r))  # fedpriv.training.dpsgd._apply_update
+            p.sub_(lr * torch.from_numpy(r))  # a plain SGD step in float32
     return p.numpy()
 
 

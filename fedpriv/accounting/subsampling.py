@@ -2,7 +2,7 @@
 
 Written here because no maintained library amplifies a user-supplied RDP curve by Poisson
 sampling (dp-accounting only does it for its built-in Gaussian; autodp's bounds were loose for
-VMF, see notes/libraries.md). Used for the Laplace and VMF mechanisms; the Gaussian takes the
+VMF, 1.2–2.7 times the exact value). Used for the Laplace and VMF mechanisms; the Gaussian takes the
 tight subsampled curve from dp-accounting instead.
 
 For integer ``α ≥ 2`` (privacy-math.md §3)::

@@ -4,10 +4,10 @@ Two ``[audit]`` keys bound the store's growth (``docs/audit-store.md``, "Storage
 
 * ``store_updates`` — ``"all"`` keeps every accepted update's arrays (any update can be
   attacked again offline); ``"attacked"`` keeps those of the client-rounds the attack plan
-  schedules (``attacks.plan.AttackPlan.scheduled``); ``"none"`` keeps none. The update's row
-  and its tallies (ε, capacity, bounds, verification, canary scores) are kept whatever the
-  policy; the true batch (record ids, images, labels) is kept with a kept update and for an
-  attacked client-round (the report draws it beside the reconstruction).
+  schedules (``strategies.attack_schedule.AttackPlan.scheduled``); ``"none"`` keeps none. The
+  update's row and its tallies (ε, capacity, bounds, verification, canary scores) are kept
+  whatever the policy; the true batch (record ids, images, labels) is kept with a kept update
+  and for an attacked client-round (the report draws it beside the reconstruction).
 * ``update_dtype`` — ``"float32"`` or ``"float16"`` for the kept updates (half the bytes;
   the broadcast θ and the aggregates stay float32, since a resumed run continues from them).
   float16 keeps 11 significant bits: relative rounding ≤ 2⁻¹¹ ≈ 4.9e-4 for entries of

@@ -5,7 +5,7 @@ with secret ½-inclusion; the server scores them in each release
 (:mod:`~fedpriv.canaries.scores`) and turns in/out scores into an ε at δ with a stated
 confidence (:mod:`~fedpriv.canaries.clopper_pearson`, :mod:`~fedpriv.canaries.one_run`,
 :mod:`~fedpriv.canaries.gdp`), to be compared with the canary's own formal ε
-(:mod:`~fedpriv.canaries.ledger`); :mod:`~fedpriv.canaries.rounds` is what a federated run's
+(:mod:`~fedpriv.canaries.releases`); :mod:`~fedpriv.canaries.rounds` is what a federated run's
 clients and server derive per client-round. privacy-math.md §10 and docs/canaries.md say what
 the numbers mean. Pure NumPy/SciPy (dp-accounting for the GDP conversion); no Flower, no torch.
 """
@@ -21,8 +21,8 @@ from fedpriv.canaries.design import (
     inclusion,
 )
 from fedpriv.canaries.gdp import epsilon_gdp_fit, epsilon_gdp_thresholds, gdp_epsilon
-from fedpriv.canaries.ledger import canary_events
 from fedpriv.canaries.one_run import epsilon_one_run, one_run_p_value, one_run_test
+from fedpriv.canaries.releases import canary_events
 from fedpriv.canaries.rounds import ESTIMATORS, canary_epsilon, estimate, round_design
 from fedpriv.canaries.scores import gaussian_scores, laplace_scores, projections, vmf_scores
 

@@ -29,8 +29,8 @@ from fedpriv.canaries.bound import EpsilonLowerBound
 from fedpriv.canaries.clopper_pearson import epsilon_clopper_pearson
 from fedpriv.canaries.design import CanaryDesign
 from fedpriv.canaries.gdp import epsilon_gdp_fit, epsilon_gdp_thresholds
-from fedpriv.canaries.ledger import canary_events
 from fedpriv.canaries.one_run import epsilon_one_run
+from fedpriv.canaries.releases import canary_events
 from fedpriv.errors import InputError
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ proximal gradient, when asked for) becomes ``p.grad`` and a ``torch.optim`` opti
 from the gradient (Loshchilov & Hutter, "Decoupled weight decay regularization", ICLR 2019):
 also post-processing. The difference matters: with the paper presets' λ = 0.1 and η = 0.005,
 coupled decay (``adam``) leaves the paper MLP at chance on Fashion-MNIST even without noise
-(it trains the decay, not the data), while decoupled decay trains it (``docs/study-fmnist.md``).
+(it trains the decay, not the data: 0.100 test accuracy), while decoupled decay trains it
+(``configs/paper-fmnist.toml``, ``docs/results/paper-fmnist/study.md``).
 
 State: the optimiser is created afresh at the start of every round's local training (its
 momentum buffer or Adam moments start at zero and are dropped when the round ends). That is

@@ -11,9 +11,10 @@ Modules: :mod:`~fedpriv.verification.verdict` (the result type), :mod:`~.declara
 release, optimisers), :mod:`~.laws` (noise-norm laws and Chernoff bounds), :mod:`~.sandwich`
 (p-values of clipped-signal norm tests), :mod:`~.gaussian`, :mod:`~.laplace`, :mod:`~.vmf`,
 :mod:`~.clip` (one mechanism each), :mod:`~.roundoff` (float32 tolerances), :mod:`~.power`,
-:mod:`~.multiple` (many client-rounds), :mod:`~.registry` (:func:`verify_update`).
+:mod:`~.multiple` (many client-rounds), :mod:`~.client_round` (:func:`verify_update`).
 """
 
+from fedpriv.verification.client_round import Verifier, verify_update
 from fedpriv.verification.clip import clip_norm_test, verify_clip, verify_none
 from fedpriv.verification.declaration import (
     Declaration,
@@ -35,7 +36,6 @@ from fedpriv.verification.power import (
     gaussian_norm_thresholds,
 )
 from fedpriv.verification.records import RecordCount, record_count
-from fedpriv.verification.registry import Verifier, verify_update
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, norm_tolerance, roundoff_bound
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import (

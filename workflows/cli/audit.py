@@ -1,6 +1,6 @@
 """``fedpriv audit RUN_DIR [--attack NAME] [--rounds A:B] [--clients IDS] [--iterations N]
 [--canaries [--canary-method M] [--canary-confidence C]]``: re-attack a run's stored updates
-offline, or recompute their canary ε lower bounds (:func:`strategies.offline_audit.audit_run`)."""
+offline, or recompute their canary ε lower bounds (:func:`workflows.offline_audit.audit_run`)."""
 
 from __future__ import annotations
 
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from attacks.registry import check_attack_names
 
     check_attack_names(args.attack or [], "--attack")
-    from strategies.offline_audit import audit_run
+    from workflows.offline_audit import audit_run
 
     return audit_run(args.run_dir, attacks=args.attack, rounds=rounds, clients=clients,
                      iterations=args.iterations, executor=args.executor, canaries=args.canaries,

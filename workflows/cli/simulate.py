@@ -3,7 +3,7 @@
 
 Everything is validated before Ray starts and before anything is written: the config
 (:func:`fedpriv.config.load_config`), the flags, the run directory (a new run never writes
-into a non-empty directory), and — in :func:`strategies.simulation.check_runnable` — the data
+into a non-empty directory), and — in :func:`workflows.simulation.check_runnable` — the data
 set, the partition, the model and every client's mechanism.
 """
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.config import load_config
 
     if args.resume is not None:
-        from strategies.federation import completed_rounds
+        from workflows.simulation import completed_rounds
 
         run_dir = _resumed_run_dir(args).resolve()
         cfg, _ = completed_rounds(run_dir)
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cfg = load_config(args.config, args.overrides)
         run_dir = _new_run_dir(Path(args.out) if args.out else default_run_dir(args.config))
         run_dir = run_dir.resolve()
-    from strategies.simulation import simulate
+    from workflows.simulation import simulate
 
     return simulate(cfg, run_dir, verbose=args.verbose, resume=args.resume is not None)
 

@@ -2,7 +2,7 @@
 train, attack, tabulate, plot (``fedpriv sweep``).
 
 Importing this package imports neither torch nor Flower; runs go through
-``strategies.simulation.simulate``, imported when the first run starts.
+``workflows.simulation.simulate``, imported when the first run starts.
 """
 
 from workflows.sweep.plan import (

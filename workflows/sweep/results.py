@@ -4,7 +4,7 @@ A run row holds what one seed's run measured — the final test accuracy of the 
 the reconstruction scores of the attacked updates (means over them, with the standard error
 across updates when there are two or more) — beside the cell's accounting.
 
-A cell row holds the contract keys of ``fedpriv sweep`` (architecture.md: ``mechanism``,
+A cell row holds the contract keys of ``fedpriv sweep`` (docs/sweep.md: ``mechanism``,
 ``epsilon`` — the target of a calibrated cell, else the cell's per-step ε —,
 ``noise_multiplier`` / ``kappa`` / ``laplace_scale``, ``accuracy``, ``mse``, ``ssim``,
 ``log_capacity``) and what a reader needs to trust them: for every measured quantity the mean

@@ -1,6 +1,6 @@
 """Run a sweep: account every cell, run each with every seed, then tabulate and plot.
 
-Each run is one ordinary audited federated run (``strategies.simulation.simulate``, the Flower
+Each run is one ordinary audited federated run (``workflows.simulation.simulate``, the Flower
 simulation on Ray that ``fedpriv simulate`` uses, imported only when a run starts) of the
 per-cell configuration :func:`workflows.sweep.plan.cell_config`: the same clients, strategy
 and DP-SGD code, the honest-but-curious server attacking round 1 — or, with
@@ -67,7 +67,7 @@ def simulate_runner(verbose: bool = False) -> Runner:
     """The default runner: a Flower simulation on Ray per run."""
 
     def run(cfg: Config, run_dir: Path) -> dict[str, Any]:
-        from strategies.simulation import simulate
+        from workflows.simulation import simulate
 
         return simulate(cfg, run_dir, verbose=verbose)
 

@@ -38,13 +38,10 @@ from fedpriv.errors import InputError
 from fedpriv.models import build_model
 from strategies.aggregation import build_strategy
 from strategies.auditing import AuditingStrategy
-from strategies.auditor import Auditor
 from strategies.evaluation import make_evaluate_fn
+from strategies.pipeline import AuditPipeline
 
-__all__ = [
-    "REPORT_SPACING", "completed_rounds", "dataset_of", "initial_model", "open_run",
-    "run_federation",
-]
+__all__ = ["REPORT_SPACING", "dataset_of", "initial_model", "open_run", "run_federation"]
 
 log = logging.getLogger(__name__)
 #: Seconds between report rebuilds during a run, in units of the last rebuild's duration.
@@ -66,25 +63,12 @@ def initial_model(cfg: Config) -> torch.nn.Module:
         return build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
 
 
-def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingStrategy:
+def _strategy(cfg: Config, auditor: AuditPipeline, round_offset: int) -> AuditingStrategy:
     return AuditingStrategy(
         build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
         join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
         budgets=cfg.mechanism.has_budgets,
     )
-
-
-def completed_rounds(run_dir: Path) -> tuple[Config, int]:
-    """The stored configuration of a run directory and how many rounds it completed.
-
-    Raises
-    ------
-    InputError
-        No store in ``run_dir``, or a damaged one (:class:`fedpriv.audit.StoreError`).
-    """
-    with AuditStore.open(run_dir, readonly=True) as store:
-        cfg = config_from_dict(store.run_info()["config"])
-        return cfg, store.last_completed_round() or 0
 
 
 def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]:
@@ -122,7 +106,7 @@ def _start_arrays(cfg: Config, store: AuditStore, done: int) -> ArrayRecord:
 
 
 def _evaluate_fn(
-    cfg: Config, store: AuditStore, auditor: Auditor, done: int, bar: tqdm
+    cfg: Config, store: AuditStore, auditor: AuditPipeline, done: int, bar: tqdm
 ) -> Callable[[int, ArrayRecord], MetricRecord]:
     """Flower's ``evaluate_fn``: after Flower round r (absolute ``done + r``) store the
     aggregate, evaluate it, close the round in the store and rebuild the report (paced: see
@@ -187,7 +171,7 @@ def run_federation(
 
 
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
-    auditor = Auditor(cfg, store, dataset_of(cfg))
+    auditor = AuditPipeline(cfg, store, dataset_of(cfg))
     arrays = _start_arrays(cfg, store, done)
     if done:
         auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))

@@ -1,4 +1,4 @@
-"""The honest-but-curious server's auditor: it coordinates the reply check, the store, the
+"""The honest-but-curious server's audit pipeline: it coordinates the reply check, the store, the
 privacy ledger and the attack plan.
 
 For every reply of a round, :func:`strategies.replies.check_reply` says whether it is fit to
@@ -6,8 +6,8 @@ aggregate (a rejection is recorded as that client's failure, never raised); for 
 the auditor writes the update Δ = θ_client − θ to the audit store (:mod:`fedpriv.audit`), folds
 the client's releases into the :class:`~fedpriv.ledger.PrivacyLedger` — cumulative ε at δ, log
 Bayes capacity, MBP/ABP bounds — and schedules the attacks the
-:class:`~attacks.plan.AttackPlan` asks for. At the end of the round the plan runs and its scores
-are stored (privacy-math.md §1, §3, §5–§7). With canaries on, the
+:class:`~strategies.attack_schedule.AttackPlan` asks for. At the end of the round the plan runs
+and its scores are stored (privacy-math.md §1, §3, §5–§7). With canaries on, the
 :class:`~strategies.canary_audit.CanaryAuditor` first removes the canaries' share of each update
 and bounds ε from below; its verdict joins the verification (§10).
 """
@@ -23,7 +23,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from flwr.app import Message
 
-from attacks.plan import AttackPlan
 from attacks.view import ServerView
 from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
@@ -36,6 +35,7 @@ from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Declaration, Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
+from strategies.attack_schedule import AttackPlan
 from strategies.canary_audit import (
     CanaryAuditor,
     reported_declaration,
@@ -44,7 +44,7 @@ from strategies.canary_audit import (
 )
 from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
 
-__all__ = ["Auditor", "verify_reply"]
+__all__ = ["AuditPipeline", "verify_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def _update_row(report: ClientReport, node: int, release: Release) -> dict:
     }  # fmt: skip
 
 
-class Auditor:
+class AuditPipeline:
     """Sees every broadcast and reply of the :class:`~strategies.auditing.AuditingStrategy`.
 
     Parameters

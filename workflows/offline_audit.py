@@ -6,11 +6,11 @@ in a warning, and a selection with none stored is refused) — the server's view
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
 public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
-seeds (:func:`attacks.plan.attack_job`, ``--iterations`` aside), are scored against the stored
-ground truth where the run kept one (every record of that round, as the live auditor scores),
-and are written to the store's ``attacks`` table; then the report is
-rebuilt. The store's verification is the usual one: a missing or altered tensor file, or a
-damaged database, is a :class:`fedpriv.audit.StoreError` naming the file.
+seeds (:func:`strategies.attack_schedule.attack_job`, ``--iterations`` aside), are scored
+against the stored ground truth where the run kept one (every record of that round, as the live
+auditor scores), and are written to the store's ``attacks`` table; then the report is rebuilt.
+The store's verification is the usual one: a missing or altered tensor file, or a damaged
+database, is a :class:`fedpriv.audit.StoreError` naming the file.
 
 A run made with canaries stores each update as received, canaries in: the attacks see it with
 the canaries' share removed, as the live auditor's attacks do. ``canaries=True``
@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from attacks.plan import attack_job, attack_scores
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
@@ -39,6 +38,7 @@ from fedpriv.config import Config, apply_override, config_from_dict
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism
+from strategies.attack_schedule import attack_job, attack_scores
 from strategies.canary_audit import CanaryAuditor, stored_declaration
 
 __all__ = ["audit_run"]

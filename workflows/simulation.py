@@ -13,16 +13,24 @@ raised by the ServerApp thread is re-raised to the caller (an ``InputError`` sta
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedpriv.config import Config
+from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 
-__all__ = ["check_runnable", "simulate"]
+if TYPE_CHECKING:
+    from flwr.clientapp import ClientApp
+
+__all__ = ["CLIENT_APP", "check_runnable", "completed_rounds", "load_client_app", "simulate"]
+
+CLIENT_APP = "clients.client_app:app"
+"""The ClientApp by its import string, as ``[tool.flwr.app.components]`` names it for
+``flwr run``: the server side never imports the client, only this composition root loads it."""
 
 FLOWER_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -99,7 +107,7 @@ def check_runnable(cfg: Config) -> None:
     from fedpriv.data import partition_indices
     from fedpriv.devices import resolve_device
     from fedpriv.models import build_model
-    from strategies.federation import dataset_of
+    from strategies.server_run import dataset_of
 
     resolve_device(cfg.device)
     check_attack_names(cfg.audit.attacks, "audit.attacks")
@@ -145,13 +153,38 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
                            cfg.audit.accountant)
 
 
+def completed_rounds(run_dir: Path) -> tuple[Config, int]:
+    """The stored configuration of a run directory and how many rounds it completed.
+
+    Raises
+    ------
+    InputError
+        No store in ``run_dir``, or a damaged one (:class:`fedpriv.audit.StoreError`).
+    """
+    from fedpriv.audit import AuditStore
+
+    with AuditStore.open(run_dir, readonly=True) as store:
+        cfg = config_from_dict(store.run_info()["config"])
+        return cfg, store.last_completed_round() or 0
+
+
+def load_client_app(ref: str = CLIENT_APP) -> ClientApp:
+    """The ClientApp named by ``ref`` (``"module:attribute"``), imported as Flower imports it.
+
+    Flower's public ``run_simulation`` takes a ClientApp object, not its import string (only
+    its private machinery takes ``client_app_attr``), so the string is resolved here.
+    """
+    module, _, attribute = ref.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
 def simulate(
     cfg: Config, run_dir: Path, verbose: bool = False, *, resume: bool = False
 ) -> dict[str, Any]:
     """Run the federation of ``cfg`` with ``cfg.data.num_clients`` virtual SuperNodes.
 
     With ``resume`` the run in ``run_dir`` continues after its last completed round
-    (:func:`strategies.federation.run_federation`); Ray is not started when none is left.
+    (:func:`strategies.server_run.run_federation`); Ray is not started when none is left.
     Returns the report (also written to ``run_dir/report.json``).
 
     Raises
@@ -159,7 +192,7 @@ def simulate(
     InputError
         From :func:`check_runnable` (before Ray starts), or raised by the ServerApp.
     """
-    from strategies.federation import open_run, run_federation
+    from strategies.server_run import open_run, run_federation
 
     check_runnable(cfg)
     opened = open_run(cfg, run_dir, resume)  # the store and its writer lock, before Ray starts
@@ -177,8 +210,7 @@ def _run_on_ray(
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
-    from clients.client_app import app as client_app
-    from strategies.federation import run_federation
+    from strategies.server_run import run_federation
 
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
@@ -202,7 +234,7 @@ def _run_on_ray(
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(
                 server_app=server_app,
-                client_app=client_app,
+                client_app=load_client_app(),
                 num_supernodes=cfg.data.num_clients,
                 backend_name="ray",
                 backend_config=_backend_config(cfg),
