@@ -2,12 +2,12 @@
 
 Both sides build the same :class:`~fedpriv.canaries.CanaryDesign` from the run's seed, the
 client (partition) id and the round (:func:`round_design`) — no data and no design travel. The
-caller passes the ``[audit.canaries]`` settings and what the canaries need of the client's
-mechanism as plain values (its sensitivity, clipping norm and whether it is additive): this
-module reads neither the config nor the mechanisms. The
 client adds the in-canaries' sum to its clipped sum in every local step; the server removes
 their share from the update, scores the canaries, and sets the lower bound
-(:func:`estimate`) against the canary's own formal ε (:func:`canary_epsilon`).
+(:func:`estimate`) against the canary's own formal ε (:func:`canary_epsilon`). Callers pass
+the ``[audit.canaries]`` settings and what the canaries need of the mechanism (sensitivity,
+clipping norm, additivity) as plain values: this module reads neither the config nor the
+mechanisms.
 
 Which clients: those whose mechanism clips (finite sensitivity) and releases additively
 (``Mechanism.additive``: ``(S + N)/L``) — ``gaussian``, ``laplace``, ``clip``. A VMF release
