@@ -40,7 +40,7 @@ def cli_vmf_seconds(repeat: int) -> dict[str, float]:
             "--dim", str(P), "--sample-rate", str(Q), "--steps", "100000",
             "--delta", str(DELTA), "--json"]
     wall = _median_time(lambda _: subprocess.run(argv, check=True, capture_output=True), repeat)
-    from fedpriv.accounting.api import account
+    from fedpriv.commands.account import account
 
     compute = _median_time(lambda i: account("vmf", kappa=58.6 + 1e-6 * i, dim=P,
                                              sample_rate=Q, steps=100_000, delta=DELTA), repeat)

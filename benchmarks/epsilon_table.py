@@ -25,7 +25,7 @@ STEPS = (1_400, 100_000)
 
 
 def _one(mechanism: str, accountant: str, steps: int, repeats: int) -> dict[str, Any]:
-    from fedpriv.accounting.api import account
+    from fedpriv.commands.account import account
 
     key, value = MECHANISMS[mechanism]
     found: dict[str, Any] = {}

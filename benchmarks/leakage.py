@@ -60,8 +60,8 @@ def _vmf_cold(repeats: int) -> dict[str, Any]:
 
 
 def _compare(repeats: int) -> dict[str, Any]:
+    from fedpriv.commands.compare import compare_specs
     from fedpriv.leakage import vmf_curve
-    from fedpriv.leakage.comparison import compare_specs
 
     rows = {}
     for a, b in COMPARE_EXAMPLES:

@@ -44,9 +44,9 @@ from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
 from fedpriv.devices import resolve_device
 from fedpriv.mechanisms import Mechanism, build_mechanism
-from fedpriv.mechanisms.seeding import make_generator
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
+from fedpriv.seeding import make_generator
 from fedpriv.training import local_train, sampling_rate
 
 __all__ = ["app"]
@@ -83,7 +83,10 @@ def _canaries(
 ) -> torch.Tensor | None:
     """The in-canary sum this client adds to every step of the round (on ``like``'s device
     and in its dtype, once, not per step), or None."""
-    design = round_design(cfg.audit.canaries, cfg.seed, mechanism, pid, server_round, dim)
+    s = cfg.audit.canaries
+    design = round_design(cfg.seed, pid, server_round, dim, enabled=s.enabled, count=s.count,
+                          kind=s.kind, sensitivity=mechanism.sensitivity,
+                          norm_ord=mechanism.norm_ord, additive=mechanism.additive)
     if design is None:
         return None
     return torch.from_numpy(canary_sum(design)).to(device=like.device, dtype=like.dtype)

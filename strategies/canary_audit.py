@@ -117,7 +117,10 @@ class CanaryAuditor:
 
     def design(self, rnd: int, client: int, mechanism: Mechanism, dim: int) -> CanaryDesign | None:
         """The canaries the client inserted this round under its declared mechanism, or None."""
-        return round_design(self.settings, self.seed, mechanism, client, rnd, dim)
+        s = self.settings
+        return round_design(self.seed, client, rnd, dim, enabled=s.enabled, count=s.count,
+                            kind=s.kind, sensitivity=mechanism.sensitivity,
+                            norm_ord=mechanism.norm_ord, additive=mechanism.additive)
 
     def without_canaries(
         self, rnd: int, client: int, mechanism: Mechanism, arrays: Sequence[np.ndarray], *,

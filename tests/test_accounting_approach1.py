@@ -9,7 +9,6 @@ import pytest
 from scipy import integrate
 
 from fedpriv.accounting.accountant import epsilon
-from fedpriv.accounting.api import account
 from fedpriv.accounting.approach1 import (
     APPROACH1_ORDERS,
     amplify,
@@ -19,6 +18,7 @@ from fedpriv.accounting.approach1 import (
 )
 from fedpriv.accounting.events import Release, ReleaseEvent
 from fedpriv.accounting.rdp import laplace_rdp, vmf_rdp
+from fedpriv.commands.account import account
 from fedpriv.mechanisms.laplace import LaplaceRelease
 from fedpriv.mechanisms.vmf import VMFRelease
 

@@ -118,7 +118,7 @@ def test_unparsable_value_is_an_argparse_error_naming_the_flag(capsys) -> None:
 def test_vmf_rdp_path_imports_neither_torch_nor_dp_accounting() -> None:
     code = (
         "import sys\n"
-        "from fedpriv.accounting.api import account\n"
+        "from fedpriv.commands.account import account\n"
         "account('vmf', kappa=58.6, dim=13700, sample_rate=0.0021333, steps=100000, delta=1e-5)\n"
         "print(sorted(m for m in ('torch', 'dp_accounting') if m in sys.modules))\n"
     )

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from fedpriv.accounting.accountant import epsilon
-from fedpriv.accounting.api import account
 from fedpriv.accounting.events import ReleaseEvent
+from fedpriv.commands.account import account
 from fedpriv.mechanisms.gaussian import GaussianRelease
 
 REF = dict(sigma=1.23, q=128 / 60000, steps=1407, delta=1 / 60000)

@@ -18,8 +18,8 @@ from reliability_support import QUICKSTART, Killed, LocalGrid
 from clients.client_app import app
 from clients.local_data import client_data
 from fedpriv.accounting import NoGuarantee
-from fedpriv.accounting.api import account
 from fedpriv.budget import check_budget
+from fedpriv.commands.account import account
 from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import make_release

@@ -29,13 +29,21 @@ from fedpriv.canaries import (
 from fedpriv.config import CANARY_METHODS, CanaryConfig, load_config
 from fedpriv.errors import InputError
 from fedpriv.gradients import CanaryGradients, PerExampleGradients
-from fedpriv.mechanisms import build_mechanism
-from fedpriv.mechanisms.seeding import make_generator
+from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.models import build_model
+from fedpriv.seeding import make_generator
 from fedpriv.training import local_train
 
 ON = CanaryConfig(enabled=True, count=100)
 DIM = 13_700
+
+
+def _design(settings: CanaryConfig, seed: int, mech: Mechanism, client: int, rnd: int,
+            dim: int) -> CanaryDesign | None:
+    """:func:`round_design` given the settings and the mechanism, as client and server call it."""
+    return round_design(seed, client, rnd, dim, enabled=settings.enabled, count=settings.count,
+                        kind=settings.kind, sensitivity=mech.sensitivity,
+                        norm_ord=mech.norm_ord, additive=mech.additive)
 
 
 def _flat(model: torch.nn.Module) -> np.ndarray:
@@ -48,13 +56,13 @@ def _flat(model: torch.nn.Module) -> np.ndarray:
 ])  # fmt: skip
 def test_canaries_go_where_their_share_can_be_removed(name, params, inserted):  # noqa: ANN001
     mech = build_mechanism(name, params)
-    design = round_design(ON, 7, mech, 3, 2, DIM)
+    design = _design(ON, 7, mech, 3, 2, DIM)
     assert (design is not None) == inserted
-    assert round_design(CanaryConfig(), 7, mech, 3, 2, DIM) is None  # off by default
+    assert _design(CanaryConfig(), 7, mech, 3, 2, DIM) is None  # off by default
     if inserted:
-        assert design == round_design(ON, 7, mech, 3, 2, DIM)  # client and server agree
+        assert design == _design(ON, 7, mech, 3, 2, DIM)  # client and server agree
         assert (design.clip, design.norm) == (mech.sensitivity, mech.norm_ord)
-        others = {round_design(ON, s, mech, c, r, DIM).seed for s, c, r in
+        others = {_design(ON, s, mech, c, r, DIM).seed for s, c, r in
                   [(8, 3, 2), (7, 4, 2), (7, 3, 3)]}
         assert design.seed not in others and len(others) == 3  # fresh per seed, client, round
 
@@ -62,8 +70,8 @@ def test_canaries_go_where_their_share_can_be_removed(name, params, inserted):  
 def test_more_coordinate_canaries_than_coordinates_name_the_setting():
     mech = build_mechanism("gaussian", {})
     with pytest.raises(InputError, match="audit.canaries.count"):
-        round_design(CanaryConfig(enabled=True, count=200), 0, mech, 0, 1, 150)
-    assert round_design(CanaryConfig(enabled=True, count=200, kind="random"), 0, mech, 0, 1, 150)
+        _design(CanaryConfig(enabled=True, count=200), 0, mech, 0, 1, 150)
+    assert _design(CanaryConfig(enabled=True, count=200, kind="random"), 0, mech, 0, 1, 150)
 
 
 def test_canary_gradients_add_the_canaries_to_every_sum():
@@ -97,7 +105,7 @@ def test_one_step_update_less_the_share_is_the_update_without_canaries(name, par
     """The noise does not depend on the canaries (same generator draws), so removing
     ``−η·Σ_in c_j / L`` gives the canary-free update up to float32 rounding."""
     mech = build_mechanism(name, params)
-    design = round_design(ON, 0, mech, 1, 1, DIM)
+    design = _design(ON, 0, mech, 1, 1, DIM)
     with_canaries = _train(mech, torch.from_numpy(canary_sum(design)), 1)
     without = _train(mech, None, 1)
     share = canary_displacement(design, lr=0.5, steps=1, batch_size=16.0)
@@ -109,7 +117,7 @@ def test_multi_step_residual_after_removal_is_small():
     """Three steps: the later steps see parameters displaced by the canaries (second order in
     η); the removal leaves a residual far below the canaries' own share."""
     mech = build_mechanism("gaussian", {"noise_multiplier": 1.0})
-    design = round_design(ON, 0, mech, 1, 1, DIM)
+    design = _design(ON, 0, mech, 1, 1, DIM)
     share = canary_displacement(design, lr=0.5, steps=3, batch_size=16.0)
     residual = _train(mech, torch.from_numpy(canary_sum(design)), 3) - share - _train(mech, None, 3)
     assert np.linalg.norm(residual) < 0.05 * np.linalg.norm(share)
@@ -121,16 +129,16 @@ def test_mechanisms_score_with_the_library_functions(kind: str):
     g = rng.standard_normal(500)  # −Δ/η
     settings = CanaryConfig(enabled=True, count=40, kind=kind)
     gauss = build_mechanism("gaussian", {"noise_multiplier": 1.5, "clip": 2.0})
-    d = round_design(settings, 0, gauss, 0, 1, 500)
+    d = _design(settings, 0, gauss, 0, 1, 500)
     np.testing.assert_allclose(gauss.canary_scores(d, g, batch_size=16.0, steps=3),
                                gaussian_scores(d, 16.0 * g, noise_std=3.0, steps=3))
     lap = build_mechanism("laplace", {"laplace_scale": 0.5})
-    d = round_design(settings, 0, lap, 0, 1, 500)
+    d = _design(settings, 0, lap, 0, 1, 500)
     assert d.norm == 1
     np.testing.assert_allclose(lap.canary_scores(d, g, batch_size=16.0, steps=1),
                                laplace_scores(d, 16.0 * g, noise_scale=0.5, steps=1))
     for mech in (build_mechanism("clip", {}), build_mechanism("gaussian", {"noise_multiplier": 0})):
-        d = round_design(settings, 0, mech, 0, 1, 500)
+        d = _design(settings, 0, mech, 0, 1, 500)
         np.testing.assert_allclose(mech.canary_scores(d, g, batch_size=16.0, steps=1),
                                    projections(d, 16.0 * g))
     vmf = build_mechanism("vmf", {"kappa": 300.0, "vmf_scale": 0.5})
@@ -188,7 +196,7 @@ def test_the_settings_name_every_estimator():
 
 
 def test_a_design_holds_what_both_sides_need():
-    design = round_design(ON, 1, build_mechanism("laplace", {"clip": 3.0}), 0, 1, DIM)
+    design = _design(ON, 1, build_mechanism("laplace", {"clip": 3.0}), 0, 1, DIM)
     assert design == CanaryDesign(design.seed, 100, DIM, 3.0, "coordinate", 1)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from cli_support import run_cli
 
-from fedpriv.leakage.comparison import MAX_COMPOSE
+from fedpriv.commands.compare import MAX_COMPOSE
 
 
 def test_acceptance_gaussian_vs_laplace_composed_100(capsys: pytest.CaptureFixture[str]) -> None:

@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special, stats
 
+from fedpriv.commands.capacity import capacity_report
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import (
-    capacity_report,
     compose_log_capacities,
     log_capacity_gaussian,
     log_capacity_laplace,

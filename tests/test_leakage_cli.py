@@ -8,9 +8,9 @@ import pytest
 from cli_support import run_cli
 
 import fedpriv.leakage as leakage
+from fedpriv.commands.specs import parse_spec, spec_forms
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
-from fedpriv.leakage.specs import parse_spec, spec_forms
 
 GAUSSIAN_5 = ["--mechanism", "gaussian", "--dim", "5", "--noise-std", "1"]
 

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from scipy import special
 
+from fedpriv.commands.robustness import ASSUMPTIONS
 from fedpriv.errors import InputError
 from fedpriv.leakage.robustness import (
-    ASSUMPTIONS,
     gaussian_accuracy,
     input_robustness,
     laplace_accuracy,

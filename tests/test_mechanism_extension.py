@@ -16,9 +16,9 @@ sys.path.insert(0, sys.argv[1])
 import toy_mechanism  # the one new file
 
 from fedpriv.accounting import ReleaseEvent, epsilon
-from fedpriv.accounting.api import account
+from fedpriv.commands.account import account
 from fedpriv.config import load_config
-from fedpriv.leakage.specs import parse_spec
+from fedpriv.commands.specs import parse_spec
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import accountable, build_mechanism, make_release
 

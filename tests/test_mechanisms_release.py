@@ -19,7 +19,7 @@ from scipy import stats
 from fedpriv.gradients import PerExampleGradients
 from fedpriv.gradients.clipping import clip_flat
 from fedpriv.mechanisms import build_mechanism, make_generator
-from fedpriv.mechanisms.seeding import derive_seed
+from fedpriv.seeding import derive_seed
 from fedpriv.special.bessel import log_iv
 
 DIM = 200_000
@@ -177,7 +177,7 @@ def test_derived_seeds_distinct_and_stable_across_processes() -> None:
     seeds = [derive_seed(*t) for t in tuples]
     assert len(set(seeds)) == len(seeds) and all(0 <= s < 2**63 for s in seeds)
     code = (
-        "from fedpriv.mechanisms.seeding import derive_seed; print(derive_seed(0, 0, 0, 'batch'))"
+        "from fedpriv.seeding import derive_seed; print(derive_seed(0, 0, 0, 'batch'))"
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(

@@ -199,7 +199,7 @@ def test_a_one_client_federation_is_centralised_dpsgd_step_for_step(tmp_path):
 
     from clients.local_data import client_data
     from fedpriv.audit import StoreReader
-    from fedpriv.mechanisms.seeding import make_generator
+    from fedpriv.seeding import make_generator
     from strategies.server_run import initial_model, run_federation
 
     cfg = config_from_dict(ONE_CLIENT)

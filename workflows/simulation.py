@@ -148,7 +148,10 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
             accountant = ClientAccountant(cfg.audit.accountant)
             accountant.record(mech.release(dim), q, cfg.rounds * cfg.train.local_steps)
             accountant.result(cfg.audit.delta)
-        if round_design(cfg.audit.canaries, cfg.seed, mech, client_id, 1, dim) is not None:
+        s = cfg.audit.canaries
+        if round_design(cfg.seed, client_id, 1, dim, enabled=s.enabled, count=s.count,
+                        kind=s.kind, sensitivity=mech.sensitivity, norm_ord=mech.norm_ord,
+                        additive=mech.additive) is not None:
             canary_epsilon(mech.release(dim), cfg.train.local_steps, cfg.audit.delta,
                            cfg.audit.accountant)
 

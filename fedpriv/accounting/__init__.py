@@ -2,7 +2,7 @@
 
 Generic over :class:`Release`: each mechanism's release class (``fedpriv/mechanisms/<name>.py``)
 carries its RDP curve and PLD; this package composes, converts and calibrates. The name-based
-front end of ``fedpriv account`` is :func:`fedpriv.accounting.api.account`. Importing this
+front end of ``fedpriv account`` is :func:`fedpriv.commands.account.account`. Importing this
 package is cheap (numpy, scipy.special); dp-accounting is imported only by the routes that need
 it (the Gaussian, and any PLD).
 """

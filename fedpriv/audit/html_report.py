@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fedpriv.audit import round_figures as rf
+import fedpriv.audit.round_figures as rf
 from fedpriv.audit.check_figures import epsilon_bounds_figure
 from fedpriv.audit.gallery import AttackView
 from fedpriv.audit.html_attacks import attacks_section

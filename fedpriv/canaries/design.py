@@ -5,7 +5,7 @@ A canary is an extra record of one client whose clipped gradient is fixed in adv
 ``gaussian``, ``vmf`` and ``clip``; ℓ1 for ``laplace``), ``j = 1..m``. Canary ``j`` is *in*
 with probability ½, independently. Directions and inclusion bits are deterministic functions of
 a seed that the auditing server and the client share (e.g.
-``fedpriv.mechanisms.seeding.derive_seed(run_seed, client, round, "canaries")``), so the server
+``fedpriv.seeding.derive_seed(run_seed, client, round, "canaries")``), so the server
 can score canaries without any raw data.
 
 Insertion (every local step): the client adds ``Σ_{j in} c_j`` — :func:`canary_sum` — to its

@@ -4,7 +4,10 @@ Both sides build the same :class:`~fedpriv.canaries.CanaryDesign` from the run's
 client (partition) id and the round (:func:`round_design`) — no data and no design travel. The
 client adds the in-canaries' sum to its clipped sum in every local step; the server removes
 their share from the update, scores the canaries, and sets the lower bound
-(:func:`estimate`) against the canary's own formal ε (:func:`canary_epsilon`).
+(:func:`estimate`) against the canary's own formal ε (:func:`canary_epsilon`). Callers pass
+the ``[audit.canaries]`` settings and what the canaries need of the mechanism (sensitivity,
+clipping norm, additivity) as plain values: this module reads neither the config nor the
+mechanisms.
 
 Which clients: those whose mechanism clips (finite sensitivity) and releases additively
 (``Mechanism.additive``: ``(S + N)/L``) — ``gaussian``, ``laplace``, ``clip``. A VMF release
@@ -32,11 +35,10 @@ from fedpriv.canaries.gdp import epsilon_gdp_fit, epsilon_gdp_thresholds
 from fedpriv.canaries.one_run import epsilon_one_run
 from fedpriv.canaries.releases import canary_events
 from fedpriv.errors import InputError
+from fedpriv.seeding import derive_seed
 
 if TYPE_CHECKING:
     from fedpriv.accounting.events import Release
-    from fedpriv.config import CanaryConfig
-    from fedpriv.mechanisms import Mechanism
 
 __all__ = ["ESTIMATORS", "SEED_STREAM", "canary_epsilon", "estimate", "round_design"]
 
@@ -47,28 +49,36 @@ ESTIMATORS: dict[str, Callable[..., EpsilonLowerBound]] = {
     "gdp-thresholds": epsilon_gdp_thresholds,
     "gdp-fit": epsilon_gdp_fit,
 }
-#: The stream of :func:`fedpriv.mechanisms.seeding.derive_seed` the designs come from.
+#: The stream of :func:`fedpriv.seeding.derive_seed` the designs come from.
 SEED_STREAM = "canaries"
 
 
 def round_design(
-    settings: CanaryConfig, run_seed: int, mechanism: Mechanism, client: int, rnd: int, dim: int
+    run_seed: int, client: int, rnd: int, dim: int, *, enabled: bool, count: int, kind: str,
+    sensitivity: float, norm_ord: int, additive: bool,
 ) -> CanaryDesign | None:
     """The canaries of ``client`` in round ``rnd`` (module docstring), or None where none are
     inserted: canaries off, or a mechanism that is not additive or clips nothing.
 
-    ``mechanism`` is the one the client trains with (client side) or declares (server side);
-    the canaries have its sensitivity as norm, in its clipping norm.
+    Parameters
+    ----------
+    run_seed, client, rnd, dim
+        The run's seed, the client (partition) id, the round and the model dimension ``p``.
+    enabled, count, kind
+        The ``[audit.canaries]`` settings: canaries on, how many per client-round (at most
+        ``dim`` for ``coordinate`` canaries), and their kind (``coordinate``, ``random``).
+    sensitivity, norm_ord, additive
+        Of the mechanism the client trains with (client side) or declares (server side): the
+        canaries' norm, the norm it is measured in, and whether its release is ``(S + N)/L``
+        (``Mechanism.additive``).
     """
-    from fedpriv.mechanisms.seeding import derive_seed
-
-    if not (settings.enabled and mechanism.additive and math.isfinite(mechanism.sensitivity)):
+    if not (enabled and additive and math.isfinite(sensitivity)):
         return None
-    if settings.kind == "coordinate" and settings.count > dim:
-        raise InputError("audit.canaries.count", settings.count,
+    if kind == "coordinate" and count > dim:
+        raise InputError("audit.canaries.count", count,
                          f"at most the model's {dim} parameters for coordinate canaries")
-    return CanaryDesign(derive_seed(run_seed, client, rnd, SEED_STREAM), settings.count, dim,
-                        mechanism.sensitivity, settings.kind, mechanism.norm_ord)
+    return CanaryDesign(derive_seed(run_seed, client, rnd, SEED_STREAM), count, dim,
+                        sensitivity, kind, norm_ord)
 
 
 @functools.lru_cache(maxsize=64)

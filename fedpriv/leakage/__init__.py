@@ -8,9 +8,8 @@ Modules: :mod:`~fedpriv.leakage.capacity` (§5), :mod:`~fedpriv.leakage.tradeoff
 profile), :mod:`~fedpriv.leakage.blackwell` (privacy-loss moments, emergent Blackwell
 dominance), :mod:`~fedpriv.leakage.bayesian` (§6), :mod:`~fedpriv.leakage.robustness` (PAC and
 input robustness from Bayesian privacy),
-:mod:`~fedpriv.leakage.specs` and :mod:`~fedpriv.leakage.comparison` (``fedpriv compare``),
-:mod:`~fedpriv.leakage.plot` (its figure). Importing this package loads neither
-dp-accounting nor matplotlib.
+The front ends of ``fedpriv capacity``, ``compare`` and ``robustness`` are in
+:mod:`fedpriv.commands`. Importing this package loads neither dp-accounting nor matplotlib.
 """
 
 from fedpriv.leakage.bayes_error import (
@@ -40,7 +39,6 @@ from fedpriv.leakage.blackwell import (
 )
 from fedpriv.leakage.capacity import (
     THREAT_MODELS,
-    capacity_report,
     compose_log_capacities,
     log_capacity_gaussian,
     log_capacity_laplace,
@@ -74,7 +72,6 @@ __all__ = [
     "bayes_error",
     "blatant_non_privacy",
     "blatant_non_privacy_tradeoff",
-    "capacity_report",
     "compose_log_capacities",
     "composed_curve",
     "cumulative_mbp_bound",

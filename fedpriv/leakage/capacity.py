@@ -19,8 +19,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable
 
 import numpy as np
 from scipy import special
@@ -31,7 +30,6 @@ from fedpriv.validate import check_dim, check_nonnegative, check_positive
 
 __all__ = [
     "THREAT_MODELS",
-    "capacity_report",
     "compose_log_capacities",
     "log_capacity_gaussian",
     "log_capacity_laplace",
@@ -45,7 +43,6 @@ THREAT_MODELS = ("record", "batch")
 # so the terms beyond a window edge decay at least geometrically: the omitted mass is below
 # e^{-60}·window/60 of the total, i.e. < 1e-18 relative even for p = 10⁷.
 _WINDOW_NATS = 60.0
-_LOG_MAX_FLOAT = math.log(np.finfo(float).max)
 
 
 def _windowed_log_sum(log_term: Callable[[np.ndarray], np.ndarray], mode: int, last: int) -> float:
@@ -199,62 +196,3 @@ def compose_log_capacities(log_capacities: Iterable[float]) -> float:
     if any(math.isnan(v) or v < 0 for v in values):
         raise InputError("log_capacities", values, "numbers >= 0 (log C of each release)")
     return math.inf if any(math.isinf(v) for v in values) else math.fsum(values)
-
-
-def capacity_report(
-    mechanism: str,
-    dim: int,
-    *,
-    noise: Mapping[str, float | None],
-    radius: float | None = None,
-    threat_model: str = "record",
-    batch_size: float | None = None,
-) -> dict[str, Any]:
-    """Bayes capacity of one release with its threat model, as ``fedpriv capacity`` reports it.
-
-    Parameters
-    ----------
-    mechanism
-        An accountable mechanism of the registry (``"gaussian"``, ``"laplace"``, ``"vmf"``).
-    dim
-        Model dimension ``p``.
-    noise
-        The noise parameters given, by name; exactly the mechanism's own must be set: its noise
-        scale in absolute units where it has one (``noise_std`` = ``s``, ``laplace_scale`` =
-        ``b``), else its parameter (``kappa``).
-    radius
-        Per-record radius ``C`` (default 1); the secret radius is ``C`` (record) or ``L·C``
-        (batch). Not used by the VMF (its secrets are directions).
-    threat_model, batch_size
-        See :func:`secret_radius`.
-    """
-    from fedpriv.mechanisms.registry import release_class
-
-    release_type = release_class(mechanism, "mechanism")
-    own = release_type.absolute_noise or release_type.parameter_name
-    given = {k: v for k, v in noise.items() if v is not None}
-    if own not in given:
-        raise InputError(own, None, f"a value (the {mechanism} mechanism's noise parameter)")
-    for other, value in given.items():
-        if other != own:
-            raise InputError(other, value, f"no value (not a parameter of {mechanism})")
-    p = check_dim("dim", dim)
-    value = check_positive(own, given[own])
-    clip = 1.0 if radius is None else check_nonnegative("radius", radius)
-    r = secret_radius(clip, threat_model, batch_size)
-    if release_type.absolute_noise:  # capacity depends on r / (noise scale): measure r in it
-        release, units = release_type.calibration_start(p).with_parameter(1.0), r / value
-    else:
-        release, units = release_type.calibration_start(p).with_parameter(value), 1.0
-    log_c = release.log_bayes_capacity(p, units)
-    return {
-        "mechanism": mechanism,
-        "dim": p,
-        own: value,
-        "threat_model": threat_model,
-        "radius": r if release_type.absolute_noise else None,
-        "record_radius": clip,
-        "batch_size": batch_size,
-        "log_capacity": log_c,
-        "capacity": math.exp(log_c) if log_c < _LOG_MAX_FLOAT else math.inf,
-    }

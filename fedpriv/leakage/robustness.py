@@ -33,6 +33,8 @@ implemented literally as issue #18 gives them:
   constants ``c_a, c_b, c₂, I, p`` and privacy leakage ``ε_p``. Every constant is an
   assumption about the problem and the algorithm that fedpriv cannot check; ``ε_p`` must be
   the paper's leakage measure, accepted in [0, 1] (the ABP of §6 is at most √(log 2)).
+  ``fedpriv robustness`` reports it with the list of these assumptions
+  (:mod:`fedpriv.commands.robustness`).
 
 References
 ----------
@@ -49,7 +51,6 @@ from typing import Any
 
 from scipy import stats
 
-from fedpriv.errors import InputError
 from fedpriv.leakage.vmf_curve import vmf_angle_quantile
 from fedpriv.validate import (
     check_dim,
@@ -60,31 +61,14 @@ from fedpriv.validate import (
 )
 
 __all__ = [
-    "ASSUMPTIONS",
     "InputRobustness",
     "PacConfidence",
     "gaussian_accuracy",
     "input_robustness",
     "laplace_accuracy",
     "pac_robust_confidence",
-    "robustness_report",
     "vmf_accuracy",
 ]
-
-ASSUMPTIONS = {
-    "lipschitz": "C, the Lipschitz constant of the model/loss in its input (Theorem 5.5)",
-    "radius": "r, the radius of the input perturbations considered",
-    "diameter": "D, the bound on the parameter space",
-    "c_a": "c_a, an algorithm constant of Theorem 5.5",
-    "c_b": "c_b, an algorithm constant of Theorem 5.5",
-    "c_2": "c_2, an algorithm constant of Theorem 5.5",
-    "i_const": "I, the base of the term I^(p-1) of Theorem 5.5",
-    "p_const": "p, the exponent's parameter in I^(p-1) (not assumed to be the model dimension)",
-    "leakage": "eps_p, the privacy leakage in the paper's own measure, in [0, 1]: say where it "
-    "comes from (e.g. an ABP estimate or bound of fedpriv, privacy-math.md section 6)",
-}
-"""Every input of Theorem 5.5 is a claim fedpriv cannot check: what each one asserts."""
-
 
 @dataclass(frozen=True)
 class PacConfidence:
@@ -243,24 +227,3 @@ def input_robustness(
         log_algo = math.log(coeff) + log_term - math.log(two_ca)
         algo = math.inf if log_algo > 709.0 else math.exp(log_algo)
     return InputRobustness(lip + leak - algo, lip, leak, algo)
-
-
-def robustness_report(
-    constants: dict[str, float], *, eps_mbp: float | None = None, beta: float | None = None
-) -> dict[str, Any]:
-    """Theorem 5.5 from ``constants`` (the keyword arguments of :func:`input_robustness`) and,
-    when ``eps_mbp`` and ``beta`` are both given, Theorem 4.3's confidence; with the list of
-    assumptions the user must justify (:data:`ASSUMPTIONS`)."""
-    if (eps_mbp is None) != (beta is None):
-        missing = "beta" if beta is None else "eps_mbp"
-        raise InputError(missing, None, "both Theorem 4.3 inputs (MBP eps and beta), or neither")
-    result = input_robustness(**constants)
-    pac = None if eps_mbp is None else pac_robust_confidence(eps_mbp, beta).as_dict()
-    return {
-        "theorem": "Zhang & Chen, arXiv 2403.16591, Theorem 5.5 (input robustness)",
-        **result.as_dict(),
-        "inputs": dict(constants),
-        "assumptions": dict(ASSUMPTIONS),
-        "alpha_negative": result.alpha < 0.0,
-        "pac": None if pac is None else {"eps_mbp": eps_mbp, "beta": beta, **pac},
-    }

@@ -17,7 +17,7 @@ from fedpriv.mechanisms.registry import (
     mechanism_names,
     release_class,
 )
-from fedpriv.mechanisms.seeding import make_generator
+from fedpriv.seeding import make_generator
 
 __all__ = [
     "ClippedMechanism",

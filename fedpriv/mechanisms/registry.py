@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import base
+from fedpriv.mechanisms.base import REGISTERED, Mechanism, parameter_fields
 
 __all__ = [
     "accountable",
@@ -31,11 +31,11 @@ __all__ = [
 
 
 @cache
-def _registry() -> dict[str, type[base.Mechanism]]:
+def _registry() -> dict[str, type[Mechanism]]:
     package = importlib.import_module("fedpriv.mechanisms")
     for module in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"fedpriv.mechanisms.{module.name}")
-    return dict(sorted(base.REGISTERED.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
+    return dict(sorted(REGISTERED.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
 
 
 # Listing order in choices and tables: from no protection to the noisy mechanisms; others after.
@@ -47,7 +47,7 @@ def mechanism_names() -> list[str]:
     return list(_registry())
 
 
-def mechanism_class(name: Any, key: str = "mechanism.name") -> type[base.Mechanism]:
+def mechanism_class(name: Any, key: str = "mechanism.name") -> type[Mechanism]:
     """The class registered as ``name``; InputError naming ``key`` otherwise."""
     registry = _registry()
     if not isinstance(name, str) or name not in registry:
@@ -57,7 +57,7 @@ def mechanism_class(name: Any, key: str = "mechanism.name") -> type[base.Mechani
 
 def build_mechanism(
     name: Any, params: Mapping[str, Any], key_prefix: str = "mechanism"
-) -> base.Mechanism:
+) -> Mechanism:
     """Build the mechanism ``name`` from its config parameters.
 
     Raises
@@ -106,7 +106,7 @@ def release_class(name: Any, key: str = "--mechanism") -> type:
 def _parameters() -> dict[str, dataclasses.Field]:
     fields: dict[str, dataclasses.Field] = {}
     for cls in _registry().values():
-        for f in base.parameter_fields(cls):
+        for f in parameter_fields(cls):
             fields.setdefault(f.name, f)
     return fields
 

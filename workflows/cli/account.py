@@ -1,6 +1,6 @@
 """``fedpriv account``: ε at δ of T Poisson-sampled releases, or calibrate the noise to a target ε.
 
-A thin layer over :func:`fedpriv.accounting.api.account`, which validates every flag.
+A thin layer over :func:`fedpriv.commands.account.account`, which validates every flag.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fedpriv.accounting.api import flag
+from fedpriv.commands.account import flag
 from fedpriv.mechanisms import accountable, release_class
 
 __all__ = ["register", "render", "run"]
@@ -50,7 +50,7 @@ def _noise_parameters() -> dict[str, type]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Account (or calibrate) as the flags say; returns the JSON object."""
-    from fedpriv.accounting.api import account
+    from fedpriv.commands.account import account
 
     return account(
         args.mechanism,

@@ -1,6 +1,6 @@
 """``fedpriv capacity``: Bayes capacity of one noisy release, with its threat model.
 
-A thin layer over :func:`fedpriv.leakage.capacity.capacity_report`; library keys in its
+A thin layer over :func:`fedpriv.commands.capacity.capacity_report`; library keys in its
 errors are renamed to the flags that carry them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fedpriv.accounting.api import flag
+from fedpriv.commands.account import flag
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import accountable, release_class
 
@@ -57,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Compute the capacity the flags describe; returns the JSON object."""
-    from fedpriv.leakage.capacity import capacity_report
+    from fedpriv.commands.capacity import capacity_report
 
     try:
         return capacity_report(

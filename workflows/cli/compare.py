@@ -1,7 +1,7 @@
 """``fedpriv compare``: two mechanisms by Bayes error — Δ both ways, Δ↔, TV, R* — optionally
 composed, with the emergent-Blackwell-dominance bound (Theorem 3 of Kaissis et al.).
 
-A thin layer over :func:`fedpriv.leakage.comparison.compare_specs`, which checks every flag.
+A thin layer over :func:`fedpriv.commands.compare.compare_specs`, which checks every flag.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Compare the two specs; returns the JSON object."""
-    from fedpriv.leakage.comparison import compare_specs
+    from fedpriv.commands.compare import compare_specs
 
     return compare_specs(
         args.a, args.b, compose=args.compose, compose_b=args.compose_b, plot=args.plot

@@ -1,7 +1,7 @@
 """``fedpriv robustness``: input robustness α from privacy leakage (Zhang & Chen, Theorem 5.5),
 optionally with the PAC-robustness confidence of Theorem 4.3.
 
-A thin layer over :func:`fedpriv.leakage.robustness.robustness_report`; library keys in its
+A thin layer over :func:`fedpriv.commands.robustness.robustness_report`; library keys in its
 errors are renamed to the flags that carry them.
 """
 
@@ -62,7 +62,7 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Compute α (and the PAC confidence); returns the JSON object."""
-    from fedpriv.leakage.robustness import robustness_report
+    from fedpriv.commands.robustness import robustness_report
 
     constants = {key: getattr(args, key) for key in _HELP}
     try:

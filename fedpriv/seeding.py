@@ -1,9 +1,12 @@
-"""Deterministic noise generators for (run seed, client, round, stream).
+"""Deterministic seeds and noise generators for (run seed, client, round, stream).
 
 Each client's noise in each round comes from its own ``torch.Generator``, seeded with a
 63-bit integer derived by NumPy's ``SeedSequence`` (a hash designed for exactly this) from the
 run seed, the client id, the round and a stable hash of the stream name. Runs are
-reproducible from the config's seed; streams ("noise", "batch", …) never overlap.
+reproducible from the config's seed; streams ("noise", "batch", "canaries", …) never overlap.
+Clients seed their mechanism's noise with it, and client and server both seed the canaries'
+designs with it (:func:`fedpriv.canaries.round_design`), so it sits beside mechanisms and
+canaries rather than in either.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def plot_composition(
         Output file (format from its suffix).
     points
         Per count: ``n``, ``n_b``, ``delta_ab``, ``delta_ba`` and ``theorem3`` (as reported by
-        :func:`fedpriv.leakage.comparison.compare_specs`).
+        :func:`fedpriv.commands.compare.compare_specs`).
     labels
         ``(label_a, label_b)``.
     """

@@ -27,6 +27,7 @@ import numpy as np
 
 from fedpriv.errors import InputError
 from fedpriv.leakage import tradeoff as tf
+from fedpriv.mechanisms.registry import accountable, release_class
 from fedpriv.validate import check_dim, check_nonnegative, check_rate
 
 __all__ = ["MechanismSpec", "parse_spec", "spec_forms"]
@@ -40,8 +41,6 @@ _FIXED: dict[str, tuple[str, Tradeoff]] = {
 
 
 def _release_type(name: str) -> type | None:
-    from fedpriv.mechanisms.registry import accountable, release_class
-
     return release_class(name) if name in accountable() else None
 
 
@@ -64,8 +63,6 @@ def _usage(name: str) -> str:
 
 def spec_forms() -> dict[str, str]:
     """Every accepted spec name → its usage."""
-    from fedpriv.mechanisms.registry import accountable
-
     names = [*accountable(), *(_SUBSAMPLED + n for n in accountable()), *_FIXED]
     return {name: _usage(name) for name in names}
 

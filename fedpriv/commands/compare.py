@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from fedpriv.commands.specs import MechanismSpec, parse_spec
 from fedpriv.errors import InputError
 from fedpriv.leakage import blackwell
 from fedpriv.leakage.bayes_error import TradeoffCurve, delta_divergence
 from fedpriv.leakage.loss_pmf import is_symmetric
-from fedpriv.leakage.specs import MechanismSpec, parse_spec
 from fedpriv.validate import check_dim
 
 __all__ = ["MAX_COMPOSE", "compare_specs"]
@@ -182,7 +182,7 @@ def _compare_composed(
         "plot": None if path is None else str(path),
     }
     if path is not None:
-        from fedpriv.leakage.plot import plot_composition
+        from fedpriv.commands.compare_plot import plot_composition
 
         labels = (f"A: {specs[0].label()}", f"B: {specs[1].label()}")
         plot_composition(path, _series(plds, *counts), labels)
@@ -220,7 +220,7 @@ def compare_specs(
     Parameters
     ----------
     spec_a, spec_b
-        ``MECH:PARAM=V[,..]`` (see :mod:`fedpriv.leakage.specs`).
+        ``MECH:PARAM=V[,..]`` (see :mod:`fedpriv.commands.specs`).
     compose, compose_b
         If given, compare A composed ``compose`` times with B composed ``compose_b`` times
         (default ``compose``), each spec being ONE release (module docstring); at most
@@ -254,7 +254,7 @@ def compare_specs(
     curve_a, curve_b = _curve(a, keys[0]), _curve(b, keys[1])
     deltas = _deltas(curve_a, curve_b)
     if path is not None:
-        from fedpriv.leakage.plot import Ruler, plot_bayes_error_curves
+        from fedpriv.commands.compare_plot import Ruler, plot_bayes_error_curves
 
         plot_bayes_error_curves(
             path,
