@@ -1,8 +1,9 @@
 """Attacks by name, and the single entry point :func:`run_attack`.
 
-An attack is one module of this package defining a function decorated with :func:`attack`,
-which names it and declares its options with their checkers (:mod:`fedpriv.validate`); the
-registry imports every module of the package once, so adding an attack is adding one file.
+An attack is one module of :mod:`attacks.inversion` defining a function decorated with
+:func:`attack`, which names it and declares its options with their checkers
+(:mod:`fedpriv.validate`); the registry imports every module of that package once, so adding an
+attack is adding one file.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class AttackSpec:
 
 
 _REGISTERED: dict[str, AttackSpec] = {}
+_ATTACK_PACKAGE = "attacks.inversion"
 
 
 def attack(name: str, **options: Check) -> Callable[[Callable[..., Trial]], Callable[..., Trial]]:
@@ -52,9 +54,9 @@ def attack(name: str, **options: Check) -> Callable[[Callable[..., Trial]], Call
 
 @cache
 def _registry() -> dict[str, AttackSpec]:
-    package = importlib.import_module("attacks")
+    package = importlib.import_module(_ATTACK_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"attacks.{module.name}")
+        importlib.import_module(f"{_ATTACK_PACKAGE}.{module.name}")
     return dict(sorted(_REGISTERED.items()))
 
 

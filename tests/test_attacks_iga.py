@@ -8,8 +8,8 @@ import torch
 from attacks_support import digits, fresh_params, mean_gradient_view
 
 from attacks import run_attack, score_reconstruction, simulate_view
-from attacks.iga import _iga_trial
-from attacks.objective import GradientMatcher, total_variation
+from attacks.inversion.iga import _iga_trial
+from attacks.inversion.objective import GradientMatcher, total_variation
 
 
 def _ssim(result, x) -> float:

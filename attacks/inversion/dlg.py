@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from attacks.objective import GradientMatcher, best_trial, l2_distance, to_numpy_images
+from attacks.inversion.objective import GradientMatcher, best_trial, l2_distance, to_numpy_images
 from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import torch
 
-from attacks.labels import recover_labels
-from attacks.objective import (
+from attacks.inversion.objective import (
     GradientMatcher,
     best_trial,
     cosine_distance,
     to_numpy_images,
     total_variation,
 )
+from attacks.labels import recover_labels
 from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from attacks.dlg import LBFGS_OPTIONS, lbfgs_trial
+from attacks.inversion.dlg import LBFGS_OPTIONS, lbfgs_trial
+from attacks.inversion.objective import GradientMatcher, best_trial
 from attacks.labels import recover_labels
-from attacks.objective import GradientMatcher, best_trial
 from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
