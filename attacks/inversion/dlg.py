@@ -10,68 +10,14 @@ from __future__ import annotations
 
 import torch
 
-from attacks.inversion.objective import GradientMatcher, best_trial, l2_distance, to_numpy_images
+from attacks.inversion.matching import GradientMatcher, SoftLabels
+from attacks.inversion.objective import l2_distance
+from attacks.inversion.optimisers import LBFGS, LBFGS_OPTIONS
 from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
-from fedpriv.errors import InputError
-from fedpriv.validate import check_int_range, check_positive
 
-__all__ = ["dlg", "lbfgs_trial"]
-
-
-def lbfgs_trial(
-    matcher: GradientMatcher,
-    num_images: int,
-    labels: torch.Tensor | None,
-    iterations: int,
-    generator: torch.Generator,
-    options: dict,
-) -> Trial:
-    """One L-BFGS gradient-matching run; soft labels are optimised when ``labels`` is None."""
-    x = matcher.initial_images(num_images, generator).requires_grad_(True)
-    prior = to_numpy_images(x, matcher.low, matcher.high)
-    variables = [x]
-    hard = None if labels is None else labels.to(matcher.device)
-    if labels is None:
-        shape = (num_images, matcher.num_classes)
-        logits = torch.randn(shape, generator=generator).to(matcher.device).requires_grad_(True)
-        variables.append(logits)
-    opt = torch.optim.LBFGS(variables, max_iter=1, **options)
-
-    def closure() -> torch.Tensor:
-        targets = hard if hard is not None else torch.softmax(logits, dim=1)
-        loss = l2_distance(matcher.gradient(x, targets), matcher.target)
-        for var, grad in zip(variables, torch.autograd.grad(loss, variables), strict=True):
-            var.grad = grad
-        return loss
-
-    for _ in range(iterations):
-        opt.step(closure)
-    final = float(closure().detach())
-    found = labels if labels is not None else logits.detach().argmax(dim=1)
-    return Trial(
-        reconstructions=to_numpy_images(x, matcher.low, matcher.high),
-        labels=found.cpu().numpy().astype("int64"),
-        prior=prior,
-        loss=final,
-    )
-
-
-def check_line_search(key: str, value: object) -> str | None:
-    """L-BFGS line search: ``None`` or ``"strong_wolfe"`` (torch's choices)."""
-    if value not in (None, "strong_wolfe"):
-        raise InputError(key, value, "None or 'strong_wolfe'")
-    return value  # type: ignore[return-value]
-
-
-def check_history_size(key: str, value: object) -> int:
-    """L-BFGS history: an integer in [1, 10,000]."""
-    return check_int_range(key, value, 1, 10_000)
-
-
-LBFGS_OPTIONS = {"lr": check_positive, "history_size": check_history_size,
-                 "line_search": check_line_search}
+__all__ = ["dlg"]
 
 
 @attack("dlg", **LBFGS_OPTIONS)
@@ -98,8 +44,10 @@ def dlg(
     lr, history_size, line_search
         ``torch.optim.LBFGS`` settings (``line_search="strong_wolfe"`` or None).
     """
-    matcher = GradientMatcher(view, device)
-    options = {"lr": lr, "history_size": history_size, "line_search_fn": line_search}
-    return best_trial(
-        lambda: lbfgs_trial(matcher, num_images, None, iterations, generator, options), restarts
+    matcher = GradientMatcher(
+        distance=l2_distance,
+        labels=SoftLabels(),
+        optimiser=LBFGS(lr, history_size, line_search),
     )
+    return matcher.run(view, iterations=iterations, restarts=restarts, generator=generator,
+                       num_images=num_images, device=device)

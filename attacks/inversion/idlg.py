@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from attacks.inversion.dlg import LBFGS_OPTIONS, lbfgs_trial
-from attacks.inversion.objective import GradientMatcher, best_trial
-from attacks.labels import recover_labels
+from attacks.inversion.matching import AnalyticLabels, GradientMatcher
+from attacks.inversion.objective import l2_distance
+from attacks.inversion.optimisers import LBFGS, LBFGS_OPTIONS
 from attacks.registry import attack
 from attacks.result import Trial
 from attacks.view import ServerView
@@ -43,9 +43,10 @@ def idlg(
     lr, history_size, line_search
         ``torch.optim.LBFGS`` settings (``line_search="strong_wolfe"`` or None).
     """
-    matcher = GradientMatcher(view, device)
-    labels = torch.from_numpy(recover_labels(view, num_images, generator))
-    options = {"lr": lr, "history_size": history_size, "line_search_fn": line_search}
-    return best_trial(
-        lambda: lbfgs_trial(matcher, num_images, labels, iterations, generator, options), restarts
+    matcher = GradientMatcher(
+        distance=l2_distance,
+        labels=AnalyticLabels(),
+        optimiser=LBFGS(lr, history_size, line_search),
     )
+    return matcher.run(view, iterations=iterations, restarts=restarts, generator=generator,
+                       num_images=num_images, device=device)
