@@ -8,14 +8,8 @@ import torch
 from attacks_support import digits, fresh_params, mean_gradient_view
 
 from attacks import run_attack, score_reconstruction, simulate_view
-from attacks.inversion.matching import AnalyticLabels, GradientMatcher
-from attacks.inversion.objective import (
-    InversionProblem,
-    TotalVariation,
-    cosine_distance,
-    total_variation,
-)
-from attacks.inversion.optimisers import SignedAdam
+from attacks.inversion.iga import iga
+from attacks.inversion.objective import InversionProblem, total_variation
 
 
 def _ssim(result, x) -> float:
@@ -64,14 +58,8 @@ def test_restarts_keep_the_least_loss():
     three = run_attack("iga", view, iterations=5, restarts=3, seed=3)
     # the first restart of `three` is `one` (same generator stream)
     assert three.loss <= one.loss
-    # iga is this composition with its defaults; replay its three restarts one by one
-    matcher = GradientMatcher(
-        distance=cosine_distance,
-        labels=AnalyticLabels(),
-        optimiser=SignedAdam(0.1),
-        regularisers=(TotalVariation(0.2),),
-        boxed=True,
-    )
+    # replay the three restarts of iga's default configuration one by one
+    matcher = iga()
     gen = torch.Generator().manual_seed(3)
     labels = matcher.labels.prepare(view, 2, gen)  # draws the label-recovery dummies
     problem = InversionProblem(view)

@@ -8,46 +8,27 @@ torch's L-BFGS with lr 1, history 100 and no line search; those are the defaults
 
 from __future__ import annotations
 
-import torch
-
 from attacks.inversion.matching import GradientMatcher, SoftLabels
 from attacks.inversion.objective import l2_distance
 from attacks.inversion.optimisers import LBFGS, LBFGS_OPTIONS
 from attacks.registry import attack
-from attacks.result import Trial
-from attacks.view import ServerView
 
 __all__ = ["dlg"]
 
 
 @attack("dlg", **LBFGS_OPTIONS)
 def dlg(
-    view: ServerView,
-    *,
-    iterations: int,
-    restarts: int,
-    generator: torch.Generator,
-    num_images: int,
-    device: torch.device,
-    lr: float = 1.0,
-    history_size: int = 100,
-    line_search: str | None = None,
-) -> Trial:
+    lr: float = 1.0, history_size: int = 100, line_search: str | None = None
+) -> GradientMatcher:
     """DLG: joint L-BFGS on dummy images and dummy soft labels; best restart by loss.
 
     Parameters
     ----------
-    view
-        The server's view of the update.
-    iterations, restarts, generator, num_images, device
-        See :func:`attacks.registry.run_attack`.
     lr, history_size, line_search
         ``torch.optim.LBFGS`` settings (``line_search="strong_wolfe"`` or None).
     """
-    matcher = GradientMatcher(
+    return GradientMatcher(
         distance=l2_distance,
         labels=SoftLabels(),
         optimiser=LBFGS(lr, history_size, line_search),
     )
-    return matcher.run(view, iterations=iterations, restarts=restarts, generator=generator,
-                       num_images=num_images, device=device)

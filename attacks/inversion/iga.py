@@ -10,50 +10,30 @@ TV weight is the reference configuration's 0.2.
 
 from __future__ import annotations
 
-import torch
-
 from attacks.inversion.matching import AnalyticLabels, GradientMatcher
 from attacks.inversion.objective import TotalVariation, cosine_distance
 from attacks.inversion.optimisers import SignedAdam
 from attacks.registry import attack
-from attacks.result import Trial
-from attacks.view import ServerView
 from fedpriv.validate import check_nonnegative, check_positive
 
 __all__ = ["iga"]
 
 
 @attack("iga", tv_weight=check_nonnegative, lr=check_positive)
-def iga(
-    view: ServerView,
-    *,
-    iterations: int,
-    restarts: int,
-    generator: torch.Generator,
-    num_images: int,
-    device: torch.device,
-    tv_weight: float = 0.2,
-    lr: float = 0.1,
-) -> Trial:
+def iga(tv_weight: float = 0.2, lr: float = 0.1) -> GradientMatcher:
     """Inverting gradients with analytic labels; best restart by cosine matching loss.
 
     Parameters
     ----------
-    view
-        The server's view of the update.
-    iterations, restarts, generator, num_images, device
-        See :func:`attacks.registry.run_attack`.
     tv_weight
         α_TV ≥ 0, weight of the total-variation prior.
     lr
         Initial Adam learning rate.
     """
-    matcher = GradientMatcher(
+    return GradientMatcher(
         distance=cosine_distance,
         labels=AnalyticLabels(),
         optimiser=SignedAdam(lr),
         regularisers=(TotalVariation(tv_weight),),
         boxed=True,
     )
-    return matcher.run(view, iterations=iterations, restarts=restarts, generator=generator,
-                       num_images=num_images, device=device)

@@ -126,9 +126,14 @@ class SoftLabels:
 
 @dataclass(frozen=True)
 class KnownLabels:
-    """Class indices (CPU int64) held fixed in every restart."""
+    """Class indices (CPU int64) held fixed in every restart: labels the attacker knows, or
+    those :class:`AnalyticLabels` recovered."""
 
     labels: torch.Tensor
+
+    def prepare(self, view: ServerView, num_images: int, gen: torch.Generator) -> KnownLabels:
+        """Known before the restarts: the strategy itself."""
+        return self
 
     def start(
         self, problem: InversionProblem, num_images: int, gen: torch.Generator
