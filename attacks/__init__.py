@@ -1,7 +1,9 @@
 """Gradient-inversion attacks on the server's view of an update, and their scoring.
 
-The entry point :func:`run_attack` receives only a :class:`ServerView` (no ground truth);
-:mod:`attacks.scoring` and :mod:`attacks.bayes_estimate` compare the results with the truth.
+The attacks themselves are :mod:`attacks.inversion` (configurations of one gradient matcher);
+the rest of the package is their infrastructure. The entry point :func:`run_attack` receives
+only a :class:`ServerView` (no ground truth); :mod:`attacks.scoring` and
+:mod:`attacks.bayes_estimate` compare the results with the truth.
 """
 
 from attacks.bayes_estimate import (

@@ -1,8 +1,10 @@
 """Attacks by name, and the single entry point :func:`run_attack`.
 
-An attack is one module of this package defining a function decorated with :func:`attack`,
-which names it and declares its options with their checkers (:mod:`fedpriv.validate`); the
-registry imports every module of the package once, so adding an attack is adding one file.
+An attack is one module of :mod:`attacks.inversion` defining a function decorated with
+:func:`attack`, which names it and declares its options with their checkers
+(:mod:`fedpriv.validate`); called with those options, the function returns the configured
+:class:`Attack` (for DLG, iDLG and IGA a :class:`attacks.inversion.matching.GradientMatcher`).
+The registry imports every module of that package once, so adding an attack is adding one file.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -24,37 +26,58 @@ from fedpriv.devices import resolve_device
 from fedpriv.errors import InputError
 from fedpriv.validate import Check, check_dim, check_int_range
 
-__all__ = ["AttackSpec", "attack", "attack_names", "check_attack", "check_attack_names",
-           "run_attack"]
+__all__ = ["Attack", "AttackSpec", "attack", "attack_names", "check_attack",
+           "check_attack_names", "run_attack"]
+
+
+class Attack(Protocol):
+    """An attack configured with its options, ready to run on a view."""
+
+    def run(
+        self,
+        view: ServerView,
+        *,
+        iterations: int,
+        restarts: int,
+        generator: torch.Generator,
+        num_images: int,
+        device: torch.device,
+    ) -> Trial:
+        """The kept restart; the arguments are those of :func:`run_attack`, resolved."""
+        ...
 
 
 @dataclass(frozen=True)
 class AttackSpec:
-    """A registered attack: its function and the checker of each option it takes."""
+    """A registered attack: the function that configures it and the checker of each option."""
 
     name: str
-    run: Callable[..., Trial]
+    configure: Callable[..., Attack]
     options: dict[str, Check]
 
 
 _REGISTERED: dict[str, AttackSpec] = {}
+_ATTACK_PACKAGE = "attacks.inversion"
 
 
-def attack(name: str, **options: Check) -> Callable[[Callable[..., Trial]], Callable[..., Trial]]:
-    """Register the decorated function as the attack ``name`` with these option checkers."""
+def attack(
+    name: str, **options: Check
+) -> Callable[[Callable[..., Attack]], Callable[..., Attack]]:
+    """Register the decorated function (options -> :class:`Attack`) as the attack ``name``
+    with these option checkers."""
 
-    def register(run: Callable[..., Trial]) -> Callable[..., Trial]:
-        _REGISTERED[name] = AttackSpec(name, run, options)
-        return run
+    def register(configure: Callable[..., Attack]) -> Callable[..., Attack]:
+        _REGISTERED[name] = AttackSpec(name, configure, options)
+        return configure
 
     return register
 
 
 @cache
 def _registry() -> dict[str, AttackSpec]:
-    package = importlib.import_module("attacks")
+    package = importlib.import_module(_ATTACK_PACKAGE)
     for module in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"attacks.{module.name}")
+        importlib.import_module(f"{_ATTACK_PACKAGE}.{module.name}")
     return dict(sorted(_REGISTERED.items()))
 
 
@@ -148,16 +171,16 @@ def run_attack(
     where = resolve_device(device, "attack.device")
     n = view.default_num_images if num_images is None else num_images
     generator = torch.Generator().manual_seed(seed)
+    configured = _registry()[name].configure(**options)
     start = time.perf_counter()
     with _single_thread():
-        trial = _registry()[name].run(
+        trial = configured.run(
             view,
             iterations=iterations,
             restarts=restarts,
             generator=generator,
             num_images=n,
             device=where,
-            **options,
         )
     return AttackResult(
         attack=name,

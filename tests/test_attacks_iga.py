@@ -8,8 +8,8 @@ import torch
 from attacks_support import digits, fresh_params, mean_gradient_view
 
 from attacks import run_attack, score_reconstruction, simulate_view
-from attacks.iga import _iga_trial
-from attacks.objective import GradientMatcher, total_variation
+from attacks.inversion.iga import iga
+from attacks.inversion.objective import InversionProblem, total_variation
 
 
 def _ssim(result, x) -> float:
@@ -58,11 +58,12 @@ def test_restarts_keep_the_least_loss():
     three = run_attack("iga", view, iterations=5, restarts=3, seed=3)
     # the first restart of `three` is `one` (same generator stream)
     assert three.loss <= one.loss
-    matcher = GradientMatcher(view)
-    labels = torch.from_numpy(one.labels)
+    # replay the three restarts of iga's default configuration one by one
+    matcher = iga()
     gen = torch.Generator().manual_seed(3)
-    torch.rand((64, 1, 16, 16), generator=gen)  # the label-recovery dummies
-    losses = [_iga_trial(matcher, labels, 5, gen, 0.2, 0.1).loss for _ in range(3)]
+    labels = matcher.labels.prepare(view, 2, gen)  # draws the label-recovery dummies
+    problem = InversionProblem(view)
+    losses = [matcher.trial(problem, labels, 2, 5, gen).loss for _ in range(3)]
     assert three.loss == pytest.approx(min(losses))
     assert one.loss == pytest.approx(losses[0])
 

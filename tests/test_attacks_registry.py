@@ -70,6 +70,6 @@ def test_public_api_is_sorted_and_resolves():
     # isort-style (ruff RUF022): CONSTANTS, then the rest, each alphabetical
     assert attacks.__all__ == sorted(attacks.__all__, key=lambda n: (not n.isupper(), n))
     assert all(hasattr(attacks, name) for name in attacks.__all__)
-    for info in pkgutil.iter_modules(attacks.__path__):
-        module = importlib.import_module(f"attacks.{info.name}")
+    for info in pkgutil.walk_packages(attacks.__path__, "attacks."):
+        module = importlib.import_module(info.name)
         assert all(hasattr(module, name) for name in module.__all__), info.name

@@ -1,31 +1,31 @@
-"""Gradient matching shared by the optimisation attacks (DLG, iDLG, IGA).
+"""What the gradient-matching attacks minimise: the problem, the distances, the regularisers.
 
 The client releases the gradient of the batch-mean cross-entropy loss of the model's logits
 (privatised); the attacks search for inputs whose gradient at θ matches the released one.
+:class:`InversionProblem` holds what one view poses (model at θ, released gradient g̃, input
+domain); the distances compare two gradients and the regularisers score the images alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attacks.result import Trial
 from attacks.view import ServerView
 
 __all__ = [
-    "GradientMatcher",
-    "best_trial",
+    "InversionProblem",
+    "TotalVariation",
     "cosine_distance",
     "l2_distance",
-    "to_numpy_images",
     "total_variation",
 ]
 
 
-class GradientMatcher:
+class InversionProblem:
     """The model at θ, the released gradient g̃ and the input domain of one view, on
     ``device``, where the attack's optimisation runs."""
 
@@ -45,15 +45,6 @@ class GradientMatcher:
         """
         loss = F.cross_entropy(self.model(images), targets)
         return torch.autograd.grad(loss, self.params, create_graph=True)
-
-    def initial_images(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """Uniform random images in the data range: the attack's starting point (prior).
-
-        The reference codes draw N(0, 1); uniform keeps the prior inside the scored range.
-        Drawn on the CPU generator (the same start on every device), then moved to the device.
-        """
-        u = torch.rand((n, *self.input_shape), generator=generator)
-        return (self.low + (self.high - self.low) * u).to(self.device)
 
     def clamp_(self, images: torch.Tensor) -> torch.Tensor:
         """Project onto the data range in place."""
@@ -80,20 +71,12 @@ def total_variation(images: torch.Tensor) -> torch.Tensor:
     return dx + dy
 
 
-def best_trial(run_one: Callable[[], Trial], restarts: int) -> Trial:
-    """Run ``run_one`` ``restarts`` times and keep the trial of least (finite) loss."""
-    best = run_one()
-    for _ in range(restarts - 1):
-        trial = run_one()
-        if _key(trial) < _key(best):
-            best = trial
-    return best
+@dataclass(frozen=True)
+class TotalVariation:
+    """The regulariser α_TV·TV(x') of Geiping et al. 2020, eq. 4 (:func:`total_variation`)."""
 
+    weight: float
 
-def _key(trial: Trial) -> float:
-    return trial.loss if np.isfinite(trial.loss) else np.inf
-
-
-def to_numpy_images(images: torch.Tensor, low: float, high: float) -> np.ndarray:
-    """Detach, clip to the data range and return float32 numpy (on the CPU)."""
-    return images.detach().clamp(low, high).cpu().numpy().astype(np.float32)
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        """α_TV·TV(``images``)."""
+        return self.weight * total_variation(images)

@@ -1,0 +1,247 @@
+"""One gradient matcher, composed of parts; DLG, iDLG and IGA are configurations of it.
+
+Every optimisation attack here minimises D(∇θL(x', y'), g̃) + Σ R(x') over dummy images x'
+and differs only in its parts:
+
+* the **distance** D: squared L2 (DLG, iDLG) or 1 − cosine (IGA)
+  (:mod:`attacks.inversion.objective`);
+* the **labels** y': soft labels softmax(ℓ') optimised with the images (:class:`SoftLabels`,
+  DLG) or labels recovered analytically once and held fixed (:class:`AnalyticLabels`, iDLG
+  and IGA; :mod:`attacks.labels`);
+* the **regularisers** R: none, or total variation (IGA);
+* the **optimiser**: L-BFGS (DLG, iDLG) or Adam on the gradient's sign with step decay (IGA)
+  (:mod:`attacks.inversion.optimisers`), the images projected onto the data range after
+  every step when ``boxed`` (IGA);
+* the **initialisation** of x' (:func:`uniform_images`).
+
+Each restart draws a fresh start from the attack's generator; the restart of least final
+distance (without the regularisers) is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from attacks.inversion.objective import InversionProblem
+from attacks.labels import recover_labels
+from attacks.result import Trial
+from attacks.view import ServerView
+
+__all__ = [
+    "AnalyticLabels",
+    "GradientMatcher",
+    "KnownLabels",
+    "SoftLabels",
+    "uniform_images",
+]
+
+Distance = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]], torch.Tensor]
+Regulariser = Callable[[torch.Tensor], torch.Tensor]
+Initialisation = Callable[[InversionProblem, int, torch.Generator], torch.Tensor]
+
+
+class TrialLabels(Protocol):
+    """The labels of one restart: what they optimise, the cross-entropy targets, the result."""
+
+    variables: tuple[torch.Tensor, ...]  # optimised together with the images
+
+    def targets(self) -> torch.Tensor: ...
+
+    def found(self) -> np.ndarray: ...
+
+
+class RestartLabels(Protocol):
+    """The labels known before the restarts; each restart starts its :class:`TrialLabels`."""
+
+    def start(
+        self, problem: InversionProblem, num_images: int, gen: torch.Generator
+    ) -> TrialLabels: ...
+
+
+class LabelStrategy(Protocol):
+    """How an attack comes by its labels: once per attack, before any restart."""
+
+    def prepare(self, view: ServerView, num_images: int, gen: torch.Generator) -> RestartLabels:
+        ...
+
+
+class Optimiser(Protocol):
+    """Minimises ``objective`` over ``variables`` (images first) in ``iterations`` steps,
+    calling ``project`` after every step."""
+
+    def minimise(
+        self,
+        objective: Callable[[], torch.Tensor],
+        variables: list[torch.Tensor],
+        iterations: int,
+        project: Callable[[], None],
+    ) -> None: ...
+
+
+class _Soft:
+    def __init__(self, logits: torch.Tensor) -> None:
+        self.variables = (logits,)
+
+    def targets(self) -> torch.Tensor:
+        return torch.softmax(self.variables[0], dim=1)
+
+    def found(self) -> np.ndarray:
+        return self.variables[0].detach().argmax(dim=1).cpu().numpy().astype(np.int64)
+
+
+class _Fixed:
+    variables: tuple[torch.Tensor, ...] = ()
+
+    def __init__(self, labels: torch.Tensor, device: torch.device) -> None:
+        self._labels, self._on_device = labels, labels.to(device)
+
+    def targets(self) -> torch.Tensor:
+        return self._on_device
+
+    def found(self) -> np.ndarray:
+        return self._labels.numpy().astype(np.int64)
+
+
+@dataclass(frozen=True)
+class SoftLabels:
+    """Dummy soft labels softmax(ℓ'), ℓ' ~ N(0, 1) per restart, optimised jointly with the
+    images (Zhu et al. 2019, Algorithm 1); the reported label is argmax ℓ'."""
+
+    def prepare(self, view: ServerView, num_images: int, gen: torch.Generator) -> SoftLabels:
+        """Nothing is known before the restarts: the strategy itself."""
+        return self
+
+    def start(
+        self, problem: InversionProblem, num_images: int, gen: torch.Generator
+    ) -> TrialLabels:
+        """Draw ℓ' on the CPU generator (after the images), then move it to the device."""
+        logits = torch.randn((num_images, problem.num_classes), generator=gen)
+        return _Soft(logits.to(problem.device).requires_grad_(True))
+
+
+@dataclass(frozen=True)
+class KnownLabels:
+    """Class indices (CPU int64) held fixed in every restart: labels the attacker knows, or
+    those :class:`AnalyticLabels` recovered."""
+
+    labels: torch.Tensor
+
+    def prepare(self, view: ServerView, num_images: int, gen: torch.Generator) -> KnownLabels:
+        """Known before the restarts: the strategy itself."""
+        return self
+
+    def start(
+        self, problem: InversionProblem, num_images: int, gen: torch.Generator
+    ) -> TrialLabels:
+        """The indices on the problem's device; nothing to optimise, nothing drawn."""
+        return _Fixed(self.labels, problem.device)
+
+
+@dataclass(frozen=True)
+class AnalyticLabels:
+    """Labels recovered once from the last layer's gradient, then held fixed
+    (:func:`attacks.labels.recover_labels`: iDLG §3.1, count estimation for batches)."""
+
+    def prepare(self, view: ServerView, num_images: int, gen: torch.Generator) -> KnownLabels:
+        """Recover the labels; draws the recovery's dummy inputs from ``gen``."""
+        return KnownLabels(torch.from_numpy(recover_labels(view, num_images, gen)))
+
+
+def uniform_images(problem: InversionProblem, n: int, gen: torch.Generator) -> torch.Tensor:
+    """Uniform random images in the data range: the attack's starting point (prior).
+
+    The reference codes draw N(0, 1); uniform keeps the prior inside the scored range.
+    Drawn on the CPU generator (the same start on every device), then moved to the device.
+    """
+    u = torch.rand((n, *problem.input_shape), generator=gen)
+    return (problem.low + (problem.high - problem.low) * u).to(problem.device)
+
+
+@dataclass(frozen=True)
+class GradientMatcher:
+    """A gradient-matching attack composed of its parts (see the module docstring)."""
+
+    distance: Distance
+    labels: LabelStrategy
+    optimiser: Optimiser
+    regularisers: tuple[Regulariser, ...] = ()
+    boxed: bool = False
+    initialise: Initialisation = uniform_images
+
+    def run(
+        self,
+        view: ServerView,
+        *,
+        iterations: int,
+        restarts: int,
+        generator: torch.Generator,
+        num_images: int,
+        device: torch.device,
+    ) -> Trial:
+        """Match the view's gradient from ``restarts`` starts; keep the least final distance.
+
+        Parameters
+        ----------
+        view
+            The server's view of the update.
+        iterations, restarts, generator, num_images, device
+            See :func:`attacks.registry.run_attack`.
+        """
+        problem = InversionProblem(view, device)
+        labels = self.labels.prepare(view, num_images, generator)
+        best = self.trial(problem, labels, num_images, iterations, generator)
+        for _ in range(restarts - 1):
+            trial = self.trial(problem, labels, num_images, iterations, generator)
+            if _finite(trial.loss) < _finite(best.loss):
+                best = trial
+        return best
+
+    def trial(
+        self,
+        problem: InversionProblem,
+        labels: RestartLabels,
+        num_images: int,
+        iterations: int,
+        generator: torch.Generator,
+    ) -> Trial:
+        """One restart: a fresh start drawn from ``generator``, ``iterations`` optimiser steps;
+        its loss is the final distance, without the regularisers."""
+        x = self.initialise(problem, num_images, generator).requires_grad_(True)
+        prior = _to_numpy(x, problem)
+        trial_labels = labels.start(problem, num_images, generator)
+
+        def distance() -> torch.Tensor:
+            return self.distance(problem.gradient(x, trial_labels.targets()), problem.target)
+
+        def objective() -> torch.Tensor:
+            loss = distance()
+            for regulariser in self.regularisers:
+                loss = loss + regulariser(x)
+            return loss
+
+        def project() -> None:
+            if self.boxed:
+                with torch.no_grad():
+                    problem.clamp_(x)
+
+        self.optimiser.minimise(objective, [x, *trial_labels.variables], iterations, project)
+        return Trial(
+            reconstructions=_to_numpy(x, problem),
+            labels=trial_labels.found(),
+            prior=prior,
+            loss=float(distance().detach()),
+        )
+
+
+def _finite(loss: float) -> float:
+    return loss if np.isfinite(loss) else np.inf
+
+
+def _to_numpy(images: torch.Tensor, problem: InversionProblem) -> np.ndarray:
+    """Detach, clip to the data range and return float32 numpy (on the CPU)."""
+    return images.detach().clamp(problem.low, problem.high).cpu().numpy().astype(np.float32)
