@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import OPTIMIZERS, optimizer_conflict
 
 __all__ = [
     "MAX_LOCAL_EXAMPLES",
@@ -53,19 +54,7 @@ MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
-OPTIMIZERS = ("sgd", "adam", "adamw")
-"""The local optimisers a client may declare (``train.optimizer``)."""
 
-
-def optimizer_conflict(name: str, momentum: float, nesterov: bool) -> str | None:
-    """The setting that does not fit optimiser ``name`` — SGD's ``momentum`` or ``nesterov``
-    with Adam(W), or ``nesterov`` without momentum — or None when they fit. The config, the
-    reply check and :class:`fedpriv.training.LocalOptimizer` each word their own error."""
-    if name != "sgd" and (momentum or nesterov):
-        return "momentum" if momentum else "nesterov"
-    if nesterov and not momentum > 0:
-        return "nesterov"
-    return None
 
 def sampling_rate(n: int, batch_size: float) -> float:
     """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records
