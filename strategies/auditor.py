@@ -33,6 +33,7 @@ from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import Mechanism
+from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Declaration, Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
@@ -57,27 +58,20 @@ def verify_reply(
     (privacy-math.md §9, :func:`fedpriv.verification.verify_update`). The server knows the
     divisor ``q·n`` and, from the oracle only, the batch sizes; the local optimiser is as the
     client declares it (created afresh every round, :mod:`fedpriv.training.optimizers`)."""
-    params = mechanism.params()
-    declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
-    sensitivity = mechanism.sensitivity
     divisor = report.divisor  # q = L/n: q·n may miss L by an ulp
     if report.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
         divisor = float(round(divisor))
     declaration = Declaration(
-        mechanism=report.mechanism, clip_bound=sensitivity if math.isfinite(sensitivity) else 1.0,
-        lr=report.lr, steps=report.local_steps,
+        sensitivity=mechanism.sensitivity, lr=report.lr, steps=report.local_steps,
         batch_size=divisor, local_size=report.local_examples, sample_rate=report.sample_rate,
         sampling=report.sampling,
         batch_sizes=None if report.oracle is None else report.oracle.batch_sizes,
-        optimizer=report.optimizer, momentum=report.momentum, nesterov=report.nesterov,
-        weight_decay=report.weight_decay, fresh_state=True,  # a fresh optimiser every round
-        **declared,
+        optimizer=OptimizerSettings(report.optimizer, report.momentum, report.nesterov,
+                                    report.weight_decay),
+        fresh_state=True,  # a fresh optimiser every round
     )
     return verify_update(declaration, list(broadcast), list(arrays), mechanism.verify,
                          alpha=alpha)
-
-
-_DECLARED_PARAMS = ("noise_multiplier", "laplace_scale", "vmf_scale", "vmf_keep_norm")
 
 
 def _verdict_summary(verdict: Verdict) -> dict:
