@@ -289,6 +289,7 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     decay is, at one local step with a fresh buffer."""
     from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
+    from fedpriv.audit import AuditStore
     from fedpriv.config import load_config
     from strategies.federation import run_federation
 
@@ -299,3 +300,6 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     for client in report["clients"]:
         assert client["verification"]["status"] == status, client["verification"]
         assert client["guarantee"] == guarantee
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:  # the report itself is kept
+        declared = [u.report.optimizer for u in store.iter_updates()]
+    assert declared == [cfg.train.local_optimizer().settings] * 2
