@@ -21,6 +21,8 @@ from fedpriv.errors import InputError
 if TYPE_CHECKING:
     from torch import nn
 
+    from fedpriv.protocol import ClientReport
+
 __all__ = ["ServerView"]
 
 
@@ -105,22 +107,21 @@ class ServerView:
     @classmethod
     def from_update(
         cls, model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
-        update: Sequence[Any], declared: Any,
+        update: Sequence[Any], report: ClientReport,
     ) -> ServerView:
         """The view of one stored or received update — the one way views are built.
 
-        ``model`` is ``(name, input_shape, num_classes)``; ``declared`` is what the client
-        declared: a :class:`fedpriv.protocol.ClientReport` (live) or the store's update row
-        (offline), with ``lr``, ``batch_size``, ``local_steps``, ``mechanism`` and
-        ``mechanism_params``.
+        ``model`` is ``(name, input_shape, num_classes)``; ``report`` is what the client
+        declared (live, or read back from the audit store offline), of which the view keeps
+        ``lr``, ``batch_size``, ``local_steps`` and the mechanism's name and parameters.
         """
         name, input_shape, num_classes = model
         return cls(
             model_name=name, input_shape=input_shape, num_classes=num_classes,
             global_params=global_params, update=update,
-            learning_rate=float(declared.lr), batch_size=float(declared.batch_size),
-            local_steps=int(declared.local_steps), mechanism=str(declared.mechanism),
-            mechanism_params=declared.mechanism_params,
+            learning_rate=float(report.lr), batch_size=float(report.batch_size),
+            local_steps=int(report.local_steps), mechanism=report.mechanism.name,
+            mechanism_params=report.mechanism.params(),
         )
 
     @property

@@ -30,12 +30,15 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
     from fedpriv.canaries import canary_sum
     from fedpriv.config import config_from_dict
     from fedpriv.mechanisms import build_mechanism
+    from fedpriv.protocol import ClientReport
     from strategies.canary_audit import CanaryAuditor
 
     cfg = config_from_dict({"audit": {"canaries": {"enabled": True, "kind": kind,
                                                    "count": count}}})
     mech = build_mechanism("gaussian", {"noise_multiplier": 1.0})
-    declared = {"lr": 0.5, "steps": 1, "divisor": 16.0}
+    report = ClientReport(partition_id=0, server_round=1, local_examples=16, local_steps=1,
+                          lr=0.5, batch_size=16.0, sampling="poisson", sample_rate=1.0,
+                          mechanism=mech)  # divisor q·n = 16
     design = CanaryAuditor(cfg).design(1, 0, mech, DIM)
     noise = np.random.default_rng(0).standard_normal(DIM)
     arrays = [(-0.5 * (canary_sum(design) + noise) / 16.0).astype(np.float32)]
@@ -44,8 +47,8 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
 
     def one_round() -> None:
         audit = auditor if rounds > 1 else CanaryAuditor(cfg)
-        audit.without_canaries(1, 0, mech, arrays, **declared)
-        audit.score(1, 0, mech, flat, **declared)
+        audit.without_canaries(1, 0, report, arrays)
+        audit.score(1, 0, report, flat)
 
     for _ in range(rounds - 1):
         one_round()

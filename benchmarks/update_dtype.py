@@ -50,8 +50,9 @@ def measure() -> dict[str, Any]:
             wide = list(store.load_update(update.update_id).values())
             half = [a.astype(np.float32) for a in encode_update(wide, "float16")]
             truth = store.load_ground_truth(update.round, update.client_id)
-            jobs = [attack_job(cfg.audit, "iga", ServerView.from_update(model, theta, d, update),
-                               update.round, update.client_id) for d in (wide, half)]
+            views = [ServerView.from_update(model, theta, d, update.report) for d in (wide, half)]
+            jobs = [attack_job(cfg.audit, "iga", view, update.round, update.client_id)
+                    for view in views]
             scored = [attack_scores(r, truth["images"], truth["labels"])[0]
                       for r in run_attacks(jobs, progress=False)]
             nonzero = np.concatenate([w.ravel() for w in wide]) != 0

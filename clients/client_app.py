@@ -10,8 +10,8 @@ into which each message loads its parameters. Training runs on the config's ``de
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
 * ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport`: partition
-  id, steps, learning rate, expected batch size, sampling rate, declared mechanism and its
-  public parameters, the local optimiser's settings; the record ids of each batch only when
+  id, steps, learning rate, expected batch size, sampling rate, the declared mechanism (the
+  object it trains with) and the local optimiser's settings; the record ids of each batch only when
   the simulation-only ground-truth oracle is on (``audit.ground_truth``); the client's ε
   budget, if it has one.
 
@@ -103,16 +103,15 @@ def train(msg: Message, context: Context) -> Message:
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
     name, params = mechanism_for(cfg, pid, context.node_config)
     mechanism = build_mechanism(name, params)
+    optimizer = cfg.train.local_optimizer()
     n = int(x.shape[0])
     dim = sum(p.numel() for p in model.parameters())
     report = ClientReport(
         partition_id=pid, server_round=server_round, local_examples=n,
         local_steps=cfg.train.local_steps, lr=cfg.train.lr,
         batch_size=float(cfg.train.batch_size), sampling=cfg.train.sampling,
-        sample_rate=sampling_rate(n, cfg.train.batch_size), mechanism=mechanism.name,
-        mechanism_params=mechanism.params(), epsilon_budget=cfg.mechanism.budget_for(pid),
-        optimizer=cfg.train.optimizer, momentum=cfg.train.momentum,
-        weight_decay=cfg.train.weight_decay, nesterov=cfg.train.nesterov,
+        sample_rate=sampling_rate(n, cfg.train.batch_size), mechanism=mechanism,
+        epsilon_budget=cfg.mechanism.budget_for(pid), optimizer=optimizer.settings,
     )
     released = releases_so_far(context, config, pid)
     check = budget_check(cfg, pid, mechanism, released=released, sample_rate=report.sample_rate,
@@ -127,7 +126,7 @@ def train(msg: Message, context: Context) -> Message:
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
-        optimizer=cfg.train.local_optimizer(),
+        optimizer=optimizer,
         canaries=_canaries(cfg, mechanism, pid, server_round, dim,
                            next(model.parameters())),
     )

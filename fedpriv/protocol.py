@@ -23,10 +23,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import OPTIMIZERS, OptimizerSettings, optimizer_conflict
+
+if TYPE_CHECKING:
+    from fedpriv.mechanisms import Mechanism
+    from fedpriv.verification import Declaration
 
 __all__ = [
     "MAX_LOCAL_EXAMPLES",
@@ -53,19 +58,7 @@ MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
-OPTIMIZERS = ("sgd", "adam", "adamw")
-"""The local optimisers a client may declare (``train.optimizer``)."""
 
-
-def optimizer_conflict(name: str, momentum: float, nesterov: bool) -> str | None:
-    """The setting that does not fit optimiser ``name`` — SGD's ``momentum`` or ``nesterov``
-    with Adam(W), or ``nesterov`` without momentum — or None when they fit. The config, the
-    reply check and :class:`fedpriv.training.LocalOptimizer` each word their own error."""
-    if name != "sgd" and (momentum or nesterov):
-        return "momentum" if momentum else "nesterov"
-    if nesterov and not momentum > 0:
-        return "nesterov"
-    return None
 
 def sampling_rate(n: int, batch_size: float) -> float:
     """``q = min(L, n)/n``: the rate of a batch of expected size ``L`` among ``n`` records
@@ -146,16 +139,17 @@ class ClientReport:
         ``"poisson"`` or ``"fixed"``.
     sample_rate
         ``q = min(L, n) / n``.
-    mechanism, mechanism_params
-        The declared mechanism and its public parameters (a claim the server verifies).
+    mechanism
+        The declared mechanism, built and frozen (a claim the server verifies): the client
+        reports the object it trains with; :meth:`from_config` builds it once from the
+        reply's name and public parameters. Everything that depends on the mechanism's
+        parameters — its release, its checks, its canary scores — is read from it.
     oracle
         Ground truth, only when the simulation-only oracle is on.
-    optimizer, momentum, weight_decay, nesterov
-        The local optimiser that stepped on each release (``"sgd"``, ``"adam"`` or ``"adamw"``;
-        SGD's momentum and Nesterov flag; the weight decay — added to the released gradient,
-        or applied to the parameters directly by ``adamw``), created
-        afresh every round (:mod:`fedpriv.training.optimizers`). Plain SGD when a reply leaves
-        them out.
+    optimizer
+        The local optimiser that stepped on each release
+        (:class:`~fedpriv.optimizer_settings.OptimizerSettings`), created afresh every round
+        (:mod:`fedpriv.training.optimizers`). Plain SGD when a reply leaves it out.
     epsilon_budget
         The client's ε budget at the run's δ, if it has one (``mechanism.epsilon_budget``).
     declined
@@ -172,13 +166,9 @@ class ClientReport:
     batch_size: float
     sampling: str
     sample_rate: float
-    mechanism: str
-    mechanism_params: Mapping[str, Any] = field(default_factory=dict)
+    mechanism: Mechanism
     oracle: GroundTruthOracle | None = None
-    optimizer: str = "sgd"
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    nesterov: bool = False
+    optimizer: OptimizerSettings = OptimizerSettings()
     epsilon_budget: float | None = None
     declined: str | None = None
 
@@ -193,12 +183,12 @@ class ClientReport:
             "batch-size": self.batch_size,
             "sampling": self.sampling,
             "sample-rate": self.sample_rate,
-            "mechanism": self.mechanism,
-            "mechanism-params": json.dumps(dict(self.mechanism_params), sort_keys=True),
-            "optimizer": self.optimizer,
-            "momentum": self.momentum,
-            "weight-decay": self.weight_decay,
-            "nesterov": self.nesterov,
+            "mechanism": self.mechanism.name,
+            "mechanism-params": json.dumps(self.mechanism.params(), sort_keys=True),
+            "optimizer": self.optimizer.name,
+            "momentum": self.optimizer.momentum,
+            "weight-decay": self.optimizer.weight_decay,
+            "nesterov": self.optimizer.nesterov,
         }
         if self.oracle is not None:
             out["record-ids"] = json.dumps([list(b) for b in self.oracle.record_ids])
@@ -212,9 +202,10 @@ class ClientReport:
     def from_config(cls, config: Mapping[str, Any]) -> ClientReport:
         """Read and validate a report; :class:`ReplyError` names the first bad field.
 
-        The mechanism name and parameters are checked by building the mechanism
+        The mechanism name and parameters are checked by building the mechanism, once
         (``fedpriv.mechanisms.build_mechanism``): an unknown name or a bad value is the
-        client's error, never the user's configuration error.
+        client's error, never the user's configuration error. The server reads a reply, and
+        the audit store a stored report (:class:`fedpriv.audit.UpdateRecord`), through here.
         """
         from fedpriv.mechanisms import build_mechanism
 
@@ -258,10 +249,9 @@ class ClientReport:
             batch_size=batch_size,
             sampling=sampling,
             sample_rate=sample_rate,
-            mechanism=mechanism.name,
-            mechanism_params=mechanism.params(),
+            mechanism=mechanism,
             oracle=oracle,
-            **_optimizer(config),
+            optimizer=_optimizer(config),
             epsilon_budget=(None if config.get("epsilon-budget") is None else
                             _real("epsilon-budget", config["epsilon-budget"], 0.0, math.inf)),
             declined=None if config.get("declined") is None else _reason(config["declined"]),
@@ -272,14 +262,28 @@ class ClientReport:
         """``q·n`` (= min(L, n)): the expected batch size each release was divided by."""
         return self.sample_rate * self.local_examples
 
-    def build_mechanism(self) -> Any:
-        """The declared mechanism (validated when the report was read)."""
-        from fedpriv.mechanisms import build_mechanism
+    def declaration(self) -> Declaration:
+        """What the verification reads of this report: its mechanism-independent fields
+        (privacy-math.md §9; :func:`fedpriv.verification.verify_update`, with
+        ``self.mechanism.verify`` for the mechanism's own checks). The divisor is ``q·n``, the
+        nearest integer under fixed-size sampling (``q = L/n``: ``q·n`` may miss ``L`` by an
+        ulp); the batch sizes are known from the oracle only; the optimiser is created afresh
+        every round."""
+        from fedpriv.verification import Declaration
 
-        return build_mechanism(self.mechanism, self.mechanism_params)
+        divisor = self.divisor
+        if self.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
+            divisor = float(round(divisor))
+        return Declaration(
+            sensitivity=self.mechanism.sensitivity, lr=self.lr, steps=self.local_steps,
+            batch_size=divisor, local_size=self.local_examples, sample_rate=self.sample_rate,
+            sampling=self.sampling,
+            batch_sizes=None if self.oracle is None else self.oracle.batch_sizes,
+            optimizer=self.optimizer, fresh_state=True,
+        )
 
 
-def _optimizer(config: Mapping[str, Any]) -> dict[str, Any]:
+def _optimizer(config: Mapping[str, Any]) -> OptimizerSettings:
     """The optimiser fields (plain SGD where a reply leaves them out), validated together."""
     name = config.get("optimizer", "sgd")
     if name not in OPTIMIZERS:
@@ -296,7 +300,7 @@ def _optimizer(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ReplyError(bad, momentum if bad == "momentum" else nesterov,
                          f"0 / false with optimizer {name!r} (SGD's settings)" if name != "sgd"
                          else "false unless momentum > 0")
-    return {"optimizer": name, "momentum": momentum, "weight_decay": decay, "nesterov": nesterov}
+    return OptimizerSettings(name, momentum, nesterov, decay)
 
 
 def _reason(value: Any) -> str:

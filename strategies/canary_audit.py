@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 
-from fedpriv.audit import UpdateRecord
 from fedpriv.canaries import (
     CanaryDesign,
     EpsilonLowerBound,
@@ -52,10 +51,7 @@ from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict, unverifiable
 
-__all__ = [
-    "POOLED_CANARIES", "CanaryAuditor", "CanaryRound", "reported_declaration",
-    "stored_declaration", "with_arrays",
-]
+__all__ = ["POOLED_CANARIES", "CanaryAuditor", "CanaryRound", "with_arrays"]
 
 #: Most canaries in a client's pooled bound (at least its latest round's).
 POOLED_CANARIES = 10_000
@@ -123,32 +119,33 @@ class CanaryAuditor:
                             norm_ord=mechanism.norm_ord, additive=mechanism.additive)
 
     def without_canaries(
-        self, rnd: int, client: int, mechanism: Mechanism, arrays: Sequence[np.ndarray], *,
-        lr: float, steps: int, divisor: float,
+        self, rnd: int, client: int, report: ClientReport, arrays: Sequence[np.ndarray],
     ) -> list[np.ndarray] | None:
         """``arrays`` — the client's parameters or its update, as received — less the
-        canaries' share; None where the client inserted none. ``divisor`` is the expected
-        batch size ``L = q·n`` the client divided by."""
+        canaries' share under its ``report`` (its mechanism, ``η``, ``k`` and the expected
+        batch size ``L = q·n`` it divided by); None where the client inserted none."""
         dim = sum(a.size for a in arrays)
-        design = self.design(rnd, client, mechanism, dim)
+        design = self.design(rnd, client, report.mechanism, dim)
         if design is None:
             return None
-        share = canary_displacement(design, lr=lr, steps=steps, batch_size=divisor)
+        share = canary_displacement(design, lr=report.lr, steps=report.local_steps,
+                                    batch_size=report.divisor)
         bounds = np.cumsum([0, *(a.size for a in arrays)])
         return [(a - share[lo:hi].reshape(a.shape)).astype(a.dtype)
                 for a, lo, hi in zip(arrays, bounds[:-1], bounds[1:], strict=True)]
 
     def score(
-        self, rnd: int, client: int, mechanism: Mechanism, update: np.ndarray, *, lr: float,
-        steps: int, divisor: float,
+        self, rnd: int, client: int, report: ClientReport, update: np.ndarray,
     ) -> CanaryRound | None:
-        """Score the canaries of one flat update ``Δ`` as received, add them to the client's
-        pool (rounds in increasing order) and bound ε; None without canaries or scores."""
+        """Score the canaries of one flat update ``Δ`` as received under the client's
+        ``report``, add them to the client's pool (rounds in increasing order) and bound ε;
+        None without canaries or scores."""
+        mechanism, steps = report.mechanism, report.local_steps
         design = self.design(rnd, client, mechanism, update.size)
         if design is None:
             return None
-        scores = mechanism.canary_scores(design, -np.asarray(update, np.float64) / lr,
-                                         batch_size=divisor, steps=steps)
+        scores = mechanism.canary_scores(design, -np.asarray(update, np.float64) / report.lr,
+                                         batch_size=report.divisor, steps=steps)
         if scores is None:
             return None
         bits = inclusion(design)
@@ -205,20 +202,6 @@ class CanaryAuditor:
                 "status": verdict.status, "p_value": verdict.p_value, "detail": dict(own.detail),
             },
         })  # fmt: skip
-
-
-def reported_declaration(report: ClientReport) -> dict[str, float]:
-    """``lr``, ``steps`` and ``divisor`` — the expected batch size ``L = q·n`` the release was
-    divided by — of a reply, for :meth:`CanaryAuditor.score` and
-    :meth:`CanaryAuditor.without_canaries`."""
-    return {"lr": report.lr, "steps": report.local_steps,
-            "divisor": report.divisor}
-
-
-def stored_declaration(update: UpdateRecord) -> dict[str, float]:
-    """The same, from a stored update's row."""
-    return {"lr": float(update.lr), "steps": int(update.local_steps),
-            "divisor": float(update.sample_rate) * int(update.num_examples)}
 
 
 def with_arrays(message: Message, arrays: Sequence[np.ndarray]) -> None:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -31,17 +30,11 @@ from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
-from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
-from fedpriv.verification import Declaration, Verdict, combine_verdicts, verify_update
+from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan
-from strategies.canary_audit import (
-    CanaryAuditor,
-    reported_declaration,
-    stored_declaration,
-    with_arrays,
-)
+from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
 
 __all__ = ["AuditPipeline", "verify_reply"]
@@ -50,34 +43,15 @@ log = logging.getLogger(__name__)
 
 
 def verify_reply(
-    report: ClientReport, mechanism: Mechanism, broadcast: Sequence[np.ndarray],
-    arrays: Sequence[np.ndarray], alpha: float,
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    alpha: float,
 ) -> Verdict:
-    """The client-round's verdict: its update tested against its declared mechanism
-    (privacy-math.md §9, :func:`fedpriv.verification.verify_update`). The server knows the
-    divisor ``q·n`` and, from the oracle only, the batch sizes; the local optimiser is as the
-    client declares it (created afresh every round, :mod:`fedpriv.training.optimizers`)."""
-    params = mechanism.params()
-    declared = {k: params[k] for k in _DECLARED_PARAMS if k in params}
-    sensitivity = mechanism.sensitivity
-    divisor = report.divisor  # q = L/n: q·n may miss L by an ulp
-    if report.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
-        divisor = float(round(divisor))
-    declaration = Declaration(
-        mechanism=report.mechanism, clip_bound=sensitivity if math.isfinite(sensitivity) else 1.0,
-        lr=report.lr, steps=report.local_steps,
-        batch_size=divisor, local_size=report.local_examples, sample_rate=report.sample_rate,
-        sampling=report.sampling,
-        batch_sizes=None if report.oracle is None else report.oracle.batch_sizes,
-        optimizer=report.optimizer, momentum=report.momentum, nesterov=report.nesterov,
-        weight_decay=report.weight_decay, fresh_state=True,  # a fresh optimiser every round
-        **declared,
-    )
-    return verify_update(declaration, list(broadcast), list(arrays), mechanism.verify,
-                         alpha=alpha)
-
-
-_DECLARED_PARAMS = ("noise_multiplier", "laplace_scale", "vmf_scale", "vmf_keep_norm")
+    """The client-round's verdict: its update tested against its report — the generic part
+    (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
+    checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
+    (privacy-math.md §9)."""
+    return verify_update(report.declaration(), list(broadcast), list(arrays),
+                         report.mechanism.verify, alpha=alpha)
 
 
 def _verdict_summary(verdict: Verdict) -> dict:
@@ -95,13 +69,14 @@ def _verdict_line(verdict: Verdict) -> str:
 
 
 def _update_row(report: ClientReport, node: int, release: Release) -> dict:
-    """The store's ``updates`` columns for a report (``release``: one of its declared
-    mechanism's releases)."""
+    """The store's ``updates`` row for a report: the report itself, which ``--resume`` and
+    offline audit read back, and the columns the run's report pages query, derived from it
+    (``release``: one of its declared mechanism's releases)."""
     return {
-        "node_id": node, "num_examples": report.local_examples,
+        "report": report.to_config(), "node_id": node, "num_examples": report.local_examples,
         "local_steps": report.local_steps, "lr": report.lr, "batch_size": report.batch_size,
-        "sample_rate": report.sample_rate, "mechanism": report.mechanism,
-        "mechanism_params": dict(report.mechanism_params),
+        "sample_rate": report.sample_rate, "mechanism": report.mechanism.name,
+        "mechanism_params": report.mechanism.params(),
         "formal_guarantee": release.formal_guarantee,
     }  # fmt: skip
 
@@ -221,20 +196,19 @@ class AuditPipeline:
                                                                          "rejected")
             row, report = {"node_id": node}, rejection.report
             if report is not None:
-                mechanism = report.build_mechanism()
-                row = _update_row(report, node, mechanism.release(self._dim))
+                row = _update_row(report, node, report.mechanism.release(self._dim))
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
             if declined and report is not None:  # the tallies stand as they were
-                accuracy = self._accuracy(mechanism, report, self._dim)
+                accuracy = self._accuracy(report, self._dim)
                 tally = self.ledger.tally(cid, accuracy=accuracy)
                 self.store.write_tally(rnd, cid, {**tally,
                                                   "epsilon_budget": report.epsilon_budget})
 
-    def _accuracy(self, mechanism: Mechanism, report: ClientReport, dim: int) -> float | None:
-        """PAC accuracy α of one release of the declared ``mechanism`` at ``audit.pac_beta``;
+    def _accuracy(self, report: ClientReport, dim: int) -> float | None:
+        """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``;
         the divisor is ``q·n`` (= min(L, n)), as in training."""
-        return mechanism.pac_accuracy(self.ledger.pac_beta, dim, report.divisor)
+        return report.mechanism.pac_accuracy(self.ledger.pac_beta, dim, report.divisor)
 
     def _accept(self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]) -> bool:
         """Record an accepted reply: verify it against its declaration, store it, fold it into
@@ -250,14 +224,12 @@ class AuditPipeline:
                                         "record ids outside the training set", report))
             return False
         self._written.add(cid)
-        mechanism = report.build_mechanism()
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
         flat = np.concatenate([d.ravel() for d in delta])
         dim = flat.size
-        declared = reported_declaration(report)
-        clean = self.canaries.without_canaries(rnd, cid, mechanism, reply.arrays, **declared)
+        clean = self.canaries.without_canaries(rnd, cid, report, reply.arrays)
         arrays = reply.arrays if clean is None else clean
-        canary = self.canaries.score(rnd, cid, mechanism, flat, **declared)
+        canary = self.canaries.score(rnd, cid, report, flat)
         sketches = self._sketches_of(dim)
         replayed = sketches.replay_of(cid, flat)
         if replayed is not None:
@@ -265,14 +237,14 @@ class AuditPipeline:
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
         else:
-            verdict = verify_reply(report, mechanism, broadcast, arrays, audit.verify_alpha)
+            verdict = verify_reply(report, broadcast, arrays, audit.verify_alpha)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)
-        release = mechanism.release(dim)
+        release = report.mechanism.release(dim)
         row = _update_row(report, reply.node_id, release)
         if not consistent:
             row.update(status="inconsistent", error=verdict.reason)
@@ -287,7 +259,7 @@ class AuditPipeline:
         tally = self.ledger.fold(
             rnd, cid, release, steps=report.local_steps,
             sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-            verification=verdict.status, accuracy=self._accuracy(mechanism, report, dim),
+            verification=verdict.status, accuracy=self._accuracy(report, dim),
         )
         lower = None if canary is None else canary.lower
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
@@ -332,21 +304,18 @@ class AuditPipeline:
         """Rebuild the privacy ledger (and the replay sketches and canary pools) from the
         updates of the store's completed rounds (``--resume``): the same releases folded in the
         same order give the same tallies."""
-        from fedpriv.mechanisms import build_mechanism
-
         verdicts = {
             (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
             for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
                                         "WHERE verification_json IS NOT NULL")
         }
         for update in self.store.iter_updates():
-            if update.status not in ("ok", "inconsistent"):
+            report = update.report
+            if update.status not in ("ok", "inconsistent") or report is None:
                 continue
-            mechanism = build_mechanism(str(update.mechanism), update.mechanism_params)
-            self.ledger.fold(update.round, update.client_id, mechanism.release(dim),
-                             steps=int(update.local_steps),
-                             sample_rate=float(update.sample_rate),
-                             batch_size=float(update.batch_size), dim=dim,
+            self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
+                             steps=report.local_steps, sample_rate=report.sample_rate,
+                             batch_size=report.batch_size, dim=dim,
                              verification=verdicts.get((update.round, update.client_id)))
             if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
                 continue
@@ -354,8 +323,7 @@ class AuditPipeline:
             flat = np.concatenate([a.ravel() for a in arrays])
             if update.status == "ok":
                 self._sketches_of(flat.size).add(update.round, update.client_id, flat)
-            self.canaries.score(update.round, update.client_id, mechanism, flat,
-                                **stored_declaration(update))
+            self.canaries.score(update.round, update.client_id, report, flat)
 
     # -- attacks ------------------------------------------------------------------------------
 

@@ -130,3 +130,26 @@ def test_report_cli_exits_2_with_one_line(tmp_path, capsys, name):
     assert len(lines) == 1, err
     assert lines[0].startswith("fedpriv report: error: ") and what in lines[0]
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["report"], ["audit"], ["simulate", "--resume"]])
+def test_a_store_written_before_the_report_was_stored_is_refused_in_one_line(
+    tmp_path, capsys, command
+):
+    """Schema version 4 stores kept the report's fields in columns, not the report itself:
+    ``fedpriv report``, ``fedpriv audit`` and ``--resume`` refuse them, naming the version
+    found and the one this fedpriv reads."""
+    from fedpriv.audit.schema import SCHEMA_VERSION
+
+    db = _store(tmp_path / "run")
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA user_version = 4")
+    conn.close()
+    with pytest.raises(StoreError) as caught:
+        AuditStore.open(tmp_path / "run")
+    assert SCHEMA_VERSION == 5
+    assert "schema version 4" in str(caught.value) and "schema version 5" in str(caught.value)
+    capsys.readouterr()
+    assert main([*command, str(tmp_path / "run"), "--json"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "schema version 4" in lines[0] and "schema version 5" in lines[0]

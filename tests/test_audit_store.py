@@ -16,9 +16,18 @@ import pytest
 
 from fedpriv.audit import AuditStore, StoreError, verify
 from fedpriv.errors import InputError
+from fedpriv.mechanisms import build_mechanism
+from fedpriv.optimizer_settings import OptimizerSettings
+from fedpriv.protocol import ClientReport
 
 NODE = 2**64 - 7  # Flower node ids are unsigned 64-bit: beyond SQLite's INTEGER
+REPORT = ClientReport(
+    partition_id=4, server_round=1, local_examples=64, local_steps=3, lr=0.05, batch_size=16.0,
+    sampling="poisson", sample_rate=0.25, mechanism=build_mechanism("vmf", {"kappa": 100.0}),
+    optimizer=OptimizerSettings("sgd", momentum=0.5), epsilon_budget=3.0,
+)  # fmt: skip
 META = {
+    "report": REPORT.to_config(),
     "node_id": NODE, "num_examples": np.int64(64), "local_steps": 3, "lr": 0.05,
     "batch_size": 16, "sample_rate": 0.25, "mechanism": "vmf",
     "mechanism_params": {"clip": 1.0, "kappa": np.float64(100.0), "vmf_keep_norm": False},
@@ -110,10 +119,13 @@ def test_every_table_round_trips(store):
         4,
         str(NODE),
     )
-    assert record.mechanism_params == {"clip": 1.0, "kappa": 100.0, "vmf_keep_norm": False}
+    assert record.report == REPORT  # the client's report itself, its mechanism built again
     assert (record.formal_guarantee, record.pseudo_gradient, record.status) == (True, True, "ok")
-    assert (record.num_examples, record.local_steps, record.lr) == (64, 3, 0.05)
-    assert (record.batch_size, record.sample_rate, record.mechanism) == (16.0, 0.25, "vmf")
+    [row] = store.query("SELECT * FROM updates")  # the columns SQL readers read
+    assert json.loads(row["mechanism_params_json"]) == {
+        "clip": 1.0, "kappa": 100.0, "vmf_keep_norm": False}
+    assert (row["num_examples"], row["local_steps"], row["lr"]) == (64, 3, 0.05)
+    assert (row["batch_size"], row["sample_rate"], row["mechanism"]) == (16.0, 0.25, "vmf")
     # the file the row names has the recorded hash (independent of the store's loader)
     path, sha = _raw(store, "SELECT path, sha256 FROM tensors WHERE kind = 'update'")[0]
     assert hashlib.sha256((store.run_dir / path).read_bytes()).hexdigest() == sha == record.sha256
@@ -152,6 +164,7 @@ def test_failed_reply_without_arrays(store):
         store.load_update(kept_none)
     updates = {u.client_id: u for u in store.iter_updates(include_incomplete=True)}
     assert (updates[3].status, updates[3].stored, updates[2].stored) == ("ok", False, False)
+    assert updates[2].report is None  # no report: nothing the client claimed
     with pytest.raises(sqlite3.IntegrityError):  # one reply per client and round
         store.write_update(1, 2, [np.ones(2)], {})
     assert [p.kind for p in verify(store.run_dir)] == ["incomplete-round"]  # no stray file
@@ -303,3 +316,16 @@ def test_public_names_resolve_and_import_is_light():
     code = "import sys, fedpriv.audit; print(sorted({'torch', 'matplotlib'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_an_altered_stored_report_is_a_store_error(store):
+    """The stored report is read back as the server reads a reply: an altered one that no
+    longer validates names the database and the update."""
+    _one_round(store, 1, clients=(0,))
+    conn = sqlite3.connect(store.run_dir / "audit.sqlite")
+    with conn:
+        conn.execute("UPDATE updates SET report_json = json_set(report_json, '$.mechanism', "
+                     "'nonesuch')")
+    conn.close()
+    with pytest.raises(StoreError, match="update 1: the stored report does not read back"):
+        list(store.iter_updates())

@@ -22,7 +22,7 @@ from fedpriv.budget import check_budget
 from fedpriv.commands.account import account
 from fedpriv.config import load_config
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import make_release
+from fedpriv.mechanisms import build_mechanism, make_release
 from fedpriv.protocol import ClientReport, ReplyError, decode_releases, encode_releases
 from strategies.server_run import run_federation
 
@@ -231,8 +231,9 @@ def test_budget_configuration() -> None:
 
 
 def test_report_fields_round_trip_and_are_checked() -> None:
-    report = ClientReport(0, 3, 100, 2, 0.5, 16.0, "poisson", 0.16, "gaussian",
-                          {"noise_multiplier": 1.0}, epsilon_budget=5.0, declined="no budget")
+    report = ClientReport(0, 3, 100, 2, 0.5, 16.0, "poisson", 0.16,
+                          build_mechanism("gaussian", {"noise_multiplier": 1.0}),
+                          epsilon_budget=5.0, declined="no budget")
     again = ClientReport.from_config(report.to_config())
     assert (again.epsilon_budget, again.declined) == (5.0, "no budget")
     plain = ClientReport.from_config({**report.to_config(), "epsilon-budget": None,

@@ -38,7 +38,7 @@ def _fedavg(store: AuditStore, rnd: int) -> list[np.ndarray]:
     ok = [u for u in store.iter_updates(rounds=[rnd]) if u.status == "ok"]
     if not ok:
         return theta
-    weights = np.array([u.num_examples for u in ok], dtype=np.float64)
+    weights = np.array([u.report.local_examples for u in ok], dtype=np.float64)
     deltas = [list(store.load_update(u.update_id).values()) for u in ok]
     pairs = list(zip(weights, deltas, strict=True))
     return [

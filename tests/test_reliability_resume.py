@@ -48,7 +48,7 @@ def _snapshot(run_dir) -> dict:  # noqa: ANN001
             "metrics": store.query("SELECT round, accuracy, loss FROM rounds ORDER BY round"),
             "aggregates": [store.load_aggregate(r) for r in rounds],
             "globals": [store.load_global(r) for r in rounds],
-            "updates": [(u.round, u.client_id, u.status, u.mechanism_params,
+            "updates": [(u.round, u.client_id, u.status, u.report,
                          store.load_update(u.update_id)) for u in updates],
             "tallies": tallies,
         }  # fmt: skip

@@ -18,6 +18,7 @@ from fedpriv.config import config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.models import build_model
+from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import ClientReport, ReplyError
 from fedpriv.training import LocalOptimizer, local_train
 
@@ -246,13 +247,17 @@ REPORT = {
 
 def test_the_reply_carries_the_optimiser_and_defaults_to_plain_sgd():
     plain = ClientReport.from_config(REPORT)
-    assert (plain.optimizer, plain.momentum, plain.weight_decay, plain.nesterov) == (
-        "sgd", 0.0, 0.0, False)
+    assert plain.optimizer == OptimizerSettings("sgd", 0.0, False, 0.0)
     sent = {**REPORT, "optimizer": "sgd", "momentum": 0.9, "weight-decay": 0.01,
             "nesterov": True}
     report = ClientReport.from_config(sent)
     assert ClientReport.from_config(report.to_config()) == report
-    assert (report.momentum, report.weight_decay, report.nesterov) == (0.9, 0.01, True)
+    assert report.optimizer == OptimizerSettings("sgd", momentum=0.9, nesterov=True,
+                                                 weight_decay=0.01)
+    keys = ("optimizer", "momentum", "weight-decay", "nesterov")  # the wire format is unchanged
+    assert {k: report.to_config()[k] for k in keys} == {k: sent[k] for k in keys}
+    trained = LocalOptimizer("sgd", 0.9, True, 0.01, betas=(0.5, 0.6))
+    assert trained.settings == report.optimizer  # what the client declares of what it trains with
 
 
 @pytest.mark.parametrize(
@@ -284,6 +289,7 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     decay is, at one local step with a fresh buffer."""
     from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
+    from fedpriv.audit import AuditStore
     from fedpriv.config import load_config
     from strategies.server_run import run_federation
 
@@ -294,3 +300,6 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     for client in report["clients"]:
         assert client["verification"]["status"] == status, client["verification"]
         assert client["guarantee"] == guarantee
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:  # the report itself is kept
+        declared = [u.report.optimizer for u in store.iter_updates()]
+    assert declared == [cfg.train.local_optimizer().settings] * 2

@@ -17,6 +17,7 @@ from scipy import stats
 
 import fedpriv.verification as verification
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.verification import (
     Declaration,
     Verdict,
@@ -29,8 +30,7 @@ from fedpriv.verification import (
 )
 
 BASE = Declaration(
-    mechanism="gaussian", clip_bound=1.0, lr=0.1, steps=2, batch_size=64.0, local_size=640,
-    sample_rate=0.1, noise_multiplier=1.0,
+    sensitivity=1.0, lr=0.1, steps=2, batch_size=64.0, local_size=640, sample_rate=0.1,
 )  # fmt: skip
 
 
@@ -52,12 +52,10 @@ def test_a_plausible_declaration_is_consistent_without_a_p_value():
         ({"lr": float("nan")}, "learning rate"),
         ({"lr": None}, "learning rate"),
         ({"batch_size": 60.0}, "q·n"),
-        ({"clip_bound": 0.0}, "C ="),
-        ({"noise_multiplier": -1.0}, "σ"),
-        ({"mechanism": "laplace", "laplace_scale": 0.0}, "λ"),
-        ({"mechanism": "vmf", "vmf_scale": -1.0}, "s ="),
-        ({"momentum": 1.0}, "momentum"),
-        ({"weight_decay": -0.1}, "weight decay"),
+        ({"sensitivity": 0.0}, "C ="),
+        ({"sensitivity": float("nan")}, "C ="),
+        ({"optimizer": OptimizerSettings(momentum=1.0)}, "momentum"),
+        ({"optimizer": OptimizerSettings(weight_decay=-0.1)}, "weight decay"),
         ({"sampling": "shuffle"}, "sampling"),
         ({"sampling": "fixed", "local_size": 1000, "sample_rate": 0.0645, "batch_size": 64.5},
          "integer L"),
@@ -71,6 +69,33 @@ def test_impossible_declarations_are_inconsistent_not_errors(change, words):
     verdict = check_declaration(dataclasses.replace(BASE, **change))
     assert verdict.status == "inconsistent" and verdict.p_value == 0.0
     assert words in verdict.reason
+
+
+def test_an_unbounded_sensitivity_is_plausible():
+    """``none`` bounds nothing: its sensitivity is infinite, and that is no contradiction."""
+    assert check_declaration(dataclasses.replace(BASE, sensitivity=math.inf)).status == (
+        "consistent")
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "params", "field"),
+    [
+        ("gaussian", {"noise_multiplier": -1.0}, "mechanism-params.noise_multiplier"),
+        ("laplace", {"laplace_scale": 0.0}, "mechanism-params.laplace_scale"),
+        ("vmf", {"vmf_scale": -1.0}, "mechanism-params.vmf_scale"),
+    ],
+)
+def test_a_mechanism_parameter_out_of_range_is_refused_by_its_mechanism(mechanism, params, field):
+    """Each mechanism checks its own parameters (``param`` in its file) when the report is
+    read: the verification's declaration knows no mechanism parameter."""
+    from fedpriv.protocol import ClientReport, ReplyError
+
+    report = {"partition-id": 0, "server-round": 1, "local-examples": 640, "steps": 2,
+              "lr": 0.1, "batch-size": 64.0, "sampling": "poisson", "sample-rate": 0.1,
+              "mechanism": mechanism, "mechanism-params": json.dumps(params)}
+    with pytest.raises(ReplyError) as err:
+        ClientReport.from_config(report)
+    assert err.value.field == field
 
 
 def test_batch_size_test_p_value_is_the_doubled_smaller_binomial_tail():
@@ -129,10 +154,11 @@ def _update(**kwargs):
 
 def test_optimisers_that_defeat_the_tests_are_unverifiable():
     for kwargs, words in [
-        ({"optimizer": "adam"}, "adaptive"),
-        ({"momentum": 0.9, "fresh_state": False}, "buffer"),
-        ({"momentum": 0.9, "steps": 2}, "momentum over k = 2"),
-        ({"weight_decay": 1e-4, "steps": 3}, "weight decay over k = 3"),
+        ({"optimizer": OptimizerSettings("adam")}, "adaptive"),
+        ({"optimizer": OptimizerSettings(momentum=0.9), "fresh_state": False}, "buffer"),
+        ({"optimizer": OptimizerSettings(momentum=0.9), "steps": 2}, "momentum over k = 2"),
+        ({"optimizer": OptimizerSettings(weight_decay=1e-4), "steps": 3},
+         "weight decay over k = 3"),
     ]:
         verdict = _update(**kwargs)
         assert isinstance(verdict, Verdict) and verdict.status == "unverifiable"
@@ -168,7 +194,7 @@ def test_one_torch_sgd_step_is_recovered(momentum, nesterov, weight_decay):
     opt.step()
     update = client_update(
         theta, param.detach().numpy(), lr=0.05, steps=1, batch_size=8.0, records=RECORDS,
-        momentum=momentum, nesterov=nesterov, weight_decay=weight_decay,
+        optimizer=OptimizerSettings("sgd", momentum, nesterov, weight_decay),
     )  # fmt: skip
     error = np.linalg.norm(update.summed - release.numpy().astype(np.float64))
     assert error <= update.summed_error(2, float(np.linalg.norm(release.numpy())))

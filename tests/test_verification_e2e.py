@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from verification_support import verify
+from verification_support import Claim, verify
 
 from fedpriv.mechanisms import build_mechanism, make_generator
 from fedpriv.models import build_model
@@ -36,22 +36,18 @@ def _train_and_verify(
         sampling="poisson", generator=gen,
     )  # fmt: skip
     after = [p.detach().numpy() for p in model.parameters()]
-    claim = build_mechanism(*declared)
     declaration = Declaration(
-        mechanism=claim.name,
-        clip_bound=claim.sensitivity,
+        sensitivity=build_mechanism(*declared).sensitivity,
         lr=LR,
         steps=result.steps,
         batch_size=result.sample_rate * N,
         local_size=N,
         sample_rate=result.sample_rate,
-        noise_multiplier=getattr(claim, "noise_multiplier", 0.0),
-        laplace_scale=getattr(claim, "laplace_scale", 1.0),
-        vmf_scale=getattr(claim, "vmf_scale", None) or 1.0,
-        vmf_keep_norm=getattr(claim, "vmf_keep_norm", False),
         batch_sizes=tuple(result.batch_sizes),
     )
-    return verify(declaration, before, after)
+    name, params = declared
+    claim = Claim(declaration, name, {k: v for k, v in params.items() if k != "clip"})
+    return verify(claim, before, after)
 
 
 @pytest.mark.parametrize("name", sorted(PARAMS))

@@ -1,8 +1,12 @@
 """Simulated client-rounds for the verification tests: the releases of privacy-math.md §2 built
 with numpy in float32, applied as local SGD steps to float32 parameters (the round trip the
-server sees), plus the declaration an honest client would send."""
+server sees), plus the claim an honest client would send: the generic declaration and its
+mechanism, whose own ``verify`` the server runs."""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -29,19 +33,40 @@ def gradients(rng: np.random.Generator, count: int, dim: int, aligned: bool) -> 
     return (rng.standard_normal((count, dim), dtype=F32) * scales / F32(np.sqrt(dim))).astype(F32)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """What a simulated client declares: the generic declaration, its mechanism's name and
+    the mechanism's parameters (``clip`` is the declaration's sensitivity)."""
+
+    declaration: Declaration
+    mechanism: str
+    params: Mapping[str, float] = field(default_factory=dict)
+
+    def built(self):  # noqa: ANN201 - a fedpriv Mechanism
+        """The declared mechanism, built through the registry (so the server's route —
+        ``mechanism.verify`` — is what the tests exercise)."""
+        from fedpriv.mechanisms import build_mechanism
+
+        return build_mechanism(self.mechanism, {"kappa": 1.0, **self.params,
+                                                "clip": self.declaration.sensitivity})
+
+
 def release(
-    mechanism: str, clipped_sum: np.ndarray, batch: float, rng: np.random.Generator, d: Declaration
+    mechanism: str, clipped_sum: np.ndarray, batch: float, rng: np.random.Generator,
+    clip: float, noise: Mapping[str, float],
 ) -> np.ndarray:
-    """One step's float32 release of privacy-math.md §2 for a clipped (or raw) sum."""
-    c = F32(d.clip_bound)
+    """One step's float32 release of privacy-math.md §2 for a clipped (or raw) sum, with the
+    noise parameters ``noise`` (``noise_multiplier``, ``laplace_scale``, ``vmf_scale``)."""
+    c = F32(clip)
     if mechanism == "gaussian":
-        noise = rng.standard_normal(clipped_sum.size, dtype=F32) * F32(d.noise_multiplier) * c
-        return (clipped_sum + noise) / F32(batch)
+        draw = rng.standard_normal(clipped_sum.size, dtype=F32)
+        return (clipped_sum + draw * F32(noise["noise_multiplier"]) * c) / F32(batch)
     if mechanism == "laplace":
         e = -np.log1p(-rng.random((2, clipped_sum.size)))  # float64 exponentials, as fedpriv
-        return (clipped_sum + F32(d.laplace_scale) * c * (e[1] - e[0]).astype(F32)) / F32(batch)
+        scale = F32(noise["laplace_scale"]) * c
+        return (clipped_sum + scale * (e[1] - e[0]).astype(F32)) / F32(batch)
     if mechanism == "vmf":
-        return F32(d.vmf_scale) * vmf_direction(clipped_sum, rng, kappa=50.0)
+        return F32(noise["vmf_scale"]) * vmf_direction(clipped_sum, rng, kappa=50.0)
     return clipped_sum / F32(batch)  # clip, none
 
 
@@ -76,24 +101,22 @@ def simulate_round(
     actual: dict[str, float] | None = None,
     update_factor: float = 1.0,
     **params: float,
-) -> tuple[Declaration, np.ndarray, np.ndarray]:
-    """One client-round: ``(declaration, θ, θ_client)``, both float32. Honest unless the
-    release is made by another mechanism (``released``), with other parameters (``actual``),
-    or the update is multiplied by ``update_factor``."""
+) -> tuple[Claim, np.ndarray, np.ndarray]:
+    """One client-round: ``(claim, θ, θ_client)``, both float32. Honest unless the release
+    is made by another mechanism (``released``), with other parameters (``actual``), or the
+    update is multiplied by ``update_factor``."""
+    clip = params.pop("clip_bound", 1.0)
     d = Declaration(
-        mechanism=mechanism,
-        clip_bound=params.get("clip_bound", 1.0),
+        sensitivity=clip,
         lr=lr,
         steps=steps,
         batch_size=float(batch_size),
         local_size=local_size,
         sample_rate=batch_size / local_size,
-        noise_multiplier=params.get("noise_multiplier", 1.0),
-        laplace_scale=params.get("laplace_scale", 1.0),
-        vmf_scale=params.get("vmf_scale", 1.0),
         sampling=sampling,
     )
-    truth = Declaration(**{**d.__dict__, **(actual or {})})
+    declared = {"noise_multiplier": 1.0, "laplace_scale": 1.0, "vmf_scale": 1.0, **params}
+    truth = {**declared, **(actual or {})}
     released = released or mechanism
     theta = (F32(0.1) * rng.standard_normal(dim, dtype=F32)).astype(F32)
     current, sizes = theta.copy(), []
@@ -102,30 +125,19 @@ def simulate_round(
         count = rng.binomial(local_size, d.sample_rate) if sampling == "poisson" else batch_size
         grads = gradients(rng, count, dim, aligned)
         if released != "none":
-            grads = clip_rows(grads, d.clip_bound, norm_ord)
+            grads = clip_rows(grads, clip, norm_ord)
         total = grads.sum(axis=0, dtype=F32) if count else np.zeros(dim, F32)
-        step = release(released, total, d.batch_size, rng, truth)
+        step = release(released, total, d.batch_size, rng, clip, truth)
         current = (current - F32(lr) * step).astype(F32)
         sizes.append(int(count))
     current = (theta + F32(update_factor) * (current - theta)).astype(F32)
     if report_batches:
         d = Declaration(**{**d.__dict__, "batch_sizes": tuple(sizes)})
-    return d, theta, current
+    return Claim(d, mechanism, declared), theta, current
 
 
-def declared_mechanism(d: Declaration):  # noqa: ANN201 - a fedpriv Mechanism
-    """The mechanism the declaration names, built through the registry (so the server's
-    route — ``mechanism.verify`` — is what the tests exercise)."""
-    from fedpriv.mechanisms import build_mechanism
-
-    params = {"clip": d.clip_bound, "noise_multiplier": d.noise_multiplier,
-              "laplace_scale": d.laplace_scale, "kappa": 1.0, "vmf_scale": d.vmf_scale,
-              "vmf_keep_norm": d.vmf_keep_norm}  # fmt: skip
-    return build_mechanism(d.mechanism, params)
-
-
-def verify(d: Declaration, theta, theta_client, **kwargs):  # noqa: ANN001, ANN201
+def verify(claim: Claim, theta, theta_client, **kwargs):  # noqa: ANN001, ANN201
     """:func:`fedpriv.verification.verify_update` with the declared mechanism's own check."""
     from fedpriv.verification import verify_update
 
-    return verify_update(d, theta, theta_client, declared_mechanism(d).verify, **kwargs)
+    return verify_update(claim.declaration, theta, theta_client, claim.built().verify, **kwargs)

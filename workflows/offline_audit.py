@@ -4,7 +4,8 @@ For each selected update — status ``ok``, in a completed round, its arrays kep
 storage policy (``audit.store_updates``; the others are listed under ``not_stored`` and named
 in a warning, and a selection with none stored is refused) — the server's view is rebuilt
 from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
-public metadata of its row (learning rate, expected batch size, local steps, mechanism). The
+client's stored report (learning rate, expected batch size, local steps, mechanism), the
+same report the live auditor read. The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
 seeds (:func:`strategies.attack_schedule.attack_job`, ``--iterations`` aside), are scored
 against the stored ground truth where the run kept one (every record of that round, as the live
@@ -37,9 +38,8 @@ from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify,
 from fedpriv.config import Config, apply_override, config_from_dict
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import build_mechanism
 from strategies.attack_schedule import attack_job, attack_scores
-from strategies.canary_audit import CanaryAuditor, stored_declaration
+from strategies.canary_audit import CanaryAuditor
 
 __all__ = ["audit_run"]
 
@@ -79,22 +79,18 @@ def _selected(
     return stored, skipped
 
 
-def _mechanism(update: UpdateRecord) -> Any:
-    return build_mechanism(str(update.mechanism), update.mechanism_params)
-
-
 def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     """What the server saw of ``update``, from the store alone (no ground truth), with any
     canaries' share removed."""
     input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
     arrays = list(store.load_update(update.update_id).values())
-    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, _mechanism(update),
-                                                arrays, **stored_declaration(update))
+    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, update.report,
+                                                arrays)
     return ServerView.from_update(
         (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
         arrays if clean is None else clean,
-        update,
+        update.report,
     )
 
 
@@ -114,8 +110,7 @@ def _canary_bounds(
     out = []
     for update in _selected(store, cfg, rounds, clients, ("ok", "inconsistent"))[0]:
         flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])
-        canary = auditor.score(update.round, update.client_id, _mechanism(update), flat,
-                               **stored_declaration(update))
+        canary = auditor.score(update.round, update.client_id, update.report, flat)
         if canary is None:
             continue
         store.write_tally(update.round, update.client_id, {"epsilon_lower": canary.lower})

@@ -79,7 +79,8 @@ def _check_identity(conn: sqlite3.Connection, db_path: Path, *, check: bool) -> 
         raise StoreError(db_path, "an SQLite database but not a fedpriv audit store", _STORE)
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version != SCHEMA_VERSION:
-        raise StoreError(db_path, f"schema version {version}, this fedpriv reads another", _STORE)
+        raise StoreError(db_path, f"schema version {version}, written by another fedpriv "
+                         f"version; this one reads schema version {SCHEMA_VERSION} only", _STORE)
     if check:
         problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
         if problems != ["ok"]:

@@ -20,6 +20,7 @@ from fedpriv.audit.connection import connect
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import UpdateRecord
 from fedpriv.audit.tensors import load_arrays
+from fedpriv.protocol import ReplyError
 
 __all__ = ["DB_NAME", "TENSOR_DIR", "StoreReader", "tensor_file"]
 
@@ -153,7 +154,13 @@ class StoreReader:
         *,
         include_incomplete: bool = False,
     ) -> Iterator[UpdateRecord]:
-        """Updates ordered by round and client, of completed rounds unless asked otherwise."""
+        """Updates ordered by round and client, of completed rounds unless asked otherwise.
+
+        Raises
+        ------
+        StoreError
+            A stored report does not read back (the database was altered).
+        """
         where, params = ["(r.status = 'completed' OR ?)"], [int(include_incomplete)]
         for column, wanted in (("u.round", rounds), ("u.client_id", clients)):
             if wanted is not None:
@@ -166,4 +173,9 @@ class StoreReader:
             "ORDER BY u.round, u.client_id"
         )
         for row in self._fetch(sql, params):
-            yield UpdateRecord.from_row(row)
+            try:
+                record = UpdateRecord.from_row(row)
+            except ReplyError as exc:
+                raise StoreError(self.run_dir / DB_NAME, f"update {row['update_id']}: the "
+                                 f"stored report does not read back ({exc})") from None
+            yield record

@@ -2,7 +2,9 @@
 
 Writers hand the store plain mappings (``meta``, ``values``, ``result``); :func:`row_values`
 checks their keys against the schema's field lists, turns NumPy scalars into Python numbers,
-booleans into 0/1 and the JSON fields into text. Readers get :class:`UpdateRecord` objects.
+booleans into 0/1 and the JSON fields into text. Readers get :class:`UpdateRecord` objects,
+which give the client's report back as the server read it
+(:meth:`fedpriv.protocol.ClientReport.from_config` of the stored mapping).
 A float NaN is stored by SQLite as NULL, i.e. "not measured"; ±inf is stored as is.
 """
 
@@ -11,16 +13,18 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from fedpriv.protocol import ClientReport
 
 __all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "py_value", "row_values", "to_json"]
 
 #: Fields holding a JSON document; the column is the field name + ``_json``.
 JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate", "verification",
-                         "epsilon_lower"})
+                         "epsilon_lower", "report"})
 
 
 def py_value(value: Any) -> Any:
@@ -77,7 +81,12 @@ def _flag(value: int | None) -> bool | None:
 
 @dataclass(frozen=True)
 class UpdateRecord:
-    """One client's reply in one round, as stored (load its arrays with ``load_update``)."""
+    """One client's reply in one round, as stored (load its arrays with ``load_update``).
+
+    ``report`` is the client's :class:`~fedpriv.protocol.ClientReport`, its mechanism built
+    once as the row is read; None for a reply that carried no readable report (an exception,
+    a timeout, a malformed reply).
+    """
 
     update_id: int
     round: int
@@ -87,16 +96,10 @@ class UpdateRecord:
     error: str | None
     path: str | None
     sha256: str | None
-    num_examples: int | None
-    local_steps: int | None
-    lr: float | None
-    batch_size: float | None
-    sample_rate: float | None
-    mechanism: str | None
     formal_guarantee: bool | None
     pseudo_gradient: bool | None
     created: float
-    mechanism_params: dict[str, Any] = field(default_factory=dict)
+    report: ClientReport | None = None
 
     @property
     def stored(self) -> bool:
@@ -106,15 +109,21 @@ class UpdateRecord:
 
     @classmethod
     def from_row(cls, row: sqlite3.Row) -> UpdateRecord:
-        """Build a record from a row of ``updates`` joined with ``tensors`` (path, sha256)."""
-        params = row["mechanism_params_json"]
+        """Build a record from a row of ``updates`` joined with ``tensors`` (path, sha256).
+
+        Raises
+        ------
+        fedpriv.protocol.ReplyError
+            The stored report does not read back (an altered database).
+        """
+        report = row["report_json"]
         return cls(
             **{
                 name: row[name]
                 for name in cls.__dataclass_fields__
-                if name not in ("mechanism_params", "formal_guarantee", "pseudo_gradient")
+                if name not in ("report", "formal_guarantee", "pseudo_gradient")
             },
             formal_guarantee=_flag(row["formal_guarantee"]),
             pseudo_gradient=_flag(row["pseudo_gradient"]),
-            mechanism_params=json.loads(params) if params else {},
+            report=ClientReport.from_config(json.loads(report)) if report else None,
         )

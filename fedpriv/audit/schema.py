@@ -31,7 +31,10 @@ APPLICATION_ID = 0x66647076
 #: (``tallies`` columns), the ``inconsistent`` and ``declined`` update statuses and the
 #: ``identity``, ``inconsistent`` and ``declined`` failure kinds. Version 4 lets an accepted
 #: (``ok``) update have no tensor: the run's ``audit.store_updates`` policy did not keep it.
-SCHEMA_VERSION = 4
+#: Version 5 keeps the client's report itself in each ``updates`` row (``report_json``: the
+#: :meth:`fedpriv.protocol.ClientReport.to_config` mapping), which live audit, ``--resume`` and
+#: offline audit all read; the columns beside it are derived from it for SQL readers.
+SCHEMA_VERSION = 5
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined")
@@ -41,10 +44,11 @@ FAILURE_KINDS = (
 )  # fmt: skip
 TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
 
-#: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` is stored as JSON).
+#: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` and ``report`` are stored
+#: as JSON).
 UPDATE_FIELDS = (
     "node_id", "num_examples", "local_steps", "lr", "batch_size", "sample_rate", "mechanism",
-    "mechanism_params", "formal_guarantee", "pseudo_gradient", "status", "error",
+    "mechanism_params", "formal_guarantee", "pseudo_gradient", "status", "error", "report",
 )  # fmt: skip
 #: Keys accepted in ``write_tally(values=...)`` (``details`` is stored as JSON).
 TALLY_FIELDS = (
@@ -129,6 +133,7 @@ CREATE TABLE updates (
     pseudo_gradient INTEGER CHECK (pseudo_gradient IN (0, 1)),
     status TEXT NOT NULL {_in("status", UPDATE_STATUSES)},
     error TEXT,
+    report_json TEXT,
     created REAL NOT NULL,
     UNIQUE (round, client_id)
 ) STRICT;

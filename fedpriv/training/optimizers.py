@@ -31,41 +31,31 @@ from dataclasses import dataclass
 
 import torch
 
-from fedpriv.protocol import OPTIMIZERS, optimizer_conflict
+from fedpriv.optimizer_settings import OPTIMIZERS, OptimizerSettings
 
 __all__ = ["LocalOptimizer"]
 
 
 @dataclass(frozen=True)
-class LocalOptimizer:
-    """Which ``torch.optim`` optimiser steps on the release, with its hyper-parameters.
+class LocalOptimizer(OptimizerSettings):
+    """Which ``torch.optim`` optimiser steps on the release: the declared
+    :class:`~fedpriv.optimizer_settings.OptimizerSettings` (``name``, ``momentum``,
+    ``nesterov``, ``weight_decay``), validated, plus Adam's and AdamW's ``betas``
+    ``(β₁, β₂)``, which the server need not know."""
 
-    Attributes
-    ----------
-    name
-        ``"sgd"`` (``torch.optim.SGD``), ``"adam"`` (``torch.optim.Adam``) or ``"adamw"``
-        (``torch.optim.AdamW``).
-    momentum, nesterov
-        SGD's momentum ``μ ∈ [0, 1)`` (dampening 0) and Nesterov's variant (needs ``μ > 0``).
-    weight_decay
-        ``λ ≥ 0``: ``λθ`` added to the released gradient (``sgd``, ``adam``: coupled L2, as
-        ``torch.optim`` does), or ``θ ← θ(1 − ηλ)`` before the step (``adamw``: decoupled).
-    betas
-        Adam's and AdamW's ``(β₁, β₂)``.
-    """
-
-    name: str = "sgd"
-    momentum: float = 0.0
-    nesterov: bool = False
-    weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
 
     def __post_init__(self) -> None:
         if self.name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.name!r}; one of {OPTIMIZERS}")
-        if optimizer_conflict(self.name, self.momentum, self.nesterov) is not None:
+        if self.conflict() is not None:
             raise ValueError(f"momentum and nesterov are SGD's; {self.name} has none"
                              if self.name != "sgd" else "nesterov needs momentum > 0")
+
+    @property
+    def settings(self) -> OptimizerSettings:
+        """What a client declares of this optimiser (everything but the betas)."""
+        return OptimizerSettings(self.name, self.momentum, self.nesterov, self.weight_decay)
 
     def build(self, params: Iterable[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
         """A fresh optimiser over ``params`` with learning rate ``lr`` (state at zero)."""

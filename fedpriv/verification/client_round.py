@@ -78,9 +78,6 @@ def verify_update(
         batch_size=d.batch_size,
         records=records,
         optimizer=d.optimizer,
-        momentum=d.momentum,
-        nesterov=d.nesterov,
-        weight_decay=d.weight_decay,
         fresh_state=d.fresh_state,
     )
     checked = update if isinstance(update, Verdict) else verifier(update, a)

@@ -6,6 +6,11 @@ raising. What no update can confirm — the local size ``n``, hence ``q`` — st
 (privacy-math.md §9); but declared batch sizes must be plausible under ``Binomial(n, q)``
 (:func:`check_batch_sizes`), so a client cannot account with a small ``q`` while sampling
 large batches.
+
+The declaration holds what every mechanism shares; what only one mechanism has (its noise
+parameters) is checked where it is declared — the mechanism's parameter checks when the report
+is read — and tested by the mechanism's own ``verify``, which the server passes to
+:func:`~fedpriv.verification.registry.verify_update`.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 
 from scipy import stats
 
+from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.validate import check_dim, check_probability, check_rate
 from fedpriv.verification.records import SAMPLINGS
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide
@@ -25,53 +31,38 @@ __all__ = ["Declaration", "check_batch_sizes", "check_declaration"]
 
 @dataclass(frozen=True)
 class Declaration:
-    """One client-round's declaration, in plain numbers.
+    """One client-round's declaration, in plain numbers, the same for every mechanism.
 
     Attributes
     ----------
-    mechanism
-        The declared mechanism's name (a registered mechanism: the server built it first).
-    clip_bound
-        The mechanism's overall clipping bound ``C`` (its sensitivity: ℓ1 for ``laplace``;
-        ``sqrt(Σ C_r²)`` or ``Σ C_r`` under per-layer clipping). Unused by ``none``.
+    sensitivity
+        The mechanism's overall bound ``C`` on one record's contribution (ℓ1 for ``laplace``;
+        ``sqrt(Σ C_r²)`` or ``Σ C_r`` under per-layer clipping; ``inf`` for ``none``).
     lr, steps
         ``η`` and ``k``.
     batch_size
         ``L``, the expected batch the release is divided by: ``q·n``.
     local_size, sample_rate
         ``n`` and ``q``.
-    noise_multiplier
-        ``σ`` (``gaussian``).
-    laplace_scale
-        ``λ``, ``b = λ·C`` (``laplace``).
-    vmf_scale, vmf_keep_norm
-        ``s`` and whether the true norm was released instead (``vmf``).
     sampling
         ``"poisson"`` or ``"fixed"``.
     batch_sizes
         ``B_1 … B_k`` if the client reports them.
-    optimizer, momentum, nesterov, weight_decay, fresh_state
+    optimizer, fresh_state
         The local optimiser (``torch.optim.SGD`` semantics; see
-        :func:`~fedpriv.verification.update.client_update`).
+        :func:`~fedpriv.verification.update.client_update`) and whether its state is created
+        afresh every round.
     """
 
-    mechanism: str
-    clip_bound: float
+    sensitivity: float
     lr: float
     steps: int
     batch_size: float
     local_size: int
     sample_rate: float
-    noise_multiplier: float = 0.0
-    laplace_scale: float = 1.0
-    vmf_scale: float = 1.0
-    vmf_keep_norm: bool = False
     sampling: str = "poisson"
     batch_sizes: tuple[int, ...] | None = None
-    optimizer: str = "sgd"
-    momentum: float = 0.0
-    nesterov: bool = False
-    weight_decay: float = 0.0
+    optimizer: OptimizerSettings = OptimizerSettings()
     fresh_state: bool = True
 
 
@@ -92,6 +83,14 @@ def _is_number(
     return math.isfinite(v) and (v > low if open_low else v >= low) and v <= high
 
 
+def _positive(value: object) -> bool:
+    """``value > 0``, infinity included (the sensitivity of a mechanism that bounds nothing)."""
+    try:
+        return float(value) > 0  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
 def _problems(d: Declaration) -> list[str]:
     """Every way the declaration cannot be true."""
     checks = [
@@ -101,21 +100,16 @@ def _problems(d: Declaration) -> list[str]:
         (_is_number(d.sample_rate, 0, 1, open_low=True), f"q = {d.sample_rate!r} ∉ (0, 1]"),
         (_is_number(d.lr, 0, open_low=True), f"learning rate {d.lr!r} is not > 0"),
         (_is_number(d.batch_size, 0, open_low=True), f"L = {d.batch_size!r} is not > 0"),
-        (_is_number(d.momentum, 0, 1), f"momentum {d.momentum!r} ∉ [0, 1)"),
-        (_is_number(d.weight_decay, 0), f"weight decay {d.weight_decay!r} is not ≥ 0"),
+        (_is_number(d.optimizer.momentum, 0, 1), f"momentum {d.optimizer.momentum!r} ∉ [0, 1)"),
+        (_is_number(d.optimizer.weight_decay, 0),
+         f"weight decay {d.optimizer.weight_decay!r} is not ≥ 0"),
+        (_positive(d.sensitivity), f"C = {d.sensitivity!r} ≤ 0"),
     ]
-    if d.mechanism != "none":
-        checks.append((_is_number(d.clip_bound, 0, open_low=True), f"C = {d.clip_bound!r} ≤ 0"))
-    checks += {
-        "gaussian": [(_is_number(d.noise_multiplier, 0), f"σ = {d.noise_multiplier!r} < 0")],
-        "laplace": [(_is_number(d.laplace_scale, 0, open_low=True), f"λ = {d.laplace_scale!r}")],
-        "vmf": [(_is_number(d.vmf_scale, 0, open_low=True), f"s = {d.vmf_scale!r} ≤ 0")],
-    }.get(d.mechanism, [])
     found = [message for ok, message in checks if not ok]
     if found:
         return found
-    if d.momentum >= 1:
-        found.append(f"momentum {d.momentum} ∉ [0, 1)")
+    if d.optimizer.momentum >= 1:
+        found.append(f"momentum {d.optimizer.momentum} ∉ [0, 1)")
     if not math.isclose(d.batch_size, d.sample_rate * d.local_size, rel_tol=1e-9):
         found.append(f"L = {d.batch_size} is not q·n = {d.sample_rate * d.local_size}")
     if d.sampling == "fixed" and not _is_int(d.batch_size, 1):
@@ -140,7 +134,7 @@ def check_declaration(declaration: Declaration) -> Verdict:
     """``inconsistent`` (p = 0) with every problem found if the declaration cannot be true,
     else ``consistent`` (no p-value: nothing was tested). Checked: known
     sampling, ``k ≥ 1`` and ``n ≥ 1`` integers, ``q ∈ (0, 1]``, ``L = q·n`` (relative 10⁻⁹),
-    ``η > 0``, ``C > 0``, noise parameters in range, momentum in ``[0, 1)``, and declared batch
+    ``η > 0``, ``C > 0``, momentum in ``[0, 1)``, and declared batch
     sizes: ``k`` integers in ``[0, n]``, all ``L`` for fixed-size batches."""
     problems = _problems(declaration)
     if problems:  # p = 0: impossible under the declaration

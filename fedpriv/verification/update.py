@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import PLAIN_SGD, OptimizerSettings
 from fedpriv.validate import check_dim, check_nonnegative, check_positive
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, roundoff_bound
@@ -100,10 +101,7 @@ def client_update(
     steps: int,
     batch_size: float,
     records: RecordCount,
-    optimizer: str = "sgd",
-    momentum: float = 0.0,
-    nesterov: bool = False,
-    weight_decay: float = 0.0,
+    optimizer: OptimizerSettings = PLAIN_SGD,
     fresh_state: bool = True,
     unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
 ) -> ClientUpdate | Verdict:
@@ -120,26 +118,26 @@ def client_update(
         order (the dtype the client trained in).
     lr, steps, batch_size, records
         ``η``, ``k``, ``L`` and the law of ``B``.
-    optimizer, momentum, nesterov, weight_decay, fresh_state
-        The declared optimiser (``torch.optim.SGD`` semantics); ``fresh_state`` says whether
-        its state (the momentum buffer) is created afresh each round.
+    optimizer, fresh_state
+        The declared optimiser (``torch.optim.SGD`` semantics for ``sgd``); ``fresh_state``
+        says whether its state (the momentum buffer) is created afresh each round.
     unit_roundoff
         ``u`` of the client's arithmetic.
     """
     eta = check_positive("lr", lr)
     k = check_dim("steps", steps)
-    mu = check_nonnegative("momentum", momentum)
-    decay = check_nonnegative("weight_decay", weight_decay)
+    mu = check_nonnegative("momentum", optimizer.momentum)
+    decay = check_nonnegative("weight_decay", optimizer.weight_decay)
     start, end = flatten(theta), flatten(theta_client)
     if start.shape != end.shape:
         raise InputError("theta_client", end.shape, f"parameters of the shape {start.shape}")
-    reason = _unsupported(optimizer, k, mu, decay, fresh_state)
+    reason = _unsupported(optimizer.name, k, mu, decay, fresh_state)
     if reason is not None:
         return unverifiable("optimizer", reason)
     delta = end - start
     if not np.all(np.isfinite(delta)):
         return unverifiable("update", "the update is not finite (training diverged?)")
-    step_scale = eta * (1.0 + mu if nesterov and mu > 0 else 1.0)
+    step_scale = eta * (1.0 + mu if optimizer.nesterov and mu > 0 else 1.0)
     summed = -delta / step_scale - decay * start
     return ClientUpdate(
         summed=summed,
