@@ -5,7 +5,8 @@ replays what :func:`strategies.federation.run_federation` does on the server eac
 ``Auditor.begin_round`` (θ to the store), ``Auditor.accepted`` on every ``(node, reply)`` (checked;
 update and ground truth written, ε / log C / ξ tallied), ``Auditor.end_round`` and
 ``write_report`` — on replies shaped like the quickstart's (paper MLP, 20 local steps of
-batch 32, the client's record ids), with ``audit.enabled`` true and false. It reports the
+batch 32, the client's record ids, θ moved by the declared Gaussian noise alone, so that every
+reply passes verification), with ``audit.enabled`` true and false. It reports the
 server seconds per round of each mode, and a cProfile of the logging mode: the functions with
 the largest own time, which say whether disk syncs, SQLite, accounting or the report dominate.
 """
@@ -60,6 +61,11 @@ def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[tuple[int, _R
 
     rng = np.random.default_rng(rnd)
     n = cfg.data.num_clients
+    # the declared Gaussian's noise on θ after k steps: η·σC·√k / L per coordinate (u = L·Σ_t r_t,
+    # privacy-math.md §9.2), so that the replies pass verification as honest ones do
+    params, train = cfg.mechanism.params, cfg.train
+    noise = (train.lr * params["noise_multiplier"] * params["clip"]
+             * float(np.sqrt(train.local_steps)) / train.batch_size)
     parts = partition_indices(dataset.train_y.numpy(), n, cfg.data.partition,
                               cfg.data.dirichlet_alpha, cfg.seed)
     out = []
@@ -73,7 +79,7 @@ def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[tuple[int, _R
                 "mechanism-params": json.dumps(cfg.mechanism.params),
                 "formal-guarantee": True, "record-ids": json.dumps(batches)}
         gen = torch.Generator().manual_seed(1000 * rnd + cid)
-        state = {k: v + 0.01 * torch.randn(v.shape, generator=gen)
+        state = {k: v + noise * torch.randn(v.shape, generator=gen)
                  for k, v in model.state_dict().items()}
         out.append((cid + 1, _Reply(cid + 1, state, meta)))
     return out
