@@ -25,6 +25,8 @@ def test_every_benchmark_section_runs_without_error(tmp_path):
     log = err.read_text(errors="replace")
     assert run.returncode == 0, f"exit {run.returncode}, {run.wall_seconds:.0f} s\n{log[-6000:]}"
     result = json.loads(out.read_text())
+    print(f"smoke run {run.wall_seconds:.1f} s:", ", ".join(  # shown with -s or on failure
+        f"{name} {entry['seconds']} s" for name, entry in result["sections"].items()))
     assert result["smoke"] is True
     assert list(result["sections"]) == list(SECTIONS)
     assert errors(result) == [], "\n".join(errors(result))
