@@ -69,12 +69,13 @@ def iterations_per_second(iterations: int, repeats: int) -> dict[str, dict[str, 
     return {"wall": wall, "cpu": cpu}
 
 
-def _time_to_ssim(name: str, options: dict, index: int, repeats: int) -> dict[str, Any]:
+def _time_to_ssim(name: str, options: dict, index: int, repeats: int,
+                  budgets: tuple[int, ...]) -> dict[str, Any]:
     from attacks import score_reconstruction
 
     view, truth = _view([index], seed=index)
     best = 0.0
-    for budget in BUDGETS:
+    for budget in budgets:
         result, seconds, _ = _median_run(name, view, budget, repeats, options)
         ssim = score_reconstruction(result.reconstructions, truth).summary()["ssim"]
         best = max(best, ssim)
@@ -83,11 +84,14 @@ def _time_to_ssim(name: str, options: dict, index: int, repeats: int) -> dict[st
     return {"iterations": None, "seconds": None, "ssim": best}
 
 
-def time_to_ssim(digits: list[int], repeats: int) -> dict[str, dict[str, Any]]:
-    """Per setting: median budget and seconds to SSIM 0.9 over ``digits`` (None if never)."""
+def time_to_ssim(
+    digits: list[int], repeats: int, budgets: tuple[int, ...] = BUDGETS
+) -> dict[str, dict[str, Any]]:
+    """Per setting: median budget (the first of ``budgets`` that reaches it) and seconds to
+    SSIM 0.9 over ``digits`` (None if never)."""
     out = {}
     for label, (name, options) in SETTINGS.items():
-        runs = [_time_to_ssim(name, options, index, repeats) for index in digits]
+        runs = [_time_to_ssim(name, options, index, repeats, budgets) for index in digits]
         reached = [r for r in runs if r["iterations"] is not None]
         out[label] = {
             "reached": f"{len(reached)}/{len(runs)}",
@@ -102,16 +106,18 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def measure(quick: bool = False, threads: int = 1) -> dict[str, Any]:
-    """All measurements; see the module docstring."""
+def measure(quick: bool = False, threads: int = 1, *, smoke: bool = False) -> dict[str, Any]:
+    """All measurements; see the module docstring (``smoke``: 5 iterations, one digit, one
+    budget — it runs every part, it measures nothing)."""
     import torch
 
     torch.set_num_threads(threads)
-    iterations, repeats = (50, 3) if quick else (200, 5)
-    digits = [0, 13, 26] if quick else [0, 13, 26, 39, 52]
+    iterations, repeats = (5, 1) if smoke else (50, 3) if quick else (200, 5)
+    digits = [0] if smoke else [0, 13, 26] if quick else [0, 13, 26, 39, 52]
     return {
         "iterations_per_second": iterations_per_second(iterations, repeats),
-        "time_to_ssim_0.9": time_to_ssim(digits, 1 if quick else 3),
+        "time_to_ssim_0.9": time_to_ssim(digits, 1 if quick or smoke else 3,
+                                         BUDGETS[:1] if smoke else BUDGETS),
         "model": "paper-mlp",
         "data": "sklearn digits 16x16",
         "iterations": iterations,

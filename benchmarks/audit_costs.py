@@ -2,11 +2,12 @@
 
 ``python -m benchmarks.audit_costs [--quick]`` prints one JSON object. For N clients it
 replays what :func:`strategies.server_run.run_federation` does on the server each round —
-``AuditPipeline.begin_round`` (θ to the store), ``AuditPipeline.accepted`` on every client's
-reply (checked; update and ground truth written, ε / log C / ξ tallied),
+``AuditPipeline.begin_round`` (θ to the store), ``AuditPipeline.accepted`` on every
+``(node, reply)`` (checked; update and ground truth written, ε / log C / ξ tallied),
 ``AuditPipeline.end_round`` and
 ``write_report`` — on replies shaped like the quickstart's (paper MLP, 20 local steps of
-batch 32, the client's record ids), with ``audit.enabled`` true and false. It reports the
+batch 32, the client's record ids, θ moved by the declared Gaussian noise alone, so that every
+reply passes verification), with ``audit.enabled`` true and false. It reports the
 server seconds per round of each mode, and a cProfile of the logging mode: the functions with
 the largest own time, which say whether disk syncs, SQLite, accounting or the report dominate.
 """
@@ -53,13 +54,19 @@ class _Reply:
         return False
 
 
-def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[_Reply]:
+def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[tuple[int, _Reply]]:
+    """``(node, reply)`` of every client, as ``AuditPipeline.accepted`` takes them."""
     import torch
 
     from fedpriv.data import partition_indices
 
     rng = np.random.default_rng(rnd)
     n = cfg.data.num_clients
+    # the declared Gaussian's noise on θ after k steps: η·σC·√k / L per coordinate (u = L·Σ_t r_t,
+    # privacy-math.md §9.2), so that the replies pass verification as honest ones do
+    params, train = cfg.mechanism.params, cfg.train
+    noise = (train.lr * params["noise_multiplier"] * params["clip"]
+             * float(np.sqrt(train.local_steps)) / train.batch_size)
     parts = partition_indices(dataset.train_y.numpy(), n, cfg.data.partition,
                               cfg.data.dirichlet_alpha, cfg.seed)
     out = []
@@ -73,9 +80,9 @@ def _replies(cfg: Any, dataset: Any, model: Any, rnd: int) -> list[_Reply]:
                 "mechanism-params": json.dumps(cfg.mechanism.params),
                 "formal-guarantee": True, "record-ids": json.dumps(batches)}
         gen = torch.Generator().manual_seed(1000 * rnd + cid)
-        state = {k: v + 0.01 * torch.randn(v.shape, generator=gen)
+        state = {k: v + noise * torch.randn(v.shape, generator=gen)
                  for k, v in model.state_dict().items()}
-        out.append(_Reply(cid + 1, state, meta))
+        out.append((cid + 1, _Reply(cid + 1, state, meta)))
     return out
 
 
@@ -120,19 +127,21 @@ def _top(profiler: cProfile.Profile, count: int = 10) -> list[dict[str, Any]]:
             for (file, line, name), (_, calls, own, cum, _) in rows[:count]]
 
 
-def audit_costs(quick: bool = False) -> dict[str, Any]:
-    """Server seconds per round with and without auditing, and the profile (docstring)."""
+def audit_costs(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Server seconds per round with and without auditing, and the profile (docstring;
+    ``smoke``: 2 clients and 2 rounds, which runs the code and measures nothing)."""
     logging.getLogger("absl").setLevel(logging.ERROR)  # dp-accounting's convergence notes
-    rounds = 3 if quick else 6
+    rounds = 2 if smoke else 3 if quick else 6
+    profiled = 2 if smoke else 50
     out: dict[str, Any] = {"rounds": rounds, "per_round_s": {}}
-    for clients in (10, 50):
+    for clients in (2,) if smoke else (10, 50):
         for enabled in (False, True):
             mode = "logging" if enabled else "off"
             out["per_round_s"][f"{clients}/{mode}"] = summarize(
                 server_round_seconds(clients, rounds, enabled), digits=4)
     profiler = cProfile.Profile()
-    server_round_seconds(50, rounds, True, profiler)
-    out["profile_50_clients_logging"] = _top(profiler)
+    server_round_seconds(profiled, rounds, True, profiler)
+    out[f"profile_{profiled}_clients_logging"] = _top(profiler)
     return out
 
 

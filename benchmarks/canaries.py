@@ -55,17 +55,18 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
     return timed(one_round, repeats)
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """Client and server milliseconds per client-round (module docstring)."""
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Client and server milliseconds per client-round (module docstring; ``smoke``: 10
+    canaries, a pool of 2 rounds, one call each: it runs the code, it measures nothing)."""
     from fedpriv.canaries import CanaryDesign, canary_sum
     from strategies.canary_audit import POOLED_CANARIES
 
-    repeats = 3 if quick else 10
+    repeats = 1 if smoke else 3 if quick else 10
     out: dict[str, Any] = {"dim": DIM, "pooled_canaries": POOLED_CANARIES, "rows": {}}
     for kind in ("coordinate", "random"):
-        count = 1_000
+        count = 10 if smoke else 1_000
         design = CanaryDesign(1, count, DIM, 1.0, kind)
-        full = POOLED_CANARIES // count
+        full = 2 if smoke else POOLED_CANARIES // count
         out["rows"][f"{kind}/{count}"] = {
             "client_ms": timed(lambda d=design: canary_sum(d), repeats),
             "server_ms_pool_1_round": _server(kind, count, 1, repeats),

@@ -1,6 +1,7 @@
 """The cost of privacy in one training step: the paper MLP at batch 128 (16×16 digits), CPU.
 
-``python -m benchmarks.dp_step [--quick]`` (from the repository root) prints one JSON object:
+``python -m benchmarks.dp_step [--quick | --smoke]`` (from the repository root) prints one JSON
+object:
 
 * ``steps_ms``: one full step (gradients, clip/noise, parameter update) by each route —
   ``plain`` (mean-loss backward, ``torch.optim.SGD``), ``dp_outer``
@@ -9,9 +10,13 @@
   of models with non-linear layers), ``dp_loop`` (one backward per example),
   ``dp_ghost`` (clipped sum from :func:`~fedpriv.gradients.clipping.
   ghost_clipped_sum` without materialising the ``(B, p)`` matrix, then the mechanism's noise —
-  the route :func:`fedpriv.training.local_train` takes for clipped
-  mechanisms on all-linear models), and ``dp_opacus`` (Opacus
-  ``GradSampleModule`` hooks + ``DPOptimizer``, if Opacus is importable).
+  the route :func:`fedpriv.training.private_release` takes for clipped
+  mechanisms on all-linear models), ``dp_local_train`` (the whole production call,
+  :func:`fedpriv.training.local_train` for one step of a fixed-size batch of all ``B`` records:
+  the batch draw, the release, the optimiser's step and the bookkeeping) and ``dp_opacus``
+  (Opacus ``GradSampleModule`` hooks + ``DPOptimizer``, if Opacus is importable). Every DP route
+  but ``dp_local_train`` and ``dp_opacus`` applies its release as plain SGD, ``θ ← θ − η ·
+  release`` (what ``local_train`` does with its default optimiser), in place.
 * ``ratio_to_plain``: each route's median over ``plain``'s; ``ratio_dp_to_plain`` is the
   production route's, ``dp_ghost`` (aim ≤ 1.5).
 * ``per_mechanism_ms``: one step per mechanism (none, clip, gaussian, laplace, vmf) by the
@@ -22,7 +27,8 @@
   memory (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` = 1 GiB): without it every
   step's fresh ``(B, p)`` buffers (7 MB) are returned to the OS and page-faulted back in.
 
-One torch thread; medians over ``repeats`` timed steps after warm-up steps.
+One torch thread; medians over ``repeats`` timed steps after warm-up steps. ``--smoke`` runs every
+part with one or two steps: it checks that the benchmark runs, it measures nothing.
 """
 
 from __future__ import annotations
@@ -90,34 +96,61 @@ def _routes() -> dict[str, PerExample]:
             "loop": loop_per_example_gradients}
 
 
+def _sgd_update(model: torch.nn.Module) -> Callable[[torch.Tensor], None]:
+    """``θ ← θ − η · release`` in place, the flat release split per parameter: the step of
+    :func:`fedpriv.training.local_train`'s default optimiser (plain SGD)."""
+    params = list(model.parameters())
+    sizes = [p.numel() for p in params]
+
+    def update(release: torch.Tensor) -> None:
+        with torch.no_grad():
+            for p, g in zip(params, release.split(sizes), strict=True):
+                p.sub_(LR * g.view_as(p))
+
+    return update
+
+
 def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[], None]:
     from fedpriv.gradients import PerExampleGradients
     from fedpriv.mechanisms import make_generator
-    from fedpriv.training.dpsgd import _apply_update
 
     gen, sizes = make_generator(0, 0, 0), [p.numel() for p in model.parameters()]
+    update = _sgd_update(model)
 
     def step() -> None:
         grads, _ = per_example(model, x, y)
         source = PerExampleGradients(grads, None, tuple(sizes))
-        release = mech.privatize(source, gen, batch_size=float(BATCH))
-        _apply_update(model, release, LR)
+        update(mech.privatize(source, gen, batch_size=float(BATCH)))
 
     return step
 
 
 def _ghost_step(model, x, y, mech) -> Callable[[], None]:
-    """The production step: :func:`fedpriv.training.private_release` (ghost clipping for a
+    """The production release: :func:`fedpriv.training.private_release` (ghost clipping for a
     clipping mechanism on the paper MLP), then the update."""
     from fedpriv.mechanisms import make_generator
     from fedpriv.training import private_release
-    from fedpriv.training.dpsgd import _apply_update
+
+    gen = make_generator(0, 0, 0)
+    update = _sgd_update(model)
+
+    def step() -> None:
+        update(private_release(model, x, y, mech, gen, batch_size=float(BATCH))[0])
+
+    return step
+
+
+def _local_train_step(model, x, y, mech) -> Callable[[], None]:
+    """The production call: one step of :func:`fedpriv.training.local_train` on a fixed-size
+    batch of all ``BATCH`` records (default optimiser: plain SGD at ``LR``)."""
+    from fedpriv.mechanisms import make_generator
+    from fedpriv.training import local_train
 
     gen = make_generator(0, 0, 0)
 
     def step() -> None:
-        release, _ = private_release(model, x, y, mech, gen, batch_size=float(BATCH))
-        _apply_update(model, release, LR)
+        local_train(model, x, y, mech, lr=LR, local_steps=1, batch_size=BATCH, sampling="fixed",
+                    generator=gen)
 
     return step
 
@@ -162,6 +195,7 @@ def _steps() -> dict[str, Callable[[], None]]:
     for name in ("vmap", "outer"):
         steps[f"dp_{name}"] = _materialised_step(_model(), x, y, mech, routes[name])
     steps["dp_ghost"] = _ghost_step(_model(), x, y, mech)
+    steps["dp_local_train"] = _local_train_step(_model(), x, y, mech)
     opacus = _opacus_step(_model(), x, y)
     if opacus is not None:
         steps["dp_opacus"] = opacus
@@ -223,19 +257,20 @@ def per_mechanism(repeats: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def profile(repeats: int) -> dict[str, Any]:
-    """The vmap step split into parts, and torch.profiler's top operators (the production
-    outer-product route is timed in :func:`step_times`)."""
+def profile(repeats: int, steps: int = 10) -> dict[str, Any]:
+    """The vmap step split into parts, torch.profiler's top operators over ``steps`` vmap
+    steps, and the page faults per step of each route over ``2 * steps`` steps (the production
+    routes are timed in :func:`step_times`)."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     from fedpriv.gradients import PerExampleGradients
     from fedpriv.gradients import vmap_per_example_gradients as per_example_gradients
     from fedpriv.mechanisms import build_mechanism, make_generator
-    from fedpriv.training.dpsgd import _apply_update
 
     x, y = _data()
     model, mech, gen = _model(), build_mechanism("gaussian", {}), make_generator(0, 0, 0)
+    update = _sgd_update(model)
     grads, _ = per_example_gradients(model, x, y)
     source = PerExampleGradients(grads)
     release = mech.privatize(source, gen, batch_size=float(BATCH))
@@ -243,28 +278,30 @@ def profile(repeats: int) -> dict[str, Any]:
         "per_example_gradients_vmap": timed(lambda: per_example_gradients(model, x, y), repeats),
         "privatize_gaussian": timed(
             lambda: mech.privatize(source, gen, batch_size=float(BATCH)), repeats),
-        "apply_update": timed(lambda: _apply_update(model, release, LR), repeats),
+        "apply_update": timed(lambda: update(release), repeats),
     }
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(10):
+        for _ in range(steps):
             per_example_gradients(model, x, y)
     table = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in table) or 1.0
-    top = [{"op": e.key, "calls_per_step": e.count // 10,
+    top = [{"op": e.key, "calls_per_step": e.count // steps,
             "self_cpu_share": round(e.self_cpu_time_total / total, 3)} for e in table[:8]]
     return {"parts_ms": parts, "vmap_top_ops": top,
-            "vmap_ops_per_step": sum(e.count for e in table) // 10,
-            "minor_page_faults_per_step": page_faults()}
+            "vmap_ops_per_step": sum(e.count for e in table) // steps,
+            "minor_page_faults_per_step": page_faults(2 * steps)}
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """All measurements of this section; see the module docstring."""
+def measure(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
+    """All measurements of this section (``smoke``: one or two steps of each; module
+    docstring)."""
     torch.set_num_threads(1)
-    repeats = 30 if quick else 200
+    repeats = 2 if smoke else 30 if quick else 200
+    parts = 1 if smoke else max(10, repeats // 4)
     return {
         **step_times(repeats),
-        "per_mechanism_ms": per_mechanism(max(10, repeats // 4)),
-        "profile": profile(max(10, repeats // 4)),
+        "per_mechanism_ms": per_mechanism(parts),
+        "profile": profile(parts, steps=1 if smoke else 10),
         "malloc_tuned": malloc_tuned(repeats),
         "batch": BATCH, "model": "paper-mlp (13,700 parameters)", "threads": 1,
         "repeats": repeats,
@@ -274,6 +311,7 @@ def measure(quick: bool = False) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--smoke", action="store_true", help="one or two steps: runs, no timing")
     parser.add_argument("--steps-only", action="store_true", help="only the route comparison")
     parser.add_argument("--repeats", type=int, help="timed steps per route")
     args = parser.parse_args()
@@ -281,4 +319,4 @@ if __name__ == "__main__":
         torch.set_num_threads(1)
         print(json.dumps(step_times(args.repeats or 200)))
     else:
-        print(json.dumps(measure(args.quick)))
+        print(json.dumps(measure(args.quick, args.smoke)))

@@ -42,18 +42,21 @@ def _one(mechanism: str, accountant: str, steps: int, repeats: int) -> dict[str,
             "seconds": summarize(seconds)}
 
 
-def epsilon_table(quick: bool = False) -> dict[str, Any]:
-    """Rows ``{mechanism}_{accountant}_T{steps}``; see the module docstring."""
+def epsilon_table(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Rows ``{mechanism}_{accountant}_T{steps}``; see the module docstring (``smoke``: one
+    call per row at T = 10 instead of the paper's T: it runs, it measures nothing)."""
     import dp_accounting  # noqa: F401  (import cost excluded)
 
     rows = {}
-    for steps in STEPS:
+    for steps in (10,) if smoke else STEPS:
         for mechanism in MECHANISMS:
             for accountant in ("rdp", "pld"):
                 repeats = (1 if quick else 3) if accountant == "pld" else (3 if quick else 5)
+                repeats = 1 if smoke else repeats
                 rows[f"{mechanism}_{accountant}_T{steps}"] = _one(
                     mechanism, accountant, steps, repeats)
-    return {"settings": {"dim": P, "sample_rate": Q, "delta": DELTA, "steps": list(STEPS)},
+    return {"settings": {"dim": P, "sample_rate": Q, "delta": DELTA,
+                         "steps": [10] if smoke else list(STEPS)},
             "rows": rows}
 
 

@@ -113,11 +113,12 @@ def per_round_seconds(repeats: int) -> dict[str, Any]:
         }
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """Every measurement of the module docstring."""
-    repeats = 2 if quick else 5
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Every measurement of the module docstring (``smoke``: one page of 10 clients, one call
+    each: it runs, it measures nothing)."""
+    repeats = 1 if smoke else 2 if quick else 5
     return {
-        "render": {str(n): render_costs(n, repeats) for n in (10, 100, 1000)},
+        "render": {str(n): render_costs(n, repeats) for n in ((10,) if smoke else (10, 100, 1000))},
         "per_round": per_round_seconds(repeats),
     }
 

@@ -59,12 +59,12 @@ def _vmf_cold(repeats: int) -> dict[str, Any]:
     return timed(cold, repeats)
 
 
-def _compare(repeats: int) -> dict[str, Any]:
+def _compare(repeats: int, examples: tuple[tuple[str, str], ...]) -> dict[str, Any]:
     from fedpriv.commands.compare import compare_specs
     from fedpriv.leakage import vmf_curve
 
     rows = {}
-    for a, b in COMPARE_EXAMPLES:
+    for a, b in examples:
         wall, cpu = [], []
         for _ in range(repeats):
             vmf_curve._curve.cache_clear()  # noqa: SLF001 - every run starts cold
@@ -79,14 +79,16 @@ def _compare(repeats: int) -> dict[str, Any]:
     return rows
 
 
-def leakage_costs(quick: bool = False) -> dict[str, Any]:
-    """The measurements described in the module docstring."""
-    repeats = 3 if quick else 15
+def leakage_costs(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """The measurements described in the module docstring (``smoke``: one call each, the first
+    ``compare`` example only: it runs, it measures nothing)."""
+    repeats = 1 if smoke else 3 if quick else 15
     return {
         "threat_model": "record (r = C = 1)",
         "capacity": _capacity(repeats),
         "vmf_tradeoff_cold_ms": _vmf_cold(repeats),
-        "compare": _compare(1 if quick else 3),
+        "compare": _compare(1 if quick or smoke else 3,
+                            COMPARE_EXAMPLES[:1] if smoke else COMPARE_EXAMPLES),
     }
 
 

@@ -29,30 +29,34 @@ from typing import Any
 
 DEBIAN = "/usr/share/datasets/fashion-mnist"
 BATCHES = (16, 32, 64, 128)
+RECORDS = 60_000
 
 
-def _data() -> tuple[Any, Any, str]:
+def _data(records: int = RECORDS) -> tuple[Any, Any, str]:
     import torch
 
     from fedpriv.data import load_dataset
 
     if Path(DEBIAN, "train-images-idx3-ubyte.gz").is_file():
         ds = load_dataset("fashion-mnist", DEBIAN)
-        return ds.train_x, ds.train_y, "fashion-mnist"
+        return ds.train_x[:records], ds.train_y[:records], "fashion-mnist"
     g = torch.Generator().manual_seed(0)
-    return torch.rand(60_000, 1, 16, 16, generator=g), torch.randint(0, 10, (60_000,),
-                                                                     generator=g), "random"
+    return torch.rand(records, 1, 16, 16, generator=g), torch.randint(0, 10, (records,),
+                                                                      generator=g), "random"
 
 
-def train_seconds(batches: tuple[int, ...]) -> dict[str, dict[str, float]]:
-    """Seconds of 3 epochs of local DP-SGD per mechanism and batch size."""
+def train_seconds(
+    batches: tuple[int, ...], records: int = RECORDS
+) -> dict[str, dict[str, float]]:
+    """Seconds of 3 epochs of local DP-SGD over ``records`` records per mechanism and batch
+    size."""
     import torch
 
     from fedpriv.mechanisms import build_mechanism
     from fedpriv.models import build_model
     from fedpriv.training import LocalOptimizer, local_train
 
-    x, y, _ = _data()
+    x, y, _ = _data(records)
     out: dict[str, dict[str, float]] = {}
     for name, params in (("gaussian", {"noise_multiplier": 1.23}), ("vmf", {"kappa": 75.0})):
         mech = build_mechanism(name, {**params, "clip": 1.0})
@@ -71,7 +75,7 @@ def iga_ms(batches: tuple[int, ...], iterations: int) -> dict[str, dict[str, flo
     """IGA milliseconds per iteration (wall and CPU) at each batch size."""
     from attacks import run_attack, simulate_view
 
-    x, y, _ = _data()
+    x, y, _ = _data(max(batches))
     out = {}
     for batch in batches:
         view = simulate_view("paper-mlp", x[:batch], y[:batch], seed=0)
@@ -85,36 +89,51 @@ def iga_ms(batches: tuple[int, ...], iterations: int) -> dict[str, dict[str, flo
     return out
 
 
-def simulation_overhead() -> float:
-    """Wall seconds of a one-client, one-round, one-step run without attack."""
+def simulation_overhead(start_ray: bool = True) -> float:
+    """Wall seconds of a one-client, one-round, one-step run without attack (``start_ray``
+    false, the smoke run: only :func:`workflows.simulation.check_runnable`, what ``simulate``
+    checks before Ray starts; the ``simulation`` and ``scaling`` sections start Ray through the
+    same ``simulate``, behind ``fedpriv simulate``)."""
     from fedpriv.config import load_config
-    from workflows.simulation import simulate
+    from workflows.simulation import check_runnable, simulate
 
     root = Path(__file__).resolve().parents[1]
     overrides = ["rounds=1", "train.local_steps=1", "sweep.epochs=1"]
     if not Path(DEBIAN, "train-images-idx3-ubyte.gz").is_file():
         overrides += ["data.name=digits"]
     cfg = load_config(root / "configs" / "paper-fmnist-quick.toml", overrides)
+    if not start_ray:
+        start = time.perf_counter()
+        check_runnable(cfg)
+        return round(time.perf_counter() - start, 1)
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
-        simulate(cfg, Path(tmp) / "run")
+        try:
+            simulate(cfg, Path(tmp) / "run")
+        finally:  # the Ray that Flower started in this process, even if the run failed
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
         return round(time.perf_counter() - start, 1)
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """All measurements; see the module docstring."""
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """All measurements; see the module docstring (``smoke``: batch 16 only, 3 epochs of 64
+    records, 5 IGA iterations, the simulation checked but not started: it measures nothing)."""
     import torch
 
     torch.set_num_threads(1)
-    batches = (16, 128) if quick else BATCHES
+    batches = (16,) if smoke else (16, 128) if quick else BATCHES
+    records = 64 if smoke else RECORDS
     out: dict[str, Any] = {
-        "data": _data()[2],
-        "train_seconds": train_seconds(batches),
-        "iga_ms_per_iteration": iga_ms(batches, 100 if quick else 300),
+        "data": _data(records)[2],
+        "train_seconds": train_seconds(batches, records),
+        "iga_ms_per_iteration": iga_ms(batches, 5 if smoke else 100 if quick else 300),
         "torch_threads": 1,
     }
-    if not quick:
-        out["simulation_overhead_seconds"] = simulation_overhead()
+    if smoke or not quick:
+        out["simulation_overhead_seconds"] = simulation_overhead(start_ray=not smoke)
     return out
 
 
@@ -124,7 +143,9 @@ def main() -> None:
     sys.path.insert(0, str(Path(here).parent))
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two batch sizes, fewer iterations")
-    print(json.dumps(measure(parser.parse_args().quick)))
+    parser.add_argument("--smoke", action="store_true", help="smallest sizes: runs, no timing")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.quick, smoke=args.smoke)))
 
 
 if __name__ == "__main__":

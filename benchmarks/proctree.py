@@ -99,22 +99,30 @@ def run_watched(
     argv: Sequence[str], *, cwd: str, env: dict[str, str], stdout: Path, stderr: Path,
     interval: float = 1.0, timeout: float | None = None,
 ) -> TreeRun:
-    """Run ``argv`` in a new session (stdout and stderr to files), watching its memory."""
+    """Run ``argv`` in a new session (stdout and stderr to files), watching its memory; its
+    session is killed after ``timeout`` seconds or when this call is interrupted, and what is
+    left of its tree afterwards is killed and counted (``leftover_processes``)."""
     start = time.perf_counter()
     with stdout.open("wb") as out, stderr.open("wb") as err:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=err,
                                 start_new_session=True)
     watcher = _Watcher(proc.pid, interval)
-    watcher.start()
     timer = threading.Timer(timeout, os.killpg, (proc.pid, signal.SIGKILL)) if timeout else None
-    if timer:
-        timer.start()
-    proc.wait()
-    if timer:
-        timer.cancel()
-    watcher.done.set()
-    watcher.join()
-    leftovers = _reap_leftovers(proc.pid)
+    try:
+        watcher.start()
+        if timer:
+            timer.start()
+        proc.wait()
+    finally:  # interrupted or not, nothing of the command's tree outlives this call
+        if timer:
+            timer.cancel()
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        watcher.done.set()
+        if watcher.is_alive():
+            watcher.join()
+        leftovers = _reap_leftovers(proc.pid)
     return TreeRun(
         returncode=proc.returncode,
         wall_seconds=time.perf_counter() - start,

@@ -1,6 +1,6 @@
 """Run every fedpriv benchmark section and print (or save) one object of named measurements.
 
-    python benchmarks/run.py [--quick] [--json] [--sections a,b] [--out FILE]
+    python benchmarks/run.py [--quick | --smoke] [--json] [--sections a,b] [--out FILE]
 
 Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release per
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
@@ -13,9 +13,18 @@ iteration, per batch size; the simulation start-up), ``simulation``
 ``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
-Each section records its wall time and the load average before and after it; a section that
-fails is reported with its error and the others still run. Benchmarks measure; they never
-fail a test run. ``--quick`` takes under 10 minutes on 2 idle cores. See benchmarks/README.md.
+Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
+load average before and after it; a section that fails is reported with its error and the
+others still run. Nothing in a section asserts a time. ``--quick`` takes under 10 minutes on
+2 idle cores.
+
+``--smoke`` runs every part of every section at the smallest size that runs its code (one or
+two repeats, two clients, two rounds; ``fedpriv simulate`` on Ray once in ``simulation`` and
+once in ``scaling``, one client actor each; ``paper_cell`` checks its simulation without
+starting Ray) and prints the same object. It measures nothing: it checks that the benchmarks
+still run, and exits with status 1 when a section failed or a run inside one did
+(:func:`errors`). The default test suite runs it (``tests/test_benchmarks_smoke.py``). See
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -37,28 +46,30 @@ if __name__ == "__main__":  # as a script this folder leads sys.path and would s
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # quiet torch.profiler on machines without a GPU
 
-__all__ = ["SECTIONS", "headlines", "run"]
+__all__ = ["SECTIONS", "errors", "headlines", "run"]
 
 
-def _dp_step(quick: bool) -> dict[str, Any]:
+def _dp_step(size: str) -> dict[str, Any]:
     from benchmarks.dp_step import measure
 
-    return measure(quick)
+    return measure(size == "quick", smoke=size == "smoke")
 
 
-def _mechanisms(quick: bool) -> dict[str, Any]:
-    from benchmarks.mechanisms import release_table
+def _mechanisms(size: str) -> dict[str, Any]:
+    from benchmarks.mechanisms import BATCH, DIM, release_table
 
-    return release_table(repeats=10 if quick else 50)
+    if size == "smoke":
+        return release_table(sizes=((DIM, BATCH),), repeats=1)
+    return release_table(repeats=10 if size == "quick" else 50)
 
 
-def _attacks(quick: bool) -> dict[str, Any]:
+def _attacks(size: str) -> dict[str, Any]:
     from benchmarks.attacks import measure
 
-    return measure(quick)
+    return measure(size == "quick", smoke=size == "smoke")
 
 
-def _accounting(quick: bool) -> dict[str, Any]:
+def _accounting(size: str) -> dict[str, Any]:
     from benchmarks.accounting import (
         budget_check_seconds,
         calibration_seconds,
@@ -67,60 +78,65 @@ def _accounting(quick: bool) -> dict[str, Any]:
     )
     from benchmarks.epsilon_table import epsilon_table
 
+    quick, smoke = size != "full", size == "smoke"
     return {
-        "epsilon": epsilon_table(quick),
+        "epsilon": epsilon_table(quick, smoke=smoke),
         "calibration_to_epsilon_1": calibration_seconds(quick),
-        "cli_vmf_T1e5": cli_vmf_seconds(3 if quick else 5),
-        "client_ledger_100_clients": ledger_seconds(),
-        "client_budget_check": budget_check_seconds(),
+        "cli_vmf_T1e5": cli_vmf_seconds(1 if smoke else 3 if quick else 5),
+        "client_ledger_100_clients": ledger_seconds(2, 2) if smoke else ledger_seconds(),
+        "client_budget_check": budget_check_seconds(1 if smoke else 10),
     }
 
 
-def _capacity(quick: bool) -> dict[str, Any]:
+def _capacity(size: str) -> dict[str, Any]:
     from benchmarks.leakage import leakage_costs
 
-    return leakage_costs(quick)
+    return leakage_costs(size == "quick", smoke=size == "smoke")
 
 
-def _vmf_pld(quick: bool) -> dict[str, Any]:
+def _vmf_pld(size: str) -> dict[str, Any]:
     from benchmarks.vmf_pld import measure
 
-    return measure(quick)
+    return measure(smoke=size == "smoke")
 
 
-def _paper_cell(quick: bool) -> dict[str, Any]:
+def _paper_cell(size: str) -> dict[str, Any]:
     from benchmarks.paper_cell import measure
 
-    return measure(quick)
+    return measure(size == "quick", smoke=size == "smoke")
 
 
-def _simulation(quick: bool) -> dict[str, Any]:
+def _simulation(size: str) -> dict[str, Any]:
     from benchmarks.audit_costs import audit_costs
     from benchmarks.simulation import measure
 
-    return {**measure(quick), "server_audit_costs": audit_costs(quick)}
+    quick, smoke = size == "quick", size == "smoke"
+    return {**measure(quick, smoke=smoke), "server_audit_costs": audit_costs(quick, smoke=smoke)}
 
 
-def _canaries(quick: bool) -> dict[str, Any]:
+def _canaries(size: str) -> dict[str, Any]:
     from benchmarks.canaries import measure
 
-    return measure(quick)
+    return measure(size == "quick", smoke=size == "smoke")
 
 
-def _scaling(quick: bool) -> dict[str, Any]:
+def _scaling(size: str) -> dict[str, Any]:
     from benchmarks.scaling import measure
     from benchmarks.update_dtype import measure as update_dtype
 
-    return {**measure(quick), "float16_attack": update_dtype()}
+    smoke = size == "smoke"
+    return {**measure(size == "quick", smoke=smoke),
+            "float16_attack": update_dtype(iterations=5 if smoke else None)}
 
 
-def _html_report(quick: bool) -> dict[str, Any]:
+def _html_report(size: str) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
-    return measure(quick)
+    return measure(size == "quick", smoke=size == "smoke")
 
 
-SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
+SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
+    # each takes the size: "full", "quick" or "smoke"
     "dp_step": _dp_step,
     "mechanisms": _mechanisms,
     "attacks": _attacks,
@@ -135,34 +151,76 @@ SECTIONS: dict[str, Callable[[bool], dict[str, Any]]] = {
 }
 
 
-def _section(name: str, quick: bool) -> dict[str, Any]:
+def _cpu_seconds() -> float:
+    """User and system CPU seconds of this process and of its children that were waited for
+    (simulation subprocesses and, through them, most of their Ray processes)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _section(name: str, size: str) -> dict[str, Any]:
     from benchmarks.machine import load_average
 
     entry: dict[str, Any] = {"load_average_before": load_average()}
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     try:
-        entry["result"] = SECTIONS[name](quick)
+        entry["result"] = SECTIONS[name](size)
     except Exception:  # a benchmark reports a failure; it does not raise
         entry["error"] = traceback.format_exc(limit=5)
     entry["seconds"] = round(time.perf_counter() - start, 1)
+    entry["cpu_seconds"] = round(_cpu_seconds() - cpu, 1)
     entry["load_average_after"] = load_average()
-    print(f"[run] {name}: {entry['seconds']} s", file=sys.stderr, flush=True)
+    print(f"[run] {name}: {entry['seconds']} s ({entry['cpu_seconds']} s CPU)", file=sys.stderr,
+          flush=True)
     return entry
 
 
-def run(quick: bool = False, sections: list[str] | None = None) -> dict[str, Any]:
-    """Run ``sections`` (default: all) and return the whole object."""
+def run(
+    quick: bool = False, sections: list[str] | None = None, *, smoke: bool = False
+) -> dict[str, Any]:
+    """Run ``sections`` (default: all) and return the whole object.
+
+    Parameters
+    ----------
+    quick
+        Fewer repeats, rounds and runs (module docstring).
+    sections
+        Names from :data:`SECTIONS`; ``None`` runs them all.
+    smoke
+        Every part of every section at the smallest size that runs its code (one or two
+        repeats, two clients, two rounds, one small Ray run in ``simulation`` and one in
+        ``scaling``): a check that the benchmarks run, not a measurement. Overrides ``quick``.
+    """
     from benchmarks.machine import machine_info
 
+    size = "smoke" if smoke else "quick" if quick else "full"
     start = time.perf_counter()
     out = {
         "date": datetime.date.today().isoformat(),
-        "quick": quick,
+        "quick": quick and not smoke,
+        "smoke": smoke,
         "machine": machine_info(),
-        "sections": {name: _section(name, quick) for name in sections or SECTIONS},
+        "sections": {name: _section(name, size) for name in sections or SECTIONS},
     }
     out["seconds"] = round(time.perf_counter() - start, 1)
     return out
+
+
+def errors(result: Any, path: str = "") -> list[str]:
+    """``path: message`` of every non-empty ``"error"`` in :func:`run`'s object: a failed
+    section, and a failed run inside a section (a simulation subprocess that exited non-zero),
+    which the section reports without failing."""
+    found = []
+    if isinstance(result, dict):
+        if result.get("error"):
+            found.append(f"{path or '.'}: {str(result['error']).strip()[-2000:]}")
+        for key, value in result.items():
+            if key != "error":
+                found += errors(value, f"{path}/{key}")
+    elif isinstance(result, list):
+        for i, value in enumerate(result):
+            found += errors(value, f"{path}[{i}]")
+    return found
 
 
 def _get(obj: Any, *keys: str) -> Any:
@@ -181,7 +239,7 @@ def _median(summary: Any) -> str:
 def _dp_lines(r: dict[str, Any]) -> list[str]:
     steps = r["steps_ms"]
     lines = ["  step ms (median): " + ", ".join(f"{k} {_median(v)}" for k, v in steps.items()),
-             f"  ratio to plain: {r['ratio_to_plain']}  (aim {r['aim']} for dp_vmap: "
+             f"  ratio to plain: {r['ratio_to_plain']}  (aim {r['aim']} for dp_ghost: "
              f"{'met' if r['meets_aim'] else 'MISSED'})"]
     tuned = r.get("malloc_tuned", {})
     if tuned:
@@ -278,7 +336,11 @@ def headlines(result: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats, rounds and runs")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="fewer repeats, rounds and runs")
+    size.add_argument("--smoke", action="store_true",
+                      help="every section at the smallest sizes (under a minute; measures "
+                           "nothing); exit status 1 if any section or run in it failed")
     parser.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     parser.add_argument("--sections", help=f"comma-separated subset of {','.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, help="also write the JSON object to this file")
@@ -289,10 +351,14 @@ def main() -> None:
         parser.error(f"--sections: unknown {unknown}; choose from {list(SECTIONS)}")
     from fedpriv.jsonio import dumps, write_json
 
-    result = run(args.quick, chosen)
+    result = run(args.quick, chosen, smoke=args.smoke)
     if args.out:
         write_json(args.out, result)
     print(dumps(result) if args.json else "\n".join(headlines(result)))
+    failed = errors(result)
+    if args.smoke and failed:
+        print("\n".join(["[run] smoke run failed:", *failed]), file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

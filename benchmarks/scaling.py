@@ -34,6 +34,7 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -177,11 +178,13 @@ def inprocess_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0
 # -- Ray ------------------------------------------------------------------------------------
 
 
-def ray_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0) -> dict[str, Any]:
-    """One ``fedpriv simulate`` run on Ray (:func:`benchmarks.simulation.simulate_once`)."""
+def ray_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0,
+             more: Sequence[str] = ()) -> dict[str, Any]:
+    """One ``fedpriv simulate`` run on Ray (:func:`benchmarks.simulation.simulate_once`;
+    ``more``: further ``--set`` overrides, applied last)."""
     from benchmarks.simulation import simulate_once
 
-    extra = [*WORKLOAD, *data_sets(), *MODES[mode]]
+    extra = [*WORKLOAD, *data_sets(), *MODES[mode], *more]
     row = simulate_once(clients, "logging", rounds, timeout=timeout, extra=extra)
     storage = row.get("storage")
     if storage:
@@ -219,8 +222,11 @@ def dp_step_ms(repeats: int = 300) -> dict[str, Any]:
 # -- the plan -------------------------------------------------------------------------------
 
 
-def _plan(quick: bool, fashion: bool) -> list[tuple[str, int, str, int]]:
-    """``(route, clients, mode, rounds)`` of every run, off and audit alternating."""
+def _plan(quick: bool, fashion: bool, smoke: bool = False) -> list[tuple[str, int, str, int]]:
+    """``(route, clients, mode, rounds)`` of every run, off and audit alternating (``smoke``:
+    one run of 2 clients and 2 rounds per route, the in-process one with IGA)."""
+    if smoke:
+        return [("in-process", 2, "audit+iga", 2), ("ray", 2, "audit", 2)]
     pairs = 1 if quick else 2
     plan = [("in-process", c, m, 4) for _ in range(pairs) for c in (10, 1000)
             for m in ("off", "audit")]
@@ -240,15 +246,19 @@ def _pooled(rows: list[dict[str, Any]]) -> dict[str, Any]:
             else None, "peak_pss_mib": max((r.get("peak_pss_mib", 0) for r in rows), default=0)}
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """Every run of the plan; pooled settings, ratios against the targets (module docstring)."""
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Every run of the plan; pooled settings, ratios against the targets (module docstring;
+    ``smoke``: the smallest run per route and a few repeats, which measure nothing)."""
+    from benchmarks.simulation import SMOKE_SETS
     from benchmarks.store_writes import measure as store_writes
 
     fashion = data_sets()[0] == "data.name='fashion-mnist'"
     runs = []
-    for route, clients, mode, rounds in _plan(quick, fashion):
-        once = inprocess_once if route == "in-process" else ray_once
-        runs.append(once(clients, mode, rounds))
+    for route, clients, mode, rounds in _plan(quick, fashion, smoke):
+        if route == "in-process":
+            runs.append(inprocess_once(clients, mode, rounds))
+        else:
+            runs.append(ray_once(clients, mode, rounds, more=SMOKE_SETS if smoke else ()))
         print(f"[scaling] {route} {clients} {mode}: "
               f"{(runs[-1].get('round_seconds') or {}).get('median')} s/round "
               f"{runs[-1].get('error', '')[-200:]}", file=sys.stderr, flush=True)
@@ -266,8 +276,9 @@ def measure(quick: bool = False) -> dict[str, Any]:
 
     return {
         "data": data_sets(), "workload": WORKLOAD, "modes": MODES,
-        "dp_step_ms": dp_step_ms(100 if quick else 300),
-        "store_writes": store_writes(clients=100 if quick else 300),
+        "dp_step_ms": dp_step_ms(2 if smoke else 100 if quick else 300),
+        "store_writes": store_writes(clients=2, rounds=1) if smoke else store_writes(
+            clients=100 if quick else 300),
         "runs": runs, "pooled": pooled,
         "targets": {
             "ratio_1000_over_100_in_process": over("in-process/1000/audit", "in-process/100/audit"),

@@ -48,6 +48,8 @@ MODES = {
     "attacks": ['audit.attacks=["iga"]', "audit.clients=1", "audit.iterations={iterations}"],
 }
 AIM = 1.10
+SMOKE_SETS = ["simulation.ray_cpus=1"]
+"""``--set`` overrides of smoke runs: one client actor, so one interpreter imports torch."""
 
 
 def _store_facts(run_dir: Path, launched: float) -> dict[str, Any]:
@@ -126,20 +128,26 @@ def _overhead(
             "aim": AIM, "meets_aim": value <= AIM, "audit_off_honoured": honoured}
 
 
-def _plan(quick: bool) -> list[tuple[int, str, int]]:
+def _plan(quick: bool, smoke: bool = False) -> list[tuple[int, str, int]]:
     """``(clients, mode, rounds)`` of every run, in order: off and logging alternate, so that
-    a change of machine load falls on both."""
+    a change of machine load falls on both. ``smoke``: one run of 2 clients and 2 rounds in the
+    mode that does the most (attacks), which starts Ray once."""
+    if smoke:
+        return [(2, "attacks", 2)]
     pairs, rounds = (1, 3) if quick else (3, 6)
     plan = [(c, m, rounds) for _ in range(pairs) for c in (10, 50) for m in ("off", "logging")]
     plan.append((10, "attacks", rounds))
     return plan if quick else [*plan, (50, "attacks", rounds), (100, "logging", 4)]
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """Every run of the plan, pooled per setting; audit overhead ratios; scaling table."""
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """Every run of the plan, pooled per setting; audit overhead ratios; scaling table
+    (``smoke``: one small run, :func:`_plan`, 5 attack iterations: it measures nothing)."""
     runs = []
-    for clients, mode, rounds in _plan(quick):
-        runs.append(simulate_once(clients, mode, rounds, 50 if quick else 100))
+    for clients, mode, rounds in _plan(quick, smoke):
+        iterations = 5 if smoke else 50 if quick else 100
+        runs.append(simulate_once(clients, mode, rounds, iterations,
+                                  extra=SMOKE_SETS if smoke else ()))
         print(f"[simulation] {clients} clients, {mode}: "
               f"{(runs[-1].get('round_seconds') or {}).get('median')} s/round",
               file=sys.stderr, flush=True)
@@ -158,4 +166,6 @@ def measure(quick: bool = False) -> dict[str, Any]:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds and runs")
-    print(json.dumps(measure(parser.parse_args().quick)))
+    parser.add_argument("--smoke", action="store_true", help="one small run: runs, no timing")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.quick, smoke=args.smoke)))

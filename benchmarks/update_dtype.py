@@ -10,6 +10,7 @@ TV 1e-4, the auditor's seed) on the update as stored and on the same update roun
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,8 +25,22 @@ PRESET = ROOT / "configs" / "attack-demo.toml"
 SCORES = ("mse", "psnr", "ssim", "label_accuracy")
 
 
-def measure() -> dict[str, Any]:
-    """Scores of IGA on each update in float32 and in float16, and the rounding it saw."""
+def measure(iterations: int | None = None) -> dict[str, Any]:
+    """Scores of IGA on each update in float32 and in float16, and the rounding it saw
+    (``iterations``: IGA's budget instead of the preset's 2,000; a few make a smoke run)."""
+    from fedpriv.config import load_config
+
+    sets = ["audit.attacks=[]", "audit.store_updates='all'"]
+    cfg = load_config(PRESET, sets + ([f"audit.iterations={iterations}"] if iterations else []))
+    work = Path(tempfile.mkdtemp(prefix="fedpriv-update-dtype-"))
+    try:
+        return _scores(cfg, work / "run")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
+    """Run ``cfg``'s federation into ``run_dir``, then IGA on every stored update both ways."""
     sys.path.insert(0, str(ROOT / "tests"))
     from reliability_support import LocalGrid
 
@@ -34,12 +49,9 @@ def measure() -> dict[str, Any]:
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
-    from fedpriv.config import load_config
     from strategies.attack_schedule import attack_job, attack_scores
     from strategies.server_run import dataset_of, run_federation
 
-    cfg = load_config(PRESET, ["audit.attacks=[]", "audit.store_updates='all'"])
-    run_dir = Path(tempfile.mkdtemp(prefix="fedpriv-update-dtype-")) / "run"
     run_federation(LocalGrid(app, cfg.data.num_clients), cfg, run_dir)
     dataset = dataset_of(cfg)
     model = (cfg.model.name, dataset.input_shape, dataset.num_classes)

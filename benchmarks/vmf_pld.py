@@ -28,7 +28,7 @@ KAPPAS = (100.0, 500.0, 2000.0, 10_000.0)
 __all__ = ["KAPPAS", "measure"]
 
 
-def _rdp_epsilon(kappa: float) -> float:
+def _rdp_epsilon(kappa: float, steps: int) -> float:
     import numpy as np
 
     from fedpriv.accounting.conversion import DEFAULT_ORDERS, rdp_to_epsilon
@@ -37,20 +37,20 @@ def _rdp_epsilon(kappa: float) -> float:
 
     orders = np.array(DEFAULT_ORDERS)
     curve = subsampled_rdp(orders, lambda a: vmf_rdp(a, kappa, P), Q)
-    return float(rdp_to_epsilon(orders, T * curve, DELTA).epsilon)
+    return float(rdp_to_epsilon(orders, steps * curve, DELTA).epsilon)
 
 
-def _row(kappa: float) -> dict[str, Any]:
+def _row(kappa: float, steps: int = T) -> dict[str, Any]:
     from fedpriv.accounting.pld_grid import choose_discretization, composed_width
     from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION, vmf_grid_need, vmf_pld
 
     tracemalloc.start()
     start = time.perf_counter()
-    need = vmf_grid_need(kappa, P, Q, T)
+    need = vmf_grid_need(kappa, P, Q, steps)
     step = choose_discretization([need], DEFAULT_DISCRETIZATION)
-    pld = vmf_pld(kappa, P, Q, steps=T)
+    pld = vmf_pld(kappa, P, Q, steps=steps)
     built = time.perf_counter()
-    composed = pld.self_compose(T)
+    composed = pld.self_compose(steps)
     composed_at = time.perf_counter()
     eps = float(composed.get_epsilon_for_delta(DELTA))
     done = time.perf_counter()
@@ -60,23 +60,26 @@ def _row(kappa: float) -> dict[str, Any]:
         "kappa": kappa,
         "discretization": step,
         "single_points": round(need.single_width / step) + 1,
-        "composed_points": round(max(composed_width(law, T) for law in need.laws) / step) + 1,
+        "composed_points": round(max(composed_width(law, steps) for law in need.laws) / step)
+        + 1,
         "seconds": round(done - start, 2),
         "build_s": round(built - start, 2),
         "compose_s": round(composed_at - built, 2),
         "epsilon_s": round(done - composed_at, 2),
         "peak_traced_mib": round(peak / 2**20),
         "epsilon_pld": eps,
-        "epsilon_rdp": _rdp_epsilon(kappa),
+        "epsilon_rdp": _rdp_epsilon(kappa, steps),
     }
 
 
-def measure(quick: bool = False) -> dict[str, Any]:
-    """One row per κ (``quick`` changes nothing: each κ is measured once)."""
+def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
+    """One row per κ (``quick`` changes nothing: each κ is measured once; ``smoke``: κ = 10 at
+    T = 10, a grid of a few thousand points, which runs the code and measures nothing)."""
     import dp_accounting  # noqa: F401  (its import, about a second, is not part of the timings)
 
-    return {"settings": {"dim": P, "sample_rate": Q, "steps": T, "delta": DELTA},
-            "rows": [_row(kappa) for kappa in KAPPAS]}
+    steps, kappas = (10, (10.0,)) if smoke else (T, KAPPAS)
+    return {"settings": {"dim": P, "sample_rate": Q, "steps": steps, "delta": DELTA},
+            "rows": [_row(kappa, steps) for kappa in kappas]}
 
 
 if __name__ == "__main__":
