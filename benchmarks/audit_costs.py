@@ -82,9 +82,9 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
                          profiler: cProfile.Profile | None = None) -> list[float]:
     """Server seconds of each round (begin, every reply, end, report) on a fresh store."""
     from fedpriv.audit import AuditStore, write_report
-    from fedpriv.config import load_config
     from strategies.auditor import Auditor
     from strategies.federation import dataset_of, initial_model
+    from workflows.config import load_config
 
     overrides = [f"data.num_clients={clients}", f"audit.enabled={str(enabled).lower()}"]
     cfg = load_config(PRESET, overrides)

@@ -28,9 +28,9 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
     """Server milliseconds per client-round with ``rounds`` rounds in the pool (the pool drops
     its oldest round beyond ``POOLED_CANARIES``, so scoring again keeps it that full)."""
     from fedpriv.canaries import canary_sum
-    from fedpriv.config import config_from_dict
     from fedpriv.mechanisms import build_mechanism
     from strategies.canary_audit import CanaryAuditor
+    from workflows.config import config_from_dict
 
     cfg = config_from_dict({"audit": {"canaries": {"enabled": True, "kind": kind,
                                                    "count": count}}})

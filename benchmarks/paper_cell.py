@@ -87,8 +87,8 @@ def iga_ms(batches: tuple[int, ...], iterations: int) -> dict[str, dict[str, flo
 
 def simulation_overhead() -> float:
     """Wall seconds of a one-client, one-round, one-step run without attack."""
-    from fedpriv.config import load_config
     from strategies.simulation import simulate
+    from workflows.config import load_config
 
     root = Path(__file__).resolve().parents[1]
     overrides = ["rounds=1", "train.local_steps=1", "sweep.epochs=1"]

@@ -35,8 +35,8 @@ def measure() -> dict[str, Any]:
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
-    from fedpriv.config import load_config
     from strategies.federation import dataset_of, run_federation
+    from workflows.config import load_config
 
     cfg = load_config(PRESET, ["audit.attacks=[]", "audit.store_updates='all'"])
     run_dir = Path(tempfile.mkdtemp(prefix="fedpriv-update-dtype-")) / "run"

@@ -47,7 +47,7 @@ from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.mechanisms.seeding import make_generator
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
-from fedpriv.training import local_train, sampling_rate
+from fedpriv.training import local_optimizer, local_train, sampling_rate
 
 __all__ = ["app"]
 
@@ -124,7 +124,7 @@ def train(msg: Message, context: Context) -> Message:
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
-        optimizer=cfg.train.local_optimizer(),
+        optimizer=local_optimizer(cfg.train),
         canaries=_canaries(cfg, mechanism, pid, server_round, dim,
                            next(model.parameters())),
     )

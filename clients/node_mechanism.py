@@ -3,7 +3,7 @@
 In a deployment a SuperNode can set its mechanism in ``--node-config``, e.g.
 ``partition-id=0 num-partitions=2 mechanism='vmf' kappa=100``; those keys win over the run
 config. Node-config keys use dashes (``noise-multiplier``); they map to the mechanism keys
-(:func:`fedpriv.config.node_config_keys`), and the mechanism validates their values.
+(:func:`fedpriv.mechanisms.config.node_config_keys`), and the mechanism validates their values.
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedpriv.config import Config, node_config_keys
+from fedpriv.config import Config
+from fedpriv.mechanisms.config import node_config_keys
 
 __all__ = ["mechanism_for"]
 

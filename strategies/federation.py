@@ -39,6 +39,7 @@ from fedpriv.models import build_model
 from strategies.aggregation import build_strategy
 from strategies.auditing import AuditingStrategy
 from strategies.auditor import Auditor
+from strategies.config import CARRIED_SECTIONS
 from strategies.evaluation import make_evaluate_fn
 
 __all__ = [
@@ -83,7 +84,7 @@ def completed_rounds(run_dir: Path) -> tuple[Config, int]:
         No store in ``run_dir``, or a damaged one (:class:`fedpriv.audit.StoreError`).
     """
     with AuditStore.open(run_dir, readonly=True) as store:
-        cfg = config_from_dict(store.run_info()["config"])
+        cfg = config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS)
         return cfg, store.last_completed_round() or 0
 
 
@@ -101,7 +102,7 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     store = AuditStore.open(run_dir)
     try:
         store.hold_writer_lock()
-        if config_from_dict(store.run_info()["config"]) != cfg:
+        if config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS) != cfg:
             raise InputError("--resume", str(run_dir), "a run made with this configuration")
     except InputError:
         store.close()

@@ -16,10 +16,10 @@ from reliability_support import QUICKSTART, Killed, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
 from fedpriv.audit.storage import encode_update, keeps_update
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from strategies.federation import run_federation
 from strategies.offline_audit import audit_run
+from workflows.config import load_config
 
 SETTINGS = ["rounds=2", "data.num_clients=3", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",

@@ -24,12 +24,12 @@ from reliability_support import Killed, LocalGrid
 
 from clients.client_app import app
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from fedpriv.jsonio import json_number
 from fedpriv.mechanisms import build_mechanism
 from strategies.canary_audit import CanaryAuditor, stored_declaration
 from strategies.federation import run_federation
 from workflows.cli.main import main
+from workflows.config import load_config
 
 PRESET = Path(__file__).resolve().parents[1] / "configs" / "canary-audit.toml"
 ROUNDS = 3

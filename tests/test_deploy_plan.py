@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from workflows.cli.main import main
+from workflows.config import load_config
 from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.flwr_cli import FlwrCli, flower_env
 from workflows.deploy.hosts import Host

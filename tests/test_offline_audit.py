@@ -13,10 +13,10 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from strategies.federation import run_federation
 from strategies.offline_audit import audit_run
 from workflows.cli.main import main
+from workflows.config import load_config
 
 SETTINGS = ["rounds=2", "data.num_clients=2", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",

@@ -12,9 +12,9 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 import strategies.simulation
-from fedpriv.config import load_config
 from strategies.federation import run_federation
 from workflows.cli.main import main
+from workflows.config import load_config
 
 CONFIG = str(QUICKSTART)
 

@@ -14,12 +14,12 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from fedpriv.config import config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.models import build_model
 from fedpriv.protocol import ClientReport, ReplyError
 from fedpriv.training import LocalOptimizer, local_train
+from workflows.config import config_from_dict
 
 SIGMA, CLIP = 1.0, 0.5
 
@@ -284,8 +284,8 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     decay is, at one local step with a fresh buffer."""
     from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
-    from fedpriv.config import load_config
     from strategies.federation import run_federation
+    from workflows.config import load_config
 
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
                                    *settings])

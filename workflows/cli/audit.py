@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--iterations", args.iterations, "an integer >= 1")
     if (args.canary_method or args.canary_confidence is not None) and not args.canaries:
         raise InputError("--canary-method/--canary-confidence", True, "used with --canaries")
-    from fedpriv.config import CANARY_METHODS
+    from fedpriv.audit.config import CANARY_METHODS
     from fedpriv.validate import check_choice, check_probability
 
     if args.canary_confidence is not None:
@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     check_attack_names(args.attack or [], "--attack")
     from strategies.offline_audit import audit_run
+    from workflows.config import SECTION_MODULES  # noqa: F401  (the stored config has them all)
 
     return audit_run(args.run_dir, attacks=args.attack, rounds=rounds, clients=clients,
                      iterations=args.iterations, executor=args.executor, canaries=args.canaries,
