@@ -93,7 +93,8 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
     seconds = []
     with tempfile.TemporaryDirectory(prefix="fedpriv-audit-costs-") as tmp:
         store = AuditStore.create(Path(tmp) / "run", cfg.to_dict(), cfg.seed)
-        auditor = Auditor(cfg, store, dataset)
+        auditor = Auditor(cfg.audit, store, dataset, model=cfg.model.name,
+                          num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device)
         for rnd in range(1, rounds + 1):
             replies = _replies(cfg, dataset, model, rnd)
             if profiler:

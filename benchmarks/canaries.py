@@ -36,14 +36,14 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
                                                    "count": count}}})
     mech = build_mechanism("gaussian", {"noise_multiplier": 1.0})
     declared = {"lr": 0.5, "steps": 1, "divisor": 16.0}
-    design = CanaryAuditor(cfg).design(1, 0, mech, DIM)
+    design = CanaryAuditor(cfg.audit, cfg.seed).design(1, 0, mech, DIM)
     noise = np.random.default_rng(0).standard_normal(DIM)
     arrays = [(-0.5 * (canary_sum(design) + noise) / 16.0).astype(np.float32)]
     flat = arrays[0].astype(np.float64)
-    auditor = CanaryAuditor(cfg)
+    auditor = CanaryAuditor(cfg.audit, cfg.seed)
 
     def one_round() -> None:
-        audit = auditor if rounds > 1 else CanaryAuditor(cfg)
+        audit = auditor if rounds > 1 else CanaryAuditor(cfg.audit, cfg.seed)
         audit.without_canaries(1, 0, mech, arrays, **declared)
         audit.score(1, 0, mech, flat, **declared)
 

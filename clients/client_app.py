@@ -98,7 +98,7 @@ def train(msg: Message, context: Context) -> Message:
     server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
-    name, params = mechanism_for(cfg, pid, context.node_config)
+    name, params = mechanism_for(cfg.mechanism, pid, context.node_config)
     mechanism = build_mechanism(name, params)
     n = int(x.shape[0])
     dim = sum(p.numel() for p in model.parameters())
@@ -112,8 +112,8 @@ def train(msg: Message, context: Context) -> Message:
         weight_decay=cfg.train.weight_decay, nesterov=cfg.train.nesterov,
     )
     released = releases_so_far(context, config, pid)
-    check = budget_check(cfg, pid, mechanism, released=released, sample_rate=report.sample_rate,
-                         dim=dim)
+    check = budget_check(cfg.mechanism.budget_for(pid), mechanism, cfg.audit, released=released,
+                         sample_rate=report.sample_rate, steps=cfg.train.local_steps, dim=dim)
     if check is not None and not check.within:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})

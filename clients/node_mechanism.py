@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedpriv.config import Config
-from fedpriv.mechanisms.config import node_config_keys
+from fedpriv.mechanisms.config import MechanismConfig, node_config_keys
 
 __all__ = ["mechanism_for"]
 
 
 def mechanism_for(
-    cfg: Config, partition_id: int, node_config: Mapping[str, Any]
+    mechanism: MechanismConfig, partition_id: int, node_config: Mapping[str, Any]
 ) -> tuple[str, dict[str, Any]]:
-    """``(name, params)`` for this client: config, then overrides, then the node's config."""
-    name, params = cfg.mechanism.for_client(partition_id)
+    """``(name, params)`` for this client: ``[mechanism]``, then its overrides, then the node's
+    config."""
+    name, params = mechanism.for_client(partition_id)
     for node_key, key in node_config_keys().items():
         if node_key in node_config:
             value = node_config[node_key]

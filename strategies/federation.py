@@ -69,9 +69,9 @@ def initial_model(cfg: Config) -> torch.nn.Module:
 
 def _strategy(cfg: Config, auditor: Auditor, round_offset: int) -> AuditingStrategy:
     return AuditingStrategy(
-        build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
-        join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
-        budgets=cfg.mechanism.has_budgets,
+        build_strategy(cfg.strategy, cfg.train.fraction_train), auditor,
+        num_nodes=cfg.data.num_clients, join_timeout=cfg.strategy.join_timeout,
+        round_offset=round_offset, budgets=cfg.mechanism.has_budgets,
     )
 
 
@@ -141,7 +141,7 @@ def _evaluate_fn(
         bar.update(1)
         bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
 
-    evaluate = make_evaluate_fn(cfg, on_result)
+    evaluate = make_evaluate_fn(dataset_of(cfg), cfg.model.name, on_result)
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         if server_round > 0:
@@ -188,7 +188,8 @@ def run_federation(
 
 
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
-    auditor = Auditor(cfg, store, dataset_of(cfg))
+    auditor = Auditor(cfg.audit, store, dataset_of(cfg), model=cfg.model.name,
+                      num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device)
     arrays = _start_arrays(cfg, store, done)
     if done:
         auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))

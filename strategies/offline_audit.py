@@ -88,8 +88,8 @@ def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     canaries' share removed."""
     input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
     arrays = list(store.load_update(update.update_id).values())
-    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, _mechanism(update),
-                                                arrays, **stored_declaration(update))
+    clean = CanaryAuditor(cfg.audit, cfg.seed).without_canaries(
+        update.round, update.client_id, _mechanism(update), arrays, **stored_declaration(update))
     return ServerView.from_update(
         (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
@@ -110,7 +110,7 @@ def _canary_bounds(
     for key, value in (("method", method), ("confidence", confidence)):
         if value is not None:  # validated as the run's config is (gdp-* for Gaussian only)
             apply_override(raw, f"audit.canaries.{key}", value)
-    auditor = CanaryAuditor(config_from_dict(raw))
+    auditor = CanaryAuditor(config_from_dict(raw).audit, cfg.seed)
     out = []
     for update in _selected(store, cfg, rounds, clients, ("ok", "inconsistent"))[0]:
         flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])

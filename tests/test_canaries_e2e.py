@@ -142,7 +142,7 @@ def test_canaries_do_not_change_what_is_audited(runs):  # noqa: ANN001
 def test_the_store_keeps_updates_as_received_and_attacks_see_them_without_canaries(runs):  # noqa: ANN001
     audited, _, tmp = runs
     cfg = load_config(PRESET, SMALL)
-    auditor = CanaryAuditor(cfg)
+    auditor = CanaryAuditor(cfg.audit, cfg.seed)
     with (AuditStore.open(tmp / "canaries", readonly=True) as a,
           AuditStore.open(tmp / "plain", readonly=True) as b):
         for ua, ub in zip(a.iter_updates(clients=[0]), b.iter_updates(clients=[0]), strict=True):
