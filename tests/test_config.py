@@ -119,3 +119,27 @@ def test_a_section_is_registered_once_and_never_over_a_library_key():
         register_section("train", StrategyConfig)
     with pytest.raises(ValueError, match="already registered"):
         register_section("strategy", dict)
+
+
+def test_server_app_checks_its_own_sections_and_carries_the_rest_to_the_clients():
+    """Under ``flwr run`` the ServerApp registers ``[strategy]`` alone: every shipped preset
+    loads (``[[adversary]]``, ``[sweep]`` and ``[simulation]`` carried unread), and a
+    misspelt section or a bad strategy key is still refused by name."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from strategies.run_config import resolve_run_config\n"
+        "from fedpriv.errors import InputError\n"
+        "for p in sorted(Path('configs').glob('*.toml')):\n"
+        "    resolve_run_config({'config': str(p.resolve()), 'out': '/tmp/x'})\n"
+        "for bad in ('strategi.name=krum', 'strategy.eta=0.1'):\n"
+        "    try:\n"
+        "        resolve_run_config({'set': bad, 'out': '/tmp/x'})\n"
+        "    except InputError as e:\n"
+        "        print(e.key)\n"
+        "print(sorted(m for m in ('clients', 'workflows') if m in sys.modules))\n"
+    )
+    root = Path(__file__).parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root)
+    assert out.stdout.split() == ["strategi", "strategy.eta", "[]"]
