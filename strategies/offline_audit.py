@@ -35,10 +35,11 @@ from attacks.plan import attack_job, attack_scores
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
-from fedpriv.config import Config, apply_override, config_from_dict
+from fedpriv.config import Config, config_from_dict
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism
+from fedpriv.schema import apply_override
 from strategies.canary_audit import CanaryAuditor, stored_declaration
 
 __all__ = ["audit_run"]
