@@ -160,13 +160,14 @@ class Config:
                              f"{list(_SECTIONS)})")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (TOML/JSON-serialisable, ``None`` dropped)."""
+        """Plain nested dict (TOML/JSON-serialisable, ``None`` dropped): the library's keys,
+        then the application's sections by name (whatever order they were registered in)."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.name != "sections"}
         out = drop_none({k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
                          for k, v in out.items()})
         out["mechanism"] = self.mechanism.to_dict()
-        for name, value in self.sections.items():
+        for name, value in sorted(self.sections.items()):
             section = _SECTIONS.get(name)
             out[name] = value if section is None else section.to_raw(value)
         return out
