@@ -41,6 +41,7 @@ from fedpriv.schema import (
     MAX_SEED,
     apply_override,
     bounded_count,
+    build_field,
     build_list,
     build_section,
     drop_none,
@@ -249,11 +250,14 @@ def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -
     if unknown:
         key = unknown[0]
         raise InputError(key, raw[key], f"a known key: one of {sorted(known)}")
-    library = build_section(Config, {k: v for k, v in raw.items() if k in _LIBRARY_KEYS}, "")
-    sections = {name: section.build(raw[name]) if name in raw else section.default()
-                for name, section in _SECTIONS.items()}
-    sections.update({name: raw[name] for name in carried if name in raw and name not in _SECTIONS})
-    cfg = dataclasses.replace(library, sections=sections)
+    library, sections = {}, _registered_defaults()
+    for name, value in raw.items():  # in the document's order, as the sections' own keys
+        if name in _LIBRARY_KEYS:
+            library[name] = build_field(Config, name, value, "")
+        else:
+            section = _SECTIONS.get(name)
+            sections[name] = value if section is None else section.build(value)
+    cfg = Config(**library, sections=sections)
     cfg.mechanism.check(cfg.data.num_clients)
     check_optimizer(cfg.train)
     _check_audit_clients(cfg)

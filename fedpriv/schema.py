@@ -15,6 +15,7 @@ that read them; :mod:`fedpriv.config` assembles them into the run's configuratio
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import tomllib
 import types
@@ -30,6 +31,7 @@ __all__ = [
     "Check",
     "MAX_SEED",
     "apply_override",
+    "build_field",
     "build_list",
     "build_section",
     "bounded_count",
@@ -139,25 +141,33 @@ def build_section(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
     itself."""
     if not isinstance(raw, Mapping):
         raise InputError(prefix.rstrip("."), raw, "a table")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    fields = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(raw) - set(fields))
     if unknown:
         key = unknown[0]
         raise InputError(f"{prefix}{key}", raw[key], f"a known key: one of {sorted(fields)}")
-    values: dict[str, Any] = {}
-    for name, value in raw.items():
-        key, annotation = f"{prefix}{name}", hints[name]
-        item = (typing.get_args(annotation) or [None])[0]
-        if hasattr(annotation, "from_raw"):
-            values[name] = annotation.from_raw(value, f"{key}.")
-        elif dataclasses.is_dataclass(annotation):
-            values[name] = build_section(annotation, value, f"{key}.")
-        elif typing.get_origin(annotation) is list and dataclasses.is_dataclass(item):
-            values[name] = build_list(item, value, key)
-        else:
-            values[name] = _leaf(key, value, annotation, fields[name].metadata)
-    return cls(**values)
+    return cls(**{name: build_field(cls, name, value, prefix) for name, value in raw.items()})
+
+
+def build_field(cls: type, name: str, value: Any, prefix: str) -> Any:
+    """Validate ``value`` as the field ``name`` of the section dataclass ``cls`` (errors name
+    ``f"{prefix}{name}"``)."""
+    key, annotation = f"{prefix}{name}", _hints(cls)[name]
+    item = (typing.get_args(annotation) or [None])[0]
+    if hasattr(annotation, "from_raw"):
+        return annotation.from_raw(value, f"{key}.")
+    if dataclasses.is_dataclass(annotation):
+        return build_section(annotation, value, f"{key}.")
+    if typing.get_origin(annotation) is list and dataclasses.is_dataclass(item):
+        return build_list(item, value, key)
+    meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
+    return _leaf(key, value, annotation, meta)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved field annotations of ``cls`` (once per class: resolving is slow)."""
+    return typing.get_type_hints(cls)
 
 
 def build_list(cls: type, raw: Any, key: str) -> list[Any]:
