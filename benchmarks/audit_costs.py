@@ -90,9 +90,9 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
                          profiler: cProfile.Profile | None = None) -> list[float]:
     """Server seconds of each round (begin, every reply, end, report) on a fresh store."""
     from fedpriv.audit import AuditStore, write_report
-    from fedpriv.config import load_config
     from strategies.pipeline import AuditPipeline
     from strategies.server_run import dataset_of, initial_model
+    from workflows.config import load_config
 
     overrides = [f"data.num_clients={clients}", f"audit.enabled={str(enabled).lower()}"]
     cfg = load_config(PRESET, overrides)
@@ -101,7 +101,9 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
     seconds = []
     with tempfile.TemporaryDirectory(prefix="fedpriv-audit-costs-") as tmp:
         store = AuditStore.create(Path(tmp) / "run", cfg.to_dict(), cfg.seed)
-        auditor = AuditPipeline(cfg, store, dataset)
+        auditor = AuditPipeline(cfg.audit, store, dataset, model=cfg.model.name,
+                                num_clients=cfg.data.num_clients, seed=cfg.seed,
+                                device=cfg.device)
         for rnd in range(1, rounds + 1):
             replies = _replies(cfg, dataset, model, rnd)
             if profiler:

@@ -28,10 +28,10 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
     """Server milliseconds per client-round with ``rounds`` rounds in the pool (the pool drops
     its oldest round beyond ``POOLED_CANARIES``, so scoring again keeps it that full)."""
     from fedpriv.canaries import canary_sum
-    from fedpriv.config import config_from_dict
     from fedpriv.mechanisms import build_mechanism
     from fedpriv.protocol import ClientReport
     from strategies.canary_audit import CanaryAuditor
+    from workflows.config import config_from_dict
 
     cfg = config_from_dict({"audit": {"canaries": {"enabled": True, "kind": kind,
                                                    "count": count}}})
@@ -39,14 +39,14 @@ def _server(kind: str, count: int, rounds: int, repeats: int) -> dict[str, Any]:
     report = ClientReport(partition_id=0, server_round=1, local_examples=16, local_steps=1,
                           lr=0.5, batch_size=16.0, sampling="poisson", sample_rate=1.0,
                           mechanism=mech)  # divisor q·n = 16
-    design = CanaryAuditor(cfg).design(1, 0, mech, DIM)
+    design = CanaryAuditor(cfg.audit, cfg.seed).design(1, 0, mech, DIM)
     noise = np.random.default_rng(0).standard_normal(DIM)
     arrays = [(-0.5 * (canary_sum(design) + noise) / 16.0).astype(np.float32)]
     flat = arrays[0].astype(np.float64)
-    auditor = CanaryAuditor(cfg)
+    auditor = CanaryAuditor(cfg.audit, cfg.seed)
 
     def one_round() -> None:
-        audit = auditor if rounds > 1 else CanaryAuditor(cfg)
+        audit = auditor if rounds > 1 else CanaryAuditor(cfg.audit, cfg.seed)
         audit.without_canaries(1, 0, report, arrays)
         audit.score(1, 0, report, flat)
 

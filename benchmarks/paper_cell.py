@@ -94,7 +94,7 @@ def simulation_overhead(start_ray: bool = True) -> float:
     false, the smoke run: only :func:`workflows.simulation.check_runnable`, what ``simulate``
     checks before Ray starts; the ``simulation`` and ``scaling`` sections start Ray through the
     same ``simulate``, behind ``fedpriv simulate``)."""
-    from fedpriv.config import load_config
+    from workflows.config import load_config
     from workflows.simulation import check_runnable, simulate
 
     root = Path(__file__).resolve().parents[1]

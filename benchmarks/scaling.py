@@ -108,9 +108,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
 
     from benchmarks.stack_sampler import StackSampler
     from clients.client_app import app
-    from fedpriv.config import load_config
     from strategies.pipeline import AuditPipeline
     from strategies.server_run import run_federation
+    from workflows.config import load_config
 
     torch.set_num_threads(1)
     for name in ("absl", "flwr"):

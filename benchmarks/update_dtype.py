@@ -28,7 +28,7 @@ SCORES = ("mse", "psnr", "ssim", "label_accuracy")
 def measure(iterations: int | None = None) -> dict[str, Any]:
     """Scores of IGA on each update in float32 and in float16, and the rounding it saw
     (``iterations``: IGA's budget instead of the preset's 2,000; a few make a smoke run)."""
-    from fedpriv.config import load_config
+    from workflows.config import load_config
 
     sets = ["audit.attacks=[]", "audit.store_updates='all'"]
     cfg = load_config(PRESET, sets + ([f"audit.iterations={iterations}"] if iterations else []))

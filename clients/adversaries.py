@@ -26,7 +26,8 @@ from collections.abc import Callable
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 
-from fedpriv.config import AdversaryConfig, Config
+from clients.config import AdversaryConfig
+from fedpriv.config import Config
 from fedpriv.mechanisms import build_mechanism, release_class
 from fedpriv.protocol import REPORT_RECORD
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from flwr.app import ConfigRecord, Context
 
+from fedpriv.audit.config import AuditConfig
 from fedpriv.budget import BudgetCheck, check_budget
-from fedpriv.config import Config
 from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import RELEASES_KEY, decode_releases
 
@@ -48,14 +48,14 @@ def record_releases(context: Context, releases: int) -> None:
 
 
 def budget_check(
-    cfg: Config, client_id: int, mechanism: Mechanism, *, released: int, sample_rate: float,
-    dim: int,
+    budget: float | None, mechanism: Mechanism, audit: AuditConfig, *, released: int,
+    sample_rate: float, steps: int, dim: int,
 ) -> BudgetCheck | None:
-    """Whether the coming round keeps the client within its budget (None: it has none), at
-    ``audit.delta`` with ``audit.accountant``, as the server's ledger accounts it."""
-    budget = cfg.mechanism.budget_for(client_id)
+    """Whether the coming round of ``steps`` local steps keeps the client within its ε
+    ``budget`` (``MechanismConfig.budget_for``; None: it has none), at ``audit.delta`` with
+    ``audit.accountant``, as the server's ledger accounts it."""
     if budget is None:
         return None
     return check_budget(budget, mechanism.release(dim), sample_rate=sample_rate,
-                        released=released, steps=cfg.train.local_steps, delta=cfg.audit.delta,
-                        accountant=cfg.audit.accountant)
+                        released=released, steps=steps, delta=audit.delta,
+                        accountant=audit.accountant)

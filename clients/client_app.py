@@ -47,7 +47,7 @@ from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
 from fedpriv.seeding import make_generator
-from fedpriv.training import local_train, sampling_rate
+from fedpriv.training import local_optimizer, local_train, sampling_rate
 
 __all__ = ["app"]
 
@@ -101,9 +101,9 @@ def train(msg: Message, context: Context) -> Message:
     server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
-    name, params = mechanism_for(cfg, pid, context.node_config)
+    name, params = mechanism_for(cfg.mechanism, pid, context.node_config)
     mechanism = build_mechanism(name, params)
-    optimizer = cfg.train.local_optimizer()
+    optimizer = local_optimizer(cfg.train)
     n = int(x.shape[0])
     dim = sum(p.numel() for p in model.parameters())
     report = ClientReport(
@@ -114,8 +114,8 @@ def train(msg: Message, context: Context) -> Message:
         epsilon_budget=cfg.mechanism.budget_for(pid), optimizer=optimizer.settings,
     )
     released = releases_so_far(context, config, pid)
-    check = budget_check(cfg, pid, mechanism, released=released, sample_rate=report.sample_rate,
-                         dim=dim)
+    check = budget_check(cfg.mechanism.budget_for(pid), mechanism, cfg.audit, released=released,
+                         sample_rate=report.sample_rate, steps=cfg.train.local_steps, dim=dim)
     if check is not None and not check.within:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})

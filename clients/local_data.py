@@ -6,8 +6,8 @@ from functools import lru_cache
 
 import torch
 
-from fedpriv.config import DataConfig
 from fedpriv.data import load_dataset, partition_indices
+from fedpriv.data.config import DataConfig
 
 __all__ = ["client_data"]
 

@@ -24,7 +24,7 @@ from flwr.serverapp.strategy import (
     Strategy,
 )
 
-from fedpriv.config import Config
+from strategies.config import StrategyConfig
 
 __all__ = ["STRATEGIES", "build_strategy"]
 
@@ -35,13 +35,14 @@ STRATEGIES: dict[str, type[Strategy]] = {
 }  # fmt: skip
 
 
-def build_strategy(cfg: Config) -> Strategy:
-    """The inner strategy of ``cfg.strategy``: federated evaluation off (the server evaluates
-    centrally), every connected node trained when ``train.fraction_train = 1``."""
-    return STRATEGIES[cfg.strategy.name](
-        fraction_train=cfg.train.fraction_train,
+def build_strategy(strategy: StrategyConfig, fraction_train: float) -> Strategy:
+    """The inner strategy ``[strategy]`` names: federated evaluation off (the server evaluates
+    centrally), a ``fraction_train`` (``train.fraction_train``) of the connected nodes trained
+    each round (every one at 1)."""
+    return STRATEGIES[strategy.name](
+        fraction_train=fraction_train,
         fraction_evaluate=0.0,
         min_train_nodes=1,
         min_available_nodes=1,
-        **cfg.strategy.params(),
+        **strategy.params(),
     )

@@ -23,7 +23,7 @@ from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import score_reconstruction
 from attacks.view import ServerView
-from fedpriv.config import AuditConfig
+from fedpriv.audit.config import AuditConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores"]
 

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 
+from fedpriv.audit.config import AuditConfig
 from fedpriv.canaries import (
     CanaryDesign,
     EpsilonLowerBound,
@@ -45,7 +46,6 @@ from fedpriv.canaries import (
     one_run_test,
     round_design,
 )
-from fedpriv.config import Config
 from fedpriv.jsonio import jsonable
 from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
@@ -99,16 +99,17 @@ class CanaryAuditor:
 
     Parameters
     ----------
-    cfg
-        The run's configuration (``audit.canaries``, ``audit.delta``, ``audit.accountant``,
-        ``seed``).
+    audit
+        The run's ``[audit]`` section (its ``canaries``, ``delta`` and ``accountant``).
+    seed
+        The run's seed (the canaries' designs derive from it).
     """
 
-    def __init__(self, cfg: Config) -> None:
-        self.settings = cfg.audit.canaries
-        self.seed = cfg.seed
-        self.delta = cfg.audit.delta
-        self.accountant = cfg.audit.accountant
+    def __init__(self, audit: AuditConfig, seed: int) -> None:
+        self.settings = audit.canaries
+        self.seed = seed
+        self.delta = audit.delta
+        self.accountant = audit.accountant
         self._pools: dict[int, _Pool] = {}
 
     def design(self, rnd: int, client: int, mechanism: Mechanism, dim: int) -> CanaryDesign | None:

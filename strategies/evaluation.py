@@ -7,24 +7,22 @@ from collections.abc import Callable
 import torch
 from flwr.app import ArrayRecord, MetricRecord
 
-from fedpriv.config import Config
-from fedpriv.data import load_dataset
+from fedpriv.data import Dataset
 from fedpriv.models import build_model
 
 __all__ = ["make_evaluate_fn"]
 
 
 def make_evaluate_fn(
-    cfg: Config, on_result: Callable[[int, float, float], None]
+    dataset: Dataset, model_name: str, on_result: Callable[[int, float, float], None]
 ) -> Callable[[int, ArrayRecord], MetricRecord]:
-    """``evaluate_fn`` for ``Strategy.start``: accuracy and loss on the held-out test split.
+    """``evaluate_fn`` for ``Strategy.start``: accuracy and loss on ``dataset``'s held-out test
+    split, of the model ``model_name`` (``model.name``).
 
     ``on_result(round, accuracy, loss)`` is called after every evaluation (round 0 is the
     initial model).
     """
-    data = cfg.data
-    dataset = load_dataset(data.name, data.root, data.download, cfg.seed, data.test_fraction)
-    model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
+    model = build_model(model_name, dataset.input_shape, dataset.num_classes)
 
     def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         model.load_state_dict(arrays.to_torch_state_dict())

@@ -25,8 +25,8 @@ from flwr.app import Message
 from attacks.view import ServerView
 from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
+from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
-from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
@@ -86,42 +86,52 @@ class AuditPipeline:
 
     Parameters
     ----------
-    cfg
-        The run's configuration (``[audit]`` says what to tally and attack).
+    audit
+        The run's ``[audit]`` section: what to tally and attack.
     store
         The run's audit store, opened for writing. With ``audit.enabled = false`` only rounds,
         server accuracy and failures are recorded (no updates, tallies or attacks).
     dataset
         The data set, for ground truth in simulation (scoring only; attacks never see it).
+    model
+        The model's name (``model.name``), which attacks rebuild.
+    num_clients
+        ``data.num_clients``: the partition ids a reply may claim.
+    seed
+        The run's seed (canary designs, update sketches).
+    device
+        Where attacks run (``device``).
     """
 
-    def __init__(self, cfg: Config, store: AuditStore, dataset: Dataset) -> None:
-        audit = cfg.audit
-        self.cfg = cfg
+    def __init__(self, audit: AuditConfig, store: AuditStore, dataset: Dataset, *, model: str,
+                 num_clients: int, seed: int, device: str) -> None:
+        self.audit = audit
+        self.num_clients = num_clients
+        self.seed = seed
         self.store = store
         self.dataset = dataset
         self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
                                     audit.pac_beta)
         self.exhausted: set[int] = set()  # clients that declined for their ε budget
-        self.plan = AttackPlan(audit, len(dataset.train_y), cfg.device)
+        self.plan = AttackPlan(audit, len(dataset.train_y), device)
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
-        self._round = RoundIdentities.start(cfg.data.num_clients, self.node_clients)
+        self._round = RoundIdentities.start(num_clients, self.node_clients)
         self._written: set[int] = set()  # clients with an updates row this round
-        self._model = (cfg.model.name, dataset.input_shape, dataset.num_classes)
+        self._model = (model, dataset.input_shape, dataset.num_classes)
         self._dim = 0
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
-        self.canaries = CanaryAuditor(cfg)
+        self.canaries = CanaryAuditor(audit, seed)
 
     # -- the round ----------------------------------------------------------------------------
 
     def begin_round(self, server_round: int, broadcast: Sequence[np.ndarray]) -> None:
         """Open the round in the store and keep θ (attacks offline need it)."""
         self.store.begin_round(server_round)
-        if self.cfg.audit.enabled:
+        if self.audit.enabled:
             self.store.write_global(server_round, broadcast)
         self.plan.pending = []
         self._dim = int(sum(a.size for a in broadcast))
-        self._round = RoundIdentities.start(self.cfg.data.num_clients, self.node_clients)
+        self._round = RoundIdentities.start(self.num_clients, self.node_clients)
         self._written: set[int] = set()
 
     def accepted(
@@ -153,7 +163,7 @@ class AuditPipeline:
         message = "no reply within strategy.round_timeout"
         log.warning("round %d: node %d (client %s): %s", server_round, node, cid, message)
         self.store.record_failure(server_round, "timeout", message, client_id=cid, node_id=node)
-        if cid is not None and self.cfg.audit.enabled and cid not in self._written:
+        if cid is not None and self.audit.enabled and cid not in self._written:
             self._written.add(cid)
             self.store.write_update(server_round, cid, None, {"node_id": node,
                                                               "status": "failed",
@@ -188,7 +198,7 @@ class AuditPipeline:
                                   node_id=node)
         if declined and cid is not None:
             self.exhausted.add(cid)
-        if (cid is not None and self.cfg.audit.enabled and not rejection.claimed
+        if (cid is not None and self.audit.enabled and not rejection.claimed
                 and cid not in self._written):  # one updates row per client and round
             self._written.add(cid)
             self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
@@ -214,9 +224,9 @@ class AuditPipeline:
         """Record an accepted reply: verify it against its declaration, store it, fold it into
         the ledger, schedule its attacks. Return whether it may be aggregated (not when it
         contradicts its declaration)."""
-        if not self.cfg.audit.enabled:  # auditing off: validate and aggregate, record nothing
+        if not self.audit.enabled:  # auditing off: validate and aggregate, record nothing
             return True
-        report, cid, audit = reply.report, reply.client_id, self.cfg.audit
+        report, cid, audit = reply.report, reply.client_id, self.audit
         if report.oracle is not None and any(
             i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
         ):
@@ -286,7 +296,7 @@ class AuditPipeline:
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:
-            self._sketches = UpdateSketches(dim, self.cfg.seed)
+            self._sketches = UpdateSketches(dim, self.seed)
         return self._sketches
 
     def _ground_truth(self, rnd: int, cid: int, report: ClientReport) -> list[int]:
@@ -333,7 +343,7 @@ class AuditPipeline:
 
     def _executor(self) -> str:
         """Ray only when a CPU is free beside the client actors (else tasks would wait forever)."""
-        if self.cfg.audit.executor != "ray":
+        if self.audit.executor != "ray":
             return "inline"
         import ray
 

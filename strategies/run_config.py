@@ -19,6 +19,7 @@ from typing import Any
 
 from fedpriv.config import Config, load_config
 from fedpriv.errors import InputError
+from strategies.config import CARRIED_SECTIONS
 
 __all__ = ["APP_DIR", "resolve_run_config"]
 
@@ -31,7 +32,7 @@ def resolve_run_config(run_config: Mapping[str, Any]) -> tuple[Config, Path]:
     if not preset.is_absolute():
         preset = APP_DIR / preset
     overrides = [s for s in re.split(r"[;\s]+", str(run_config.get("set", "")).strip()) if s]
-    cfg = load_config(preset, overrides)
+    cfg = load_config(preset, overrides, carried=CARRIED_SECTIONS)
     out = str(run_config.get("out", "")).strip()
     if not out:
         run_dir = Path.home() / "fedpriv-runs" / time.strftime("run-%Y%m%d-%H%M%S")

@@ -38,6 +38,7 @@ from fedpriv.errors import InputError
 from fedpriv.models import build_model
 from strategies.aggregation import build_strategy
 from strategies.auditing import AuditingStrategy
+from strategies.config import CARRIED_SECTIONS
 from strategies.evaluation import make_evaluate_fn
 from strategies.pipeline import AuditPipeline
 
@@ -65,9 +66,9 @@ def initial_model(cfg: Config) -> torch.nn.Module:
 
 def _strategy(cfg: Config, auditor: AuditPipeline, round_offset: int) -> AuditingStrategy:
     return AuditingStrategy(
-        build_strategy(cfg), auditor, num_nodes=cfg.data.num_clients,
-        join_timeout=cfg.strategy.join_timeout, round_offset=round_offset,
-        budgets=cfg.mechanism.has_budgets,
+        build_strategy(cfg.strategy, cfg.train.fraction_train), auditor,
+        num_nodes=cfg.data.num_clients, join_timeout=cfg.strategy.join_timeout,
+        round_offset=round_offset, budgets=cfg.mechanism.has_budgets,
     )
 
 
@@ -85,7 +86,7 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     store = AuditStore.open(run_dir)
     try:
         store.hold_writer_lock()
-        if config_from_dict(store.run_info()["config"]) != cfg:
+        if config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS) != cfg:
             raise InputError("--resume", str(run_dir), "a run made with this configuration")
     except InputError:
         store.close()
@@ -124,7 +125,7 @@ def _evaluate_fn(
         bar.update(1)
         bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
 
-    evaluate = make_evaluate_fn(cfg, on_result)
+    evaluate = make_evaluate_fn(dataset_of(cfg), cfg.model.name, on_result)
 
     def evaluate_fn(server_round: int, arrays: ArrayRecord) -> MetricRecord:
         if server_round > 0:
@@ -171,7 +172,8 @@ def run_federation(
 
 
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
-    auditor = AuditPipeline(cfg, store, dataset_of(cfg))
+    auditor = AuditPipeline(cfg.audit, store, dataset_of(cfg), model=cfg.model.name,
+                            num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device)
     arrays = _start_arrays(cfg, store, done)
     if done:
         auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))

@@ -16,9 +16,9 @@ from reliability_support import QUICKSTART, Killed, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
 from fedpriv.audit.storage import encode_update, keeps_update
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from strategies.server_run import run_federation
+from workflows.config import load_config
 from workflows.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=3", "mechanism.name=none", "train.batch_size=1",

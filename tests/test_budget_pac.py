@@ -20,11 +20,11 @@ from clients.local_data import client_data
 from fedpriv.accounting import NoGuarantee
 from fedpriv.budget import check_budget
 from fedpriv.commands.account import account
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism, make_release
 from fedpriv.protocol import ClientReport, ReplyError, decode_releases, encode_releases
 from strategies.server_run import run_federation
+from workflows.config import load_config
 
 DELTA, STEPS, ROUNDS, BATCH = 1e-5, 2, 5, 16
 BASE = [f"rounds={ROUNDS}", "data.num_clients=3", f"train.local_steps={STEPS}",

@@ -24,11 +24,11 @@ from reliability_support import Killed, LocalGrid
 
 from clients.client_app import app
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from fedpriv.jsonio import json_number
 from strategies.canary_audit import CanaryAuditor
 from strategies.server_run import run_federation
 from workflows.cli.main import main
+from workflows.config import load_config
 
 PRESET = Path(__file__).resolve().parents[1] / "configs" / "canary-audit.toml"
 ROUNDS = 3
@@ -141,7 +141,7 @@ def test_canaries_do_not_change_what_is_audited(runs):  # noqa: ANN001
 def test_the_store_keeps_updates_as_received_and_attacks_see_them_without_canaries(runs):  # noqa: ANN001
     audited, _, tmp = runs
     cfg = load_config(PRESET, SMALL)
-    auditor = CanaryAuditor(cfg)
+    auditor = CanaryAuditor(cfg.audit, cfg.seed)
     with (AuditStore.open(tmp / "canaries", readonly=True) as a,
           AuditStore.open(tmp / "plain", readonly=True) as b):
         for ua, ub in zip(a.iter_updates(clients=[0]), b.iter_updates(clients=[0]), strict=True):

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from fedpriv.accounting import ReleaseEvent, epsilon
+from fedpriv.audit.config import CANARY_METHODS, CanaryConfig
 from fedpriv.canaries import (
     CanaryDesign,
     canary_displacement,
@@ -26,13 +27,13 @@ from fedpriv.canaries import (
     round_design,
     vmf_scores,
 )
-from fedpriv.config import CANARY_METHODS, CanaryConfig, load_config
 from fedpriv.errors import InputError
 from fedpriv.gradients import CanaryGradients, PerExampleGradients
 from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.models import build_model
 from fedpriv.seeding import make_generator
 from fedpriv.training import local_train
+from workflows.config import load_config
 
 ON = CanaryConfig(enabled=True, count=100)
 DIM = 13_700

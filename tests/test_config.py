@@ -4,8 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.config import Config, load_config, parse_override
 from fedpriv.errors import InputError
+from fedpriv.schema import parse_override
+from workflows.config import Config, load_config
 
 CONFIGS = sorted((Path(__file__).parents[1] / "configs").glob("*.toml"))
 
@@ -56,7 +57,7 @@ def test_overrides_give_each_client_its_own_mechanism():
     cfg = load_config(None)
     raw = cfg.to_dict()
     raw["mechanism"]["overrides"] = [{"clients": [0, 1], "name": "vmf", "kappa": 50.0}]
-    from fedpriv.config import config_from_dict
+    from workflows.config import config_from_dict
 
     cfg = config_from_dict(raw)
     assert cfg.mechanism.for_client(0) == ("vmf", {**cfg.mechanism.params, "kappa": 50.0})
@@ -88,3 +89,57 @@ def test_cli_exits_2_with_one_line_naming_the_key_and_writes_nothing(tmp_path):
     assert "mechanism.noise_multiplier" in proc.stderr and "-1" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+def test_library_alone_knows_only_its_own_sections_and_carries_what_it_is_told():
+    """The library imports no application section: a process that registers none refuses
+    ``[strategy]`` as an unknown key, carries it raw when told to, and a client keeps the
+    sections the server validated; the library's config imports no torch."""
+    code = (
+        "import sys, fedpriv.config as c\n"
+        "from fedpriv.errors import InputError\n"
+        "try:\n"
+        "    c.config_from_dict({'strategy': {'name': 'krum'}})\n"
+        "except InputError as e:\n"
+        "    print(e.key)\n"
+        "cfg = c.config_from_dict({'strategy': {'name': 'krum'}}, carried=['strategy'])\n"
+        "print(cfg.strategy, c.Config.from_json(cfg.to_json()).strategy, 'torch' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split("\n")[:2] == [
+        "strategy", "{'name': 'krum'} {'name': 'krum'} False"]
+
+
+def test_a_section_is_registered_once_and_never_over_a_library_key():
+    from fedpriv.config import register_section
+    from strategies.config import StrategyConfig
+
+    with pytest.raises(ValueError, match="library"):
+        register_section("train", StrategyConfig)
+    with pytest.raises(ValueError, match="already registered"):
+        register_section("strategy", dict)
+
+
+def test_server_app_checks_its_own_sections_and_carries_the_rest_to_the_clients():
+    """Under ``flwr run`` the ServerApp registers ``[strategy]`` alone: every shipped preset
+    loads (``[[adversary]]``, ``[sweep]`` and ``[simulation]`` carried unread), and a
+    misspelt section or a bad strategy key is still refused by name."""
+    code = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from strategies.run_config import resolve_run_config\n"
+        "from fedpriv.errors import InputError\n"
+        "for p in sorted(Path('configs').glob('*.toml')):\n"
+        "    resolve_run_config({'config': str(p.resolve()), 'out': '/tmp/x'})\n"
+        "for bad in ('strategi.name=krum', 'strategy.eta=0.1'):\n"
+        "    try:\n"
+        "        resolve_run_config({'set': bad, 'out': '/tmp/x'})\n"
+        "    except InputError as e:\n"
+        "        print(e.key)\n"
+        "print(sorted(m for m in ('clients', 'workflows') if m in sys.modules))\n"
+    )
+    root = Path(__file__).parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=root)
+    assert out.stdout.split() == ["strategi", "strategy.eta", "[]"]

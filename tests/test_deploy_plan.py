@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from workflows.cli.main import main
+from workflows.config import load_config
 from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.flwr_cli import FlwrCli, flower_env
 from workflows.deploy.hosts import Host
@@ -81,7 +81,8 @@ def test_node_config_carries_each_clients_override(tmp_path: Path) -> None:
     nodes = node_configs(with_overrides)
     assert nodes[1] == {}
     for pid, node in enumerate(nodes):
-        assert mechanism_for(without, pid, node) == with_overrides.mechanism.for_client(pid)
+        expected = with_overrides.mechanism.for_client(pid)
+        assert mechanism_for(without.mechanism, pid, node) == expected
 
 
 def test_plan_is_absolute_and_sets_one_client_per_supernode(tmp_path: Path) -> None:

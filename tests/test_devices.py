@@ -8,12 +8,12 @@ import torch
 from attacks_support import digits, mean_gradient_view
 
 from attacks.registry import run_attack
-from fedpriv.config import load_config
 from fedpriv.devices import resolve_device
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism, make_generator
 from fedpriv.models import build_model
 from fedpriv.training import local_train
+from workflows.config import load_config
 from workflows.simulation import check_runnable
 
 CUDA = torch.cuda.is_available()

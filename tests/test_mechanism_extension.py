@@ -17,7 +17,7 @@ import toy_mechanism  # the one new file
 
 from fedpriv.accounting import ReleaseEvent, epsilon
 from fedpriv.commands.account import account
-from fedpriv.config import load_config
+from workflows.config import load_config
 from fedpriv.commands.specs import parse_spec
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import accountable, build_mechanism, make_release

@@ -13,9 +13,9 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from strategies.server_run import run_federation
 from workflows.cli.main import main
+from workflows.config import load_config
 from workflows.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=2", "mechanism.name=none", "train.batch_size=1",

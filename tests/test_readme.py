@@ -43,7 +43,7 @@ def test_every_preset_the_readme_names_exists():
 def test_every_toml_example_is_a_valid_config():
     import tomllib
 
-    from fedpriv.config import config_from_dict
+    from workflows.config import config_from_dict
 
     blocks = re.findall(r"```toml\n(.*?)```", README, flags=re.S)
     assert blocks

@@ -12,9 +12,9 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 import workflows.simulation
-from fedpriv.config import load_config
 from strategies.server_run import run_federation
 from workflows.cli.main import main
+from workflows.config import load_config
 
 CONFIG = str(QUICKSTART)
 

@@ -2,7 +2,7 @@
 
 Hypothesis builds random documents — nested tables of known and unknown keys holding values of
 every TOML type (including nan, ±inf, huge integers, dates, empty and mixed lists) — and feeds
-them to :func:`fedpriv.config.config_from_dict`, to :func:`fedpriv.config.load_config` as TOML
+them to :func:`workflows.config.config_from_dict`, to :func:`workflows.config.load_config` as TOML
 files (serialised with ``tomli_w``), as random bytes, and as random ``--set`` overrides.
 """
 
@@ -18,15 +18,14 @@ import tomli_w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedpriv.config import Config, config_from_dict, load_config
+from fedpriv.config import section_names
 from fedpriv.errors import InputError
+from workflows.config import Config, config_from_dict, load_config
 
-SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+SECTIONS = section_names()  # the library's keys and every section the application registers
 KNOWN = {
     name: [f.name for f in dataclasses.fields(cls)]
-    for name, cls in (
-        (f.name, getattr(Config(), f.name)) for f in dataclasses.fields(Config)
-    )
+    for name, cls in ((name, getattr(Config(), name)) for name in SECTIONS)
     if dataclasses.is_dataclass(cls)
 }
 TOP_SCALARS = [name for name in SECTIONS if name not in KNOWN]

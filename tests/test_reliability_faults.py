@@ -15,8 +15,8 @@ import pytest
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from strategies.server_run import run_federation
+from workflows.config import load_config
 
 SMALL = ["rounds=3", "data.num_clients=5", "train.local_steps=2", "train.batch_size=16",
          "train.lr=1.0"]  # fmt: skip

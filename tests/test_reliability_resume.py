@@ -20,9 +20,9 @@ import pytest
 from reliability_support import QUICKSTART, Killed, LocalGrid, faulty_client_app
 
 from fedpriv.audit import AuditStore, report_run
-from fedpriv.config import load_config
 from fedpriv.errors import InputError
 from strategies.server_run import run_federation
+from workflows.config import load_config
 
 ROUNDS = 4
 SMALL = [f"rounds={ROUNDS}", "data.num_clients=3", "train.local_steps=2", "train.lr=1.0",

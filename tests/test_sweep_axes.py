@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 from fedpriv.accounting import ReleaseEvent, epsilon
-from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import make_release
+from workflows.config import Config, config_from_dict
 from workflows.sweep import STUDY, run_sweep
 from workflows.sweep.figures import BATCH_FIGURE, FIGURES
 from workflows.sweep.results import student_t_interval

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fedpriv.config import SweepConfig, config_from_dict, load_config
 from fedpriv.errors import InputError
+from workflows.config import config_from_dict, load_config
+from workflows.sweep.config import SweepConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

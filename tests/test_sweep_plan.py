@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from fedpriv.accounting import ReleaseEvent, epsilon
-from fedpriv.config import config_from_dict
 from fedpriv.data import load_dataset, partition_indices
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import make_release
+from workflows.config import config_from_dict
 from workflows.sweep import (
     account_cell,
     baseline_cell,

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.leakage.capacity import log_capacity_gaussian, log_capacity_vmf
+from workflows.config import Config, config_from_dict
 from workflows.sweep import RESULTS_CSV, ROW_KEYS, RUN_KEYS, RUNS_CSV, STUDY, STUDY_HTML, run_sweep
 from workflows.sweep.figures import FIGURES
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from fedpriv.config import config_from_dict
+from workflows.config import config_from_dict
 from workflows.sweep import run_sweep
 from workflows.sweep.state import SweepDir
 

@@ -14,13 +14,13 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from fedpriv.config import config_from_dict
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.models import build_model
 from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import ClientReport, ReplyError
 from fedpriv.training import LocalOptimizer, local_train
+from workflows.config import config_from_dict
 
 SIGMA, CLIP = 1.0, 0.5
 
@@ -290,8 +290,9 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
     from fedpriv.audit import AuditStore
-    from fedpriv.config import load_config
+    from fedpriv.training import local_optimizer
     from strategies.server_run import run_federation
+    from workflows.config import load_config
 
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
                                    *settings])
@@ -302,4 +303,4 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
         assert client["guarantee"] == guarantee
     with AuditStore.open(tmp_path / "run", readonly=True) as store:  # the report itself is kept
         declared = [u.report.optimizer for u in store.iter_updates()]
-    assert declared == [cfg.train.local_optimizer().settings] * 2
+    assert declared == [local_optimizer(cfg.train).settings] * 2

@@ -16,8 +16,8 @@ from reliability_support import LocalGrid, faulty_client_app
 
 from clients.client_app import app as client_app
 from fedpriv.audit import AuditStore
-from fedpriv.config import load_config
 from strategies.server_run import run_federation
+from workflows.config import load_config
 
 ADVERSARIES = Path(__file__).resolve().parents[1] / "configs" / "adversaries.toml"
 HONEST = (0, 1, 2, 3)

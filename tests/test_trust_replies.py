@@ -11,8 +11,8 @@ from flwr.app import Context, Message, MessageType
 from flwr.clientapp import ClientApp
 from reliability_support import QUICKSTART, LocalGrid
 
-from fedpriv.config import load_config
 from strategies.server_run import run_federation
+from workflows.config import load_config
 
 SMALL = ["rounds=2", "data.num_clients=8", "train.local_steps=1", "train.batch_size=8",
          "audit.ground_truth=true"]  # fmt: skip

@@ -35,11 +35,13 @@ import numpy as np
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
-from fedpriv.config import Config, apply_override, config_from_dict
+from fedpriv.config import Config
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
+from fedpriv.schema import apply_override
 from strategies.attack_schedule import attack_job, attack_scores
 from strategies.canary_audit import CanaryAuditor
+from workflows.config import config_from_dict
 
 __all__ = ["audit_run"]
 
@@ -84,8 +86,8 @@ def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     canaries' share removed."""
     input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
     arrays = list(store.load_update(update.update_id).values())
-    clean = CanaryAuditor(cfg).without_canaries(update.round, update.client_id, update.report,
-                                                arrays)
+    clean = CanaryAuditor(cfg.audit, cfg.seed).without_canaries(
+        update.round, update.client_id, update.report, arrays)
     return ServerView.from_update(
         (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
@@ -106,7 +108,7 @@ def _canary_bounds(
     for key, value in (("method", method), ("confidence", confidence)):
         if value is not None:  # validated as the run's config is (gdp-* for Gaussian only)
             apply_override(raw, f"audit.canaries.{key}", value)
-    auditor = CanaryAuditor(config_from_dict(raw))
+    auditor = CanaryAuditor(config_from_dict(raw).audit, cfg.seed)
     out = []
     for update in _selected(store, cfg, rounds, clients, ("ok", "inconsistent"))[0]:
         flat = np.concatenate([a.ravel() for a in store.load_update(update.update_id).values()])

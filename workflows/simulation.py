@@ -20,8 +20,9 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedpriv.config import Config, config_from_dict
+from fedpriv.config import Config
 from fedpriv.errors import InputError
+from workflows.config import config_from_dict
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp

@@ -1,19 +1,35 @@
-"""Local training on one client: batches, the mechanism's release, the optimiser's step."""
+"""Local training on one client: batches, the mechanism's release, the optimiser's step. Names
+are imported on first use (:mod:`fedpriv.lazy`): the ``[train]`` section
+(:mod:`fedpriv.training.config`) does not import torch."""
 
-from fedpriv.training.dpsgd import (
-    LocalResult,
-    local_train,
-    private_release,
-    sample_batch,
-    sampling_rate,
-)
-from fedpriv.training.optimizers import LocalOptimizer
+from typing import TYPE_CHECKING
+
+from fedpriv.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from fedpriv.training.config import TrainConfig
+    from fedpriv.training.dpsgd import (
+        LocalResult,
+        local_train,
+        private_release,
+        sample_batch,
+        sampling_rate,
+    )
+    from fedpriv.training.optimizers import LocalOptimizer, local_optimizer
 
 __all__ = [
     "LocalOptimizer",
     "LocalResult",
+    "TrainConfig",
+    "local_optimizer",
     "local_train",
     "private_release",
     "sample_batch",
     "sampling_rate",
 ]
+
+__getattr__ = lazy_exports(__name__, {
+    "LocalOptimizer": "optimizers", "LocalResult": "dpsgd", "TrainConfig": "config",
+    "local_optimizer": "optimizers", "local_train": "dpsgd", "private_release": "dpsgd",
+    "sample_batch": "dpsgd", "sampling_rate": "dpsgd",
+})

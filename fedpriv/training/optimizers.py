@@ -32,8 +32,9 @@ from dataclasses import dataclass
 import torch
 
 from fedpriv.optimizer_settings import OPTIMIZERS, OptimizerSettings
+from fedpriv.training.config import TrainConfig
 
-__all__ = ["LocalOptimizer"]
+__all__ = ["LocalOptimizer", "local_optimizer"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +65,9 @@ class LocalOptimizer(OptimizerSettings):
             return adam(params, lr=lr, betas=self.betas, weight_decay=self.weight_decay)
         return torch.optim.SGD(params, lr=lr, momentum=self.momentum, nesterov=self.nesterov,
                                weight_decay=self.weight_decay)
+
+
+def local_optimizer(train: TrainConfig) -> LocalOptimizer:
+    """The :class:`LocalOptimizer` the ``[train]`` settings describe."""
+    return LocalOptimizer(train.optimizer, train.momentum, train.nesterov, train.weight_decay,
+                          (train.betas[0], train.betas[1]))

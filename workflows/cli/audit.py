@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise InputError("--iterations", args.iterations, "an integer >= 1")
     if (args.canary_method or args.canary_confidence is not None) and not args.canaries:
         raise InputError("--canary-method/--canary-confidence", True, "used with --canaries")
-    from fedpriv.config import CANARY_METHODS
+    from fedpriv.audit.config import CANARY_METHODS
     from fedpriv.validate import check_choice, check_probability
 
     if args.canary_confidence is not None:

@@ -2,7 +2,7 @@
 ``fedpriv simulate --resume RUN_DIR [--json]``.
 
 Everything is validated before Ray starts and before anything is written: the config
-(:func:`fedpriv.config.load_config`), the flags, the run directory (a new run never writes
+(:func:`workflows.config.load_config`), the flags, the run directory (a new run never writes
 into a non-empty directory), and — in :func:`workflows.simulation.check_runnable` — the data
 set, the partition, the model and every client's mechanism.
 """
@@ -68,7 +68,7 @@ def _resumed_run_dir(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from fedpriv.config import load_config
+    from workflows.config import load_config
 
     if args.resume is not None:
         from workflows.simulation import completed_rounds

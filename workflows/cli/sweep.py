@@ -33,8 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from fedpriv.config import load_config
     from fedpriv.validate import check_int_range
+    from workflows.config import load_config
     from workflows.sweep import run_sweep
     from workflows.sweep.run import simulate_runner
     from workflows.sweep.workers import spawn_workers

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import fedpriv
-from fedpriv.config import Config, load_config, node_config_keys
+from fedpriv.config import Config
 from fedpriv.errors import InputError
+from fedpriv.mechanisms.config import node_config_keys
 from fedpriv.validate import check_out_dir
 from workflows.deploy.federation import Federation, NodeValue
 
@@ -114,6 +115,8 @@ def plan_deployment(
     """
     if supernodes < 1:
         raise InputError("supernodes", supernodes, "an integer >= 1")
+    from workflows.config import load_config  # not at import: workflows.config imports the sweep
+
     sets = _overrides(list(overrides or ()), supernodes)
     cfg = load_config(config, sets)
     if cfg.audit.ground_truth:

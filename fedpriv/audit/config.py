@@ -1,0 +1,73 @@
+"""``[audit]`` and ``[audit.canaries]``: what the honest-but-curious server logs, tallies,
+attacks and estimates (docs/canaries.md for the canaries' ε lower bound)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fedpriv.schema import MAX_SEED, bounded_count, one_of, rule, seed_ok
+
+__all__ = ["AuditConfig", "CANARY_METHODS", "CanaryConfig", "GAUSSIAN_ONLY_METHODS"]
+
+#: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
+CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
+#: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
+GAUSSIAN_ONLY_METHODS = ("gdp-thresholds", "gdp-fit")
+
+
+@dataclass(frozen=True)
+class CanaryConfig:
+    """``[audit.canaries]``: gradient canaries inserted by every client and scored by the
+    server, for a lower bound on ε beside the accountant's (docs/canaries.md)."""
+
+    enabled: bool = rule("true or false", default=False)
+    count: int = rule(*bounded_count(2, 1_000_000, " (at most the model's parameter count for "
+                                          "coordinate canaries)"), default=1000)
+    kind: str = rule(*one_of("coordinate", "random"), default="coordinate")
+    confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
+    method: str = rule(*one_of(*CANARY_METHODS), default="one-run")
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """``[audit]``: what the honest-but-curious server logs, tallies and attacks."""
+
+    enabled: bool = rule("true or false", default=True)
+    delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=1e-5)
+    accountant: str = rule(*one_of("rdp", "pld"), default="rdp")
+    threat_model: str = rule(*one_of("record", "batch"), default="record")
+    ground_truth: bool = rule(
+        "true or false: the simulation-only oracle that ships each batch's record ids to the "
+        "auditor for scoring", default=False,
+    )
+    verify_alpha: float = rule(
+        "a number in (0, 0.5]: the false-alarm rate of each test of an update against its "
+        "declared mechanism", lambda v: 0 < v <= 0.5, default=1e-6,
+    )
+    pac_beta: float = rule(
+        "a number in (0, 1): the failure probability beta of the PAC accuracy of a release "
+        "(Zhang & Chen, Thm 4.3)", lambda v: 0 < v < 1, default=0.01,
+    )
+    attacks: list[str] = rule(
+        "a list of attack names (checked against the attack registry before the run starts)",
+        lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
+    )
+    every: int = rule(*bounded_count(1, 1_000_000), default=1)
+    clients: str | int | list[int] = rule(
+        '"all", a number of clients >= 1, or a list of client ids',
+        lambda v: v == "all" if isinstance(v, str) else (v >= 1 if isinstance(v, int) else True),
+        default="all",
+    )
+    iterations: int = rule(*bounded_count(1, 1_000_000), default=2000)
+    restarts: int = rule(*bounded_count(1, 1_000), default=1)
+    tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
+                            default=0.2)
+    seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0)
+    executor: str = rule(*one_of("inline", "ray"), default="inline")
+    bayes_runs: int = rule(*bounded_count(0, 1_000, " (0 disables the estimate)"), default=0)
+    bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
+    bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
+    bayes_distractors: int = rule(*bounded_count(0, 100_000), default=15)
+    canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    store_updates: str = rule(*one_of("all", "attacked", "none"), default="all")
+    update_dtype: str = rule(*one_of("float32", "float16"), default="float32")

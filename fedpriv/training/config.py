@@ -1,0 +1,54 @@
+"""``[train]``: the settings of local DP-SGD on each client (:mod:`fedpriv.training.dpsgd`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedpriv.errors import InputError
+from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS, optimizer_conflict
+from fedpriv.schema import bounded_count, one_of, positive, rule
+
+__all__ = ["TrainConfig", "check_optimizer"]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """``[train]``: local DP-SGD on each client (the optimiser it describes:
+    :func:`fedpriv.training.local_optimizer`)."""
+
+    batch_size: int = rule(*bounded_count(1, 1_000_000), default=16)
+    lr: float = rule("a number > 0", positive, default=0.5)
+    local_steps: int = rule(f"an integer in [1, {MAX_LOCAL_STEPS:,}]",
+                            lambda v: 1 <= v <= MAX_LOCAL_STEPS, default=1)
+    sampling: str = rule(*one_of("poisson", "fixed"), default="poisson")
+    fraction_train: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=1.0)
+    optimizer: str = rule(*one_of(*OPTIMIZERS), default="sgd")
+    momentum: float = rule("a number in [0, 1) (SGD only)", lambda v: 0 <= v < 1, default=0.0)
+    nesterov: bool = rule("true or false (SGD with momentum > 0 only)", default=False)
+    weight_decay: float = rule(
+        "a number >= 0 (added to the released gradient, as Opacus does; adamw: decoupled)",
+        lambda v: v >= 0, default=0.0,
+    )
+    betas: list[float] = rule(
+        "two numbers in [0, 1): Adam's and AdamW's (beta1, beta2)",
+        lambda v: len(v) == 2 and all(0 <= b < 1 for b in v),
+        default_factory=lambda: [0.9, 0.999],
+    )
+
+
+def check_optimizer(train: TrainConfig) -> None:
+    """Settings that do not fit the chosen optimiser, named by key.
+
+    Raises
+    ------
+    InputError
+        Naming ``train.momentum`` or ``train.nesterov``
+        (:func:`fedpriv.protocol.optimizer_conflict`).
+    """
+    bad = optimizer_conflict(train.optimizer, train.momentum, train.nesterov)
+    if bad is None:
+        return
+    raise InputError(f"train.{bad}", getattr(train, bad),
+                     f"unset with train.optimizer = {train.optimizer!r} (SGD's setting; "
+                     "Adam's moments are set by train.betas)" if train.optimizer != "sgd"
+                     else "false unless train.momentum > 0")

@@ -1,0 +1,97 @@
+"""``[strategy]``: the Flower strategy that aggregates, wrapped by the auditing server.
+
+Registered into the run's config (:func:`fedpriv.config.register_section`) when imported.
+:data:`CARRIED_SECTIONS` are the application's sections the server passes on unread: a ServerApp
+under ``flwr run`` does not import their modules (the server never imports the client or the
+application), so it carries them to the clients, which validate ``[[adversary]]`` on receipt;
+``fedpriv simulate`` and ``deploy-local`` validate them all before any work starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fedpriv.config import Config, register_section
+from fedpriv.errors import InputError
+from fedpriv.schema import one_of, positive, rule
+
+__all__ = ["CARRIED_SECTIONS", "STRATEGY_PARAMETERS", "StrategyConfig"]
+
+#: Sections of other parts of the application that the server carries unread.
+CARRIED_SECTIONS = ("adversary", "simulation", "sweep")
+
+#: Flower strategy → the ``[strategy]`` parameters it takes (Flower's own defaults when unset).
+STRATEGY_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "fedavg": (),
+    "fedavgm": ("server_learning_rate", "server_momentum"),
+    "fedprox": ("proximal_mu",),
+    "fedadam": ("eta", "eta_l", "beta_1", "beta_2", "tau"),
+    "fedyogi": ("eta", "eta_l", "beta_1", "beta_2", "tau"),
+    "fedadagrad": ("eta", "eta_l", "tau"),
+    "fedmedian": (),
+    "fedtrimmedavg": ("beta",),
+    "krum": ("num_malicious_nodes",),
+    "multikrum": ("num_malicious_nodes", "num_nodes_to_select"),
+    "bulyan": ("num_malicious_nodes",),
+}
+
+
+def _unit_interval(v: Any) -> bool:
+    return bool(0 <= v < 1)
+
+
+@dataclass(frozen=True)
+class StrategyConfig:
+    """``[strategy]``: the Flower strategy that aggregates, wrapped by the auditing server.
+
+    Every reply is audited before the strategy sees it; rejected replies never reach it.
+    Parameters left unset take Flower's defaults; setting one the chosen strategy does not take
+    is an error.
+    """
+
+    name: str = rule(*one_of(*STRATEGY_PARAMETERS), default="fedavg")
+    server_learning_rate: float | None = rule("a number > 0", positive, default=None)
+    server_momentum: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    proximal_mu: float | None = rule("a number >= 0", lambda v: v >= 0, default=None)
+    eta: float | None = rule("a number > 0 (server learning rate)", positive, default=None)
+    eta_l: float | None = rule("a number > 0 (client learning rate)", positive, default=None)
+    beta_1: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    beta_2: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    tau: float | None = rule("a number > 0 (adaptivity)", positive, default=None)
+    beta: float | None = rule("a number in (0, 0.5) (fraction trimmed at each end)",
+                              lambda v: 0 < v < 0.5, default=None)
+    num_malicious_nodes: int | None = rule("an integer >= 0", lambda v: v >= 0, default=None)
+    num_nodes_to_select: int | None = rule("an integer >= 1", positive, default=None)
+    join_timeout: float = rule("a number of seconds > 0 to wait for every node before round 1",
+                               positive, default=600.0)
+    round_timeout: float = rule("a number of seconds > 0 to wait for a round's replies",
+                                positive, default=3600.0)
+
+    def params(self) -> dict[str, Any]:
+        """The chosen strategy's parameters that are set."""
+        return {k: getattr(self, k) for k in STRATEGY_PARAMETERS[self.name]
+                if getattr(self, k) is not None}
+
+    def check(self) -> None:
+        """No parameter is set that the chosen strategy does not take.
+
+        Raises
+        ------
+        InputError
+            Naming ``strategy.<parameter>``.
+        """
+        own = STRATEGY_PARAMETERS[self.name]
+        for params in STRATEGY_PARAMETERS.values():
+            for param in params:
+                if param not in own and getattr(self, param) is not None:
+                    raise InputError(f"strategy.{param}", getattr(self, param),
+                                     f"unset: not a parameter of {self.name} (its "
+                                     f"parameters: {list(own) or 'none'})")
+
+
+def _check(cfg: Config) -> None:
+    cfg.strategy.check()
+
+
+register_section("strategy", StrategyConfig, check=_check)
