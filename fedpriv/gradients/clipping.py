@@ -47,7 +47,10 @@ def clip_factors(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
         norms = grads.abs().sum(dim=1)
     else:
         norms = torch.linalg.vector_norm(grads, ord=norm_ord, dim=1)
-    return (bound / norms).clamp(max=1.0)
+    # torch.div, not ``bound / norms``: torch evaluates a scalar over a tensor as
+    # ``reciprocal(norms) * bound``, which is not correctly rounded (a row at exactly the bound
+    # would be scaled by 1 - 2^-53 instead of being left as it is)
+    return torch.div(bound, norms).clamp(max=1.0)
 
 
 def clip_flat(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
