@@ -143,3 +143,29 @@ def test_server_app_checks_its_own_sections_and_carries_the_rest_to_the_clients(
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=root)
     assert out.stdout.split() == ["strategi", "strategy.eta", "[]"]
+
+
+def test_a_section_registered_while_a_config_is_built_is_not_checked_by_that_build(monkeypatch):
+    """Flower's simulation loads the ClientApp (which registers ``[[adversary]]``) in a thread
+    beside the ServerApp: a section registered mid-build must not run its check on a config
+    that never built it (it did, and ``flwr run`` failed with AttributeError)."""
+    import dataclasses
+
+    import fedpriv.config as config
+
+    monkeypatch.setattr(config, "_SECTIONS", dict(config._SECTIONS))
+
+    @dataclasses.dataclass(frozen=True)
+    class Late:
+        size: int = 1
+
+    def read_late(cfg):
+        return cfg.late
+
+    def register_late(cfg):
+        config.register_section("late", Late, check=read_late)
+
+    config.register_section("early", Late, check=register_late)
+    cfg = config.config_from_dict({})
+    assert "late" not in cfg.sections and "late" in config.section_names()
+    assert config.config_from_dict({}).late == Late()
