@@ -1,6 +1,11 @@
 """Lazy package exports (PEP 562): a package re-exports its public names without importing the
 modules that define them until one is used, so importing a light submodule (a package's
-``config`` section) does not import torch."""
+``config`` section) does not import torch.
+
+Written here rather than taken from ``lazy_loader`` (Scientific Python SPEC 1): its one-list form
+reads the names from an ``__init__.pyi`` stub, which Flower leaves out of the app bundle that
+``flwr run`` ships (only ``.py``, ``.toml``, ``.md``, ... are packed), and its other form keeps
+the names where neither ruff nor a type checker can see them."""
 
 from __future__ import annotations
 
