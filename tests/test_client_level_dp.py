@@ -14,6 +14,7 @@ from flwr.clientapp import ClientApp
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from clients.client_dp import fedpriv_client_dp_mod
+from fedpriv.audit.html_clients import clients_section
 from fedpriv.errors import InputError
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import build_mechanism
@@ -196,3 +197,5 @@ def test_fedpriv_client_app_at_the_client_level_trains_plainly_and_is_verified(t
     for c in report["clients"]:
         assert (c["guarantee"], c["unit"], c["compose"]) == ("verified", "client", "per-round")
         assert c["epsilon"] == pytest.approx(_against_server("pld", SIGMA, 2), rel=1e-6)
+    _, _, html = clients_section(report["clients"])
+    assert "unit" in str(html) and "ε aggregate" in str(html) and "client-gaussian" in str(html)
