@@ -132,8 +132,8 @@ def train(msg: Message, context: Context) -> Message:
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
         optimizer=optimizer,
-        canaries=None if report.client_level else _canaries(
-            cfg, mechanism, pid, server_round, dim, next(model.parameters())),
+        canaries=_canaries(cfg, mechanism, pid, server_round, dim,
+                           next(model.parameters())),
     )
     record_releases(context, released + report.releases)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth

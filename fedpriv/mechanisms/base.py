@@ -113,6 +113,8 @@ class Mechanism(ABC):
         if name is not None:
             if name in REGISTERED and REGISTERED[name].__qualname__ != cls.__qualname__:
                 raise TypeError(f"two mechanisms named {name!r}")
+            if cls.level not in LEVELS:
+                raise TypeError(f"mechanism {name!r}: level {cls.level!r} not in {LEVELS}")
             REGISTERED[name] = cls
 
     @classmethod
