@@ -9,7 +9,15 @@ import math
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.clientapp import ClientApp
 from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
@@ -199,3 +207,20 @@ def test_fedpriv_client_app_at_the_client_level_trains_plainly_and_is_verified(t
         assert c["epsilon"] == pytest.approx(_against_server("pld", SIGMA, 2), rel=1e-6)
     _, _, html = clients_section(report["clients"])
     assert "unit" in str(html) and "ε aggregate" in str(html) and "client-gaussian" in str(html)
+
+
+def test_the_mod_passes_other_messages_and_names_what_a_reply_lacks() -> None:
+    LocalGrid(ClientApp(), 1)  # sets Flower's task identity, so messages can be built here
+    mod = fedpriv_client_dp_mod(clip=CLIP, noise_multiplier=SIGMA, seed=0)
+    context = Context(run_id=1, node_id=1, state=RecordDict(), run_config={},
+                      node_config={"partition-id": 0})
+    arrays = ArrayRecord({"w": Array(np.zeros(3, np.float32))})
+    evaluate = Message(RecordDict({"arrays": arrays}), dst_node_id=1, message_type="evaluate")
+    answer = Message(RecordDict({"metrics": MetricRecord({"x": 1.0})}), reply_to=evaluate)
+    assert mod(evaluate, context, lambda m, c: answer) is answer
+    train = Message(RecordDict({"arrays": arrays, "config": ConfigRecord({"server-round": 1})}),
+                    dst_node_id=1, message_type="train")
+    no_count = Message(RecordDict({"arrays": arrays, "metrics": MetricRecord({"loss": 0.0})}),
+                       reply_to=train)
+    reply = mod(train, context, lambda m, c: no_count)
+    assert reply.has_error() and "num-examples" in reply.error.reason
