@@ -36,7 +36,7 @@ took part in, no amplification by the server's client sampling). Beside it,
 (add/remove of a client, Poisson-sampled at the rate the server sampled clients each round —
 :meth:`PrivacyLedger.sampled` — composed over every round so far). Flower samples a fixed
 number of clients without replacement; the accounting assumes Poisson sampling at the same
-rate, as it does for fixed-size record batches, and says so (``client_sampling``).
+rate, as it does for fixed-size record batches (docs/client-level.md).
 
 Clients with the same history of releases have the same ε and capacities: both are computed
 once per distinct history (:func:`fedpriv.accounting.epsilon` keeps each ledger's result) and
@@ -63,8 +63,6 @@ __all__ = ["NEIGHBOURS", "ClientLedger", "PrivacyLedger", "secret_radius_units"]
 NEIGHBOURS = {"record": "add/remove one record",
               "client": "replace one client's data (against the server)"}
 """The neighbouring relation behind ``epsilon`` for each unit of privacy."""
-CLIENT_SAMPLING = "Poisson at the round's sampled fraction of clients (Flower: fixed-size)"
-"""What ``epsilon_central`` assumes of the server's client sampling."""
 
 
 def secret_radius_units(threat_model: str, batch_size: float) -> float:
