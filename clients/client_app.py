@@ -22,6 +22,10 @@ or AdamW) steps on each privatised gradient as Opacus does and is created afresh
 A client with an ε budget (``mechanism.epsilon_budget``) that the round would exceed does not
 train: its reply is the report alone, saying why (``declined``); see ``clients/budget.py``.
 
+With a client-level mechanism (``mechanism.name = "client-gaussian"``, privacy-math.md §11) the
+local steps are plain SGD and the whole update is clipped and noised once
+(:func:`clients.client_dp.privatize_arrays`, as the client mod does for any ClientApp).
+
 A strategy that asks for a proximal term (FedProx sends ``proximal-mu``) gets it in training.
 With ``[audit.canaries]`` on, the client adds the round's canaries, derived from the run's seed
 as the server derives them (:func:`fedpriv.canaries.round_design`), to every step's clipped sum.
@@ -38,6 +42,7 @@ from flwr.clientapp import ClientApp
 
 from clients.adversaries import adversary_mod
 from clients.budget import budget_check, record_releases, releases_so_far
+from clients.client_dp import privatize_arrays, update_generator
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
 from fedpriv.canaries import canary_sum, round_design
@@ -115,7 +120,7 @@ def train(msg: Message, context: Context) -> Message:
     )
     released = releases_so_far(context, config, pid)
     check = budget_check(cfg.mechanism.budget_for(pid), mechanism, cfg.audit, released=released,
-                         sample_rate=report.sample_rate, steps=cfg.train.local_steps, dim=dim)
+                         sample_rate=report.release_rate, steps=report.releases, dim=dim)
     if check is not None and not check.within:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})
@@ -130,12 +135,16 @@ def train(msg: Message, context: Context) -> Message:
         canaries=_canaries(cfg, mechanism, pid, server_round, dim,
                            next(model.parameters())),
     )
-    record_releases(context, released + result.steps)
+    record_releases(context, released + report.releases)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     if oracle:
         report = replace(report, oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))))
+    arrays = ArrayRecord(model.state_dict())
+    if report.client_level:  # plain local steps above; now the update is privatised
+        arrays = privatize_arrays(mechanism, msg.content["arrays"], arrays,
+                                  update_generator(cfg.seed, pid, server_round))
     content = RecordDict({
-        "arrays": ArrayRecord(model.state_dict()),
+        "arrays": arrays,
         "metrics": MetricRecord({"num-examples": n, "train-loss": result.loss}),
         REPORT_RECORD: ConfigRecord(report.to_config()),
     })

@@ -27,6 +27,17 @@ probability of at least 0 is the vacuous statement. ξ of everything the client 
 the MBP of each single release too (a marginal's posterior is an average of the joint's), so
 the confidence holds for each release, conservatively, and never grows over rounds.
 
+The unit of privacy is part of every ε (``unit``, ``neighbouring``): record-level mechanisms
+(DP-SGD) protect one record against add/remove; a client-level release (privacy-math.md §11,
+``fedpriv/mechanisms/client_gaussian.py``) protects the client's whole data, and its ``epsilon``
+is the guarantee against the server (replace-one neighbours, one release per round the client
+took part in, no amplification by the server's client sampling). Beside it,
+``epsilon_central`` is the guarantee against a third party that sees only the aggregate
+(add/remove of a client, Poisson-sampled at the rate the server sampled clients each round —
+:meth:`PrivacyLedger.sampled` — composed over every round so far). Flower samples a fixed
+number of clients without replacement; the accounting assumes Poisson sampling at the same
+rate, as it does for fixed-size record batches (docs/client-level.md).
+
 Clients with the same history of releases have the same ε and capacities: both are computed
 once per distinct history (:func:`fedpriv.accounting.epsilon` keeps each ledger's result) and
 per distinct release, not once per client, so folding a round of N clients costs
@@ -41,13 +52,17 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release
+from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, epsilon
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.validate import check_dim
 
-__all__ = ["ClientLedger", "PrivacyLedger", "secret_radius_units"]
+__all__ = ["NEIGHBOURS", "ClientLedger", "PrivacyLedger", "secret_radius_units"]
+
+NEIGHBOURS = {"record": "add/remove one record",
+              "client": "replace one client's data (against the server)"}
+"""The neighbouring relation behind ``epsilon`` for each unit of privacy."""
 
 
 def secret_radius_units(threat_model: str, batch_size: float) -> float:
@@ -73,6 +88,8 @@ class ClientLedger:
     rounds: list[int] = field(default_factory=list)
     inconsistent: bool = False
     unverified: bool = False
+    unit: str = "record"
+    central: Release | None = None  # client level: the release against the aggregate
 
 
 class PrivacyLedger:
@@ -95,6 +112,13 @@ class PrivacyLedger:
         self.delta, self.accountant, self.threat_model = delta, accountant, threat_model
         self.pac_beta = pac_beta
         self.clients: dict[int, ClientLedger] = {}
+        self.client_rates: dict[int, float] = {}  # round -> fraction of clients sampled
+
+    def sampled(self, rnd: int, rate: float) -> None:
+        """The fraction of clients the server sampled in round ``rnd`` (``epsilon_central``)."""
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"client sampling rate {rate!r} not in (0, 1]")
+        self.client_rates[rnd] = float(rate)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.clients)
@@ -102,16 +126,22 @@ class PrivacyLedger:
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
-        accuracy: float | None = None,
+        accuracy: float | None = None, unit: str = "record",
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
         (the audit store's ``tallies`` columns).
 
         ``verification`` is the round's verdict on the update against its declaration
         (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
-        ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated)."""
+        ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated);
+        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`)."""
         steps = check_dim("steps", steps)
+        if unit not in NEIGHBOURS:
+            raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
         ledger = self._ledger(client_id)
+        ledger.unit = unit
+        if unit == "client":
+            ledger.central = release.central()
         ledger.accountant.record(release, sample_rate, steps)
         radius = secret_radius_units(self.threat_model, batch_size)
         round_capacity = steps * _log_capacity(release, dim, radius)
@@ -141,14 +171,33 @@ class PrivacyLedger:
         return {
             "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
-            "optimal_order": acct.optimal_order, "compose": "per-step",
+            "optimal_order": acct.optimal_order,
+            "compose": "per-round" if ledger.unit == "client" else "per-step",
             "releases": ledger.releases, "log_capacity_round": 0.0,
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
             "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
             "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
             "pac_accuracy": accuracy if released else None, "pac_robust_confidence": pac,
+            **self._units(ledger),
         }  # fmt: skip
+
+    def _units(self, ledger: ClientLedger) -> dict[str, Any]:
+        """The unit columns; at the client level ``epsilon_central`` and the last round's
+        client sampling rate too (module docstring)."""
+        out: dict[str, Any] = {"unit": ledger.unit, "neighbouring": NEIGHBOURS[ledger.unit],
+                               "epsilon_central": None, "client_rate": None}
+        if ledger.unit != "client" or not self.client_rates:
+            return out
+        out["client_rate"] = self.client_rates[max(self.client_rates)]
+        if ledger.inconsistent or ledger.central is None:
+            return {**out, "epsilon_central": math.inf}
+        counts: dict[float, int] = {}
+        for rate in self.client_rates.values():
+            counts[rate] = counts.get(rate, 0) + 1
+        events = [ReleaseEvent(ledger.central, rate, n) for rate, n in sorted(counts.items())]
+        return {**out, "epsilon_central": epsilon(events, self.delta,
+                                                  accountant=self.accountant).epsilon}
 
     def _ledger(self, client_id: int) -> ClientLedger:
         return self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))

@@ -258,6 +258,31 @@ class ClientReport:
         )
 
     @property
+    def client_level(self) -> bool:
+        """Whether the declared mechanism privatises the whole update (privacy-math.md §11)
+        rather than each local step's batch."""
+        return self.mechanism.level == "client"
+
+    @property
+    def releases(self) -> int:
+        """Noisy releases this round made: one per local step, or one (the update) at the
+        client level."""
+        return 1 if self.client_level else self.local_steps
+
+    @property
+    def release_rate(self) -> float:
+        """The sampling rate each release is accounted at: the records' ``q``, or 1 at the
+        client level — the server knows who took part, so its client sampling amplifies
+        nothing against it (§11)."""
+        return 1.0 if self.client_level else self.sample_rate
+
+    @property
+    def secret_batch(self) -> float:
+        """The batch a batch-level secret spans, in sensitivities (``L``); 1 at the client
+        level, where the secret is the client's update, within the clip bound (§5, §11)."""
+        return 1.0 if self.client_level else self.batch_size
+
+    @property
     def divisor(self) -> float:
         """``q·n`` (= min(L, n)): the expected batch size each release was divided by."""
         return self.sample_rate * self.local_examples
@@ -268,9 +293,15 @@ class ClientReport:
         ``self.mechanism.verify`` for the mechanism's own checks). The divisor is ``q·n``, the
         nearest integer under fixed-size sampling (``q = L/n``: ``q·n`` may miss ``L`` by an
         ulp); the batch sizes are known from the oracle only; the optimiser is created afresh
-        every round."""
+        every round. A client-level release (§11) is the update itself: one release of step
+        scale 1 whose signal is one clipped update, whatever the local training was."""
         from fedpriv.verification import Declaration
 
+        if self.client_level:  # the update is the release: one step of scale 1, B = 1
+            return Declaration(
+                sensitivity=self.mechanism.sensitivity, lr=1.0, steps=1, batch_size=1.0,
+                local_size=1, sample_rate=1.0, sampling="fixed", batch_sizes=(1,),
+            )
         divisor = self.divisor
         if self.sampling == "fixed" and math.isclose(divisor, round(divisor), rel_tol=1e-9):
             divisor = float(round(divisor))

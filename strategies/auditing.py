@@ -99,6 +99,7 @@ class AuditingStrategy(Strategy):
         self._broadcast = arrays.to_numpy_ndarrays()
         self.auditor.begin_round(absolute, self._broadcast)
         sampled = list(self.inner.configure_train(server_round, arrays, config, grid))
+        self.auditor.sampled(absolute, len(sampled))
         messages = [m for m in sampled if self.auditor.selectable(m.metadata.dst_node_id)]
         if len(messages) < len(sampled):
             log.info("round %d: %d node(s) not sent a train message: their clients' epsilon "

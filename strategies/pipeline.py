@@ -174,6 +174,12 @@ class AuditPipeline:
         log.warning("round %d: %s: %s", server_round, kind, message)
         self.store.record_failure(server_round, kind, message)
 
+    def sampled(self, server_round: int, count: int) -> None:
+        """The inner strategy sampled ``count`` of the ``num_clients`` clients this round: the
+        client rate of the client-level ε against the aggregate (:mod:`fedpriv.ledger`)."""
+        if count > 0:
+            self.ledger.sampled(server_round, min(1.0, count / self.num_clients))
+
     # -- budgets ------------------------------------------------------------------------------
 
     def selectable(self, node_id: int) -> bool:
@@ -267,9 +273,9 @@ class AuditPipeline:
         self.store.write_update(rnd, cid, stored, row)
         truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
         tally = self.ledger.fold(
-            rnd, cid, release, steps=report.local_steps,
-            sample_rate=report.sample_rate, batch_size=report.batch_size, dim=dim,
-            verification=verdict.status, accuracy=self._accuracy(report, dim),
+            rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
+            batch_size=report.secret_batch, dim=dim, verification=verdict.status,
+            accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
         )
         lower = None if canary is None else canary.lower
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
@@ -314,6 +320,9 @@ class AuditPipeline:
         """Rebuild the privacy ledger (and the replay sketches and canary pools) from the
         updates of the store's completed rounds (``--resume``): the same releases folded in the
         same order give the same tallies."""
+        for row in self.store.query("SELECT round, COUNT(DISTINCT client_id) AS sent FROM "
+                                    "updates GROUP BY round"):  # clients sent a train message
+            self.ledger.sampled(row["round"], min(1.0, row["sent"] / self.num_clients))
         verdicts = {
             (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
             for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
@@ -324,9 +333,10 @@ class AuditPipeline:
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
-                             steps=report.local_steps, sample_rate=report.sample_rate,
-                             batch_size=report.batch_size, dim=dim,
-                             verification=verdicts.get((update.round, update.client_id)))
+                             steps=report.releases, sample_rate=report.release_rate,
+                             batch_size=report.secret_batch, dim=dim,
+                             verification=verdicts.get((update.round, update.client_id)),
+                             unit=report.mechanism.level)
             if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
                 continue
             arrays = self.store.load_update(update.update_id).values()

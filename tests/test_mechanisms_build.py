@@ -16,7 +16,7 @@ from fedpriv.mechanisms import build_mechanism, mechanism_class, mechanism_names
 
 
 def test_registry_names() -> None:
-    assert mechanism_names() == ["none", "clip", "gaussian", "laplace", "vmf"]
+    assert mechanism_names() == ["none", "clip", "gaussian", "laplace", "vmf", "client-gaussian"]
     assert all(mechanism_class(name).name == name for name in mechanism_names())
 
 

@@ -11,7 +11,8 @@ the capacity tally and the command line are generic over this interface.
 
 A :class:`ReleaseEvent` is ``count`` Poisson-sampled such releases at rate ``sample_rate``.
 Accountants consume sequences of events; the audit store records them. The neighbouring
-relation is add/remove-one-example throughout (record-level unit).
+relation is add/remove-one-example (record-level unit), except for a client-level release, whose
+own class says which (``fedpriv/mechanisms/client_gaussian.py``, privacy-math.md §11).
 """
 
 from __future__ import annotations
@@ -127,6 +128,12 @@ class Release(ABC):
 
     def gaussian_equivalent(self, dim: int) -> float | None:
         """σ of the Gaussian release this one resembles, where one does (else None)."""
+        return None
+
+    def central(self) -> Release | None:
+        """A client-level release (privacy-math.md §11) as a third party that sees only the
+        aggregate meets it: add/remove of a client, to be Poisson-sampled at the server's
+        client rate and composed over every round. None for a record-level release."""
         return None
 
     def as_dict(self) -> dict[str, Any]:

@@ -56,6 +56,9 @@ def _budget(key: str) -> Callable[[Row], Any]:
 _COLUMNS: list[Column] = [
     ("client", "", lambda c: c["client_id"]),
     ("mechanism", "", lambda c: c.get("mechanism")),
+    ("unit", "unit of privacy every ε is about: record (DP-SGD, add/remove one record) or "
+     "client (the whole update; against the server: replace the client's data)",
+     lambda c: c.get("unit")),
     ("guarantee", "", lambda c: c.get("guarantee")),
     ("rounds", "replies accepted", lambda c: c.get("rounds_participated")),
     ("last round", "round of the last tally", _last_round),
@@ -85,6 +88,11 @@ _OPTIONAL: dict[str, list[Column]] = {
                       ("confidence", "of the lower bound", _lower("confidence")),
                       ("method", "of the lower bound", _lower("method"))],
     "verification": [("verification", "declared mechanism vs update", _verification)],
+    "epsilon_central": [("ε aggregate", "client level: ε against a third party that sees only "
+                         "the aggregate (add/remove of a client, Poisson-sampled at the client "
+                         "rate, every round)", lambda c: c.get("epsilon_central")),
+                        ("client rate", "fraction of clients sampled in the last round",
+                         lambda c: c.get("client_rate"))],
     "pac_accuracy": [("PAC accuracy", "", lambda c: c.get("pac_accuracy"))],
     "pac_robust_confidence": [("PAC robust conf.", "", lambda c: c.get("pac_robust_confidence"))],
     "budget": [("ε budget", "", _budget("epsilon_budget")),

@@ -42,7 +42,8 @@ REPORT_JSON = "report.json"
 TALLIES_CSV = "tallies.csv"
 #: Clients shown per round's figure: the most leaking ones (highest SSIM) first.
 MAX_PANELS = 12
-_CUMULATIVE = ("epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases")
+_CUMULATIVE = ("epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases",
+               "unit", "neighbouring", "epsilon_central", "client_rate")
 _ATTACK_KEYS = (
     "attack_id", "round", "iterations", "restarts", "mse", "psnr", "ssim", "best_mse",
     "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",

@@ -33,8 +33,10 @@ APPLICATION_ID = 0x66647076
 #: (``ok``) update have no tensor: the run's ``audit.store_updates`` policy did not keep it.
 #: Version 5 keeps the client's report itself in each ``updates`` row (``report_json``: the
 #: :meth:`fedpriv.protocol.ClientReport.to_config` mapping), which live audit, ``--resume`` and
-#: offline audit all read; the columns beside it are derived from it for SQL readers.
-SCHEMA_VERSION = 5
+#: offline audit all read; the columns beside it are derived from it for SQL readers. Version 6
+#: names the unit of privacy of every tally (``unit``, ``neighbouring``) and adds the
+#: client-level ε against the aggregate (``epsilon_central``) and its client rate.
+SCHEMA_VERSION = 6
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined")
@@ -56,7 +58,7 @@ TALLY_FIELDS = (
     "log_capacity_round", "log_capacity_cumulative", "threat_model", "mbp_bound", "abp_bound",
     "mbp_estimate", "abp_estimate", "details", "guarantee", "verification", "epsilon_declared",
     "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
-    "epsilon_budget",
+    "epsilon_budget", "unit", "neighbouring", "epsilon_central", "client_rate",
 )  # fmt: skip
 #: Keys accepted in ``write_attack(result=...)`` (``estimate`` is stored as JSON).
 ATTACK_FIELDS = (
@@ -173,6 +175,10 @@ CREATE TABLE tallies (
     pac_accuracy REAL,
     pac_robust_confidence REAL,
     epsilon_budget REAL,
+    unit TEXT,
+    neighbouring TEXT,
+    epsilon_central REAL,
+    client_rate REAL,
     PRIMARY KEY (round, client_id)
 ) STRICT;
 CREATE INDEX tallies_by_client ON tallies (client_id, round);

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = [
+    "LEVELS",
     "MAX_KAPPA",
     "MAX_NOISE",
     "REGISTERED",
@@ -55,6 +56,9 @@ accountants' numerics (dp-accounting squares σ) would be asked for ε ≈ 0 of 
 MAX_KAPPA = 1e6
 """Largest VMF concentration a mechanism takes: the VMF PLD's range
 (:mod:`fedpriv.accounting.vmf_pld`); at κ = 10⁶ and p ≤ 10⁷ the release is nearly noiseless."""
+
+LEVELS = ("record", "client")
+"""The units of privacy a mechanism can protect (:attr:`Mechanism.level`)."""
 
 REGISTERED: dict[str, type[Mechanism]] = {}
 """Every concrete mechanism class by name, filled as their modules are imported (read it
@@ -91,12 +95,17 @@ class Mechanism(ABC):
         Whether the release is ``(S + N)/L`` with noise ``N`` independent of the sum ``S``: a
         known vector added to ``S`` (canaries) then shifts the release by itself over ``L``,
         and the server can remove it from the update exactly.
+    level
+        The unit of privacy (:data:`LEVELS`): ``"record"`` — each local step's batch is
+        privatised (DP-SGD, privacy-math.md §2) — or ``"client"`` — local training is plain
+        and the whole update is privatised (§11; ``client_gaussian.py``).
     """
 
     name: ClassVar[str]
     label: ClassVar[str]
     norm_ord: ClassVar[int] = 2
     additive: ClassVar[bool] = False
+    level: ClassVar[str] = "record"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -104,6 +113,8 @@ class Mechanism(ABC):
         if name is not None:
             if name in REGISTERED and REGISTERED[name].__qualname__ != cls.__qualname__:
                 raise TypeError(f"two mechanisms named {name!r}")
+            if cls.level not in LEVELS:
+                raise TypeError(f"mechanism {name!r}: level {cls.level!r} not in {LEVELS}")
             REGISTERED[name] = cls
 
     @classmethod

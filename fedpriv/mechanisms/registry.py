@@ -39,7 +39,7 @@ def _registry() -> dict[str, type[Mechanism]]:
 
 
 # Listing order in choices and tables: from no protection to the noisy mechanisms; others after.
-_ORDER = {"none": 0, "clip": 1, "gaussian": 2, "laplace": 3, "vmf": 4}
+_ORDER = {"none": 0, "clip": 1, "gaussian": 2, "laplace": 3, "vmf": 4, "client-gaussian": 5}
 
 
 def mechanism_names() -> list[str]:

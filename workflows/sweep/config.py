@@ -14,7 +14,12 @@ from typing import Any
 
 from fedpriv.config import Config, register_section
 from fedpriv.errors import InputError
-from fedpriv.mechanisms.registry import accountable, mechanism_names, release_class
+from fedpriv.mechanisms.registry import (
+    accountable,
+    mechanism_class,
+    mechanism_names,
+    release_class,
+)
 from fedpriv.schema import (
     MAX_SEED,
     Check,
@@ -39,8 +44,9 @@ def _subset_of(*choices: str) -> tuple[str, Check]:
 
 
 def _baselines() -> list[str]:
-    """Registered mechanisms without a formal guarantee (``none``, ``clip``)."""
-    return [name for name in mechanism_names() if name not in accountable()]
+    """Registered record-level mechanisms without a formal guarantee (``none``, ``clip``)."""
+    return [name for name in mechanism_names()
+            if name not in accountable() and mechanism_class(name).level == "record"]
 
 
 def parameter_list_keys() -> dict[str, str]:
