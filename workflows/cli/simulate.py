@@ -45,9 +45,11 @@ def default_run_dir(config: str) -> Path:
 
 
 def _new_run_dir(path: Path) -> Path:
-    """``path`` if a new run may write there: absent, or an empty directory."""
-    if path.exists() and not path.is_dir():
-        raise InputError("--out", str(path), "a directory path (this is a file)")
+    """``path`` if a new run may write there: absent under a writable directory
+    (:func:`fedpriv.validate.check_out_dir`), or an empty directory."""
+    from fedpriv.validate import check_out_dir
+
+    check_out_dir("--out", path)
     if path.is_dir() and any(path.iterdir()):
         raise InputError(
             "--out", str(path), "a new or empty directory (continue a killed run with --resume)"
