@@ -387,10 +387,11 @@ def report_run(
         The store is missing, foreign, of another schema version, truncated or corrupt.
     """
     with AuditStore.open(run_dir, readonly=True) as store:
-        claim = out_dir is not None and _check_report_dir(Path(out_dir), store)
+        out = None if out_dir is None else Path(out_dir)
+        claim = out is not None and _check_report_dir(out, store)
         problems = verify(run_dir, hashes=hashes)
-        if claim:
-            Path(out_dir).chmod(DIR_MODE)
+        if claim and out is not None:  # an empty directory: private, as one fedpriv makes
+            out.chmod(DIR_MODE)
         try:
             return write_report(store, out_dir, problems, html=True)
         except sqlite3.DatabaseError as exc:

@@ -3,8 +3,9 @@
 
 Everything is validated before Ray starts and before anything is written: the config
 (:func:`workflows.config.load_config`), the flags, the run directory (a new run never writes
-into a non-empty directory), and — in :func:`workflows.simulation.check_runnable` — the data
-set, the partition, the model and every client's mechanism.
+into a non-empty directory, and its parent must take new entries), and — in
+:func:`workflows.simulation.check_runnable` — the data set, the partition, the model and every
+client's mechanism.
 """
 
 from __future__ import annotations
