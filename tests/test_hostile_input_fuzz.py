@@ -23,7 +23,7 @@ import strategies.server_run
 from tests.cli_support import run_cli
 
 PRESET = "configs/quickstart.toml"
-FUZZ = settings(max_examples=60, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 # Numbers at the edges of what IEEE doubles, int64 and the checks hold.
