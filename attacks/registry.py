@@ -22,6 +22,7 @@ import torch
 
 from attacks.result import AttackResult, Trial
 from attacks.view import ServerView
+from fedpriv.audit.config import MAX_ITERATIONS, MAX_RESTARTS
 from fedpriv.devices import resolve_device
 from fedpriv.errors import InputError
 from fedpriv.validate import Check, check_dim, check_int_range
@@ -106,8 +107,8 @@ def check_attack(
     registry = _registry()
     if name not in registry:
         raise InputError("attack.name", name, f"one of {list(registry)}")
-    for key, value in (("iterations", iterations), ("restarts", restarts)):
-        check_int_range(f"attack.{key}", value, 1, 10_000_000)
+    check_int_range("attack.iterations", iterations, 1, MAX_ITERATIONS)
+    check_int_range("attack.restarts", restarts, 1, MAX_RESTARTS)
     check_int_range("attack.seed", seed, 0, 2**63 - 1)
     if num_images is not None:
         check_dim("attack.num_images", num_images)

@@ -44,6 +44,7 @@ from fedpriv.schema import (
     build_field,
     build_list,
     build_section,
+    check_depth,
     drop_none,
     one_of,
     parse_override,
@@ -55,6 +56,7 @@ from fedpriv.training.config import TrainConfig, check_optimizer
 
 __all__ = [
     "Config",
+    "MAX_ROUNDS",
     "Section",
     "config_from_dict",
     "load_config",
@@ -94,6 +96,9 @@ class Section:
 
 
 _SECTIONS: dict[str, Section] = {}
+
+#: Most rounds a run may have (``rounds``; ``fedpriv audit --rounds``).
+MAX_ROUNDS = 1_000_000
 
 
 def register_section(name: str, cls: type, *, many: bool = False,
@@ -145,7 +150,7 @@ class Config:
     """
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0)
-    rounds: int = rule(*bounded_count(1, 1_000_000), default=10)
+    rounds: int = rule(*bounded_count(1, MAX_ROUNDS), default=10)
     device: str = rule(*one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -242,10 +247,12 @@ def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -
     Raises
     ------
     InputError
-        For any unknown key, wrong type or value out of range, named by its dotted key.
+        For any unknown key, wrong type or value out of range, or a value nested deeper than
+        :data:`fedpriv.schema.MAX_DEPTH`, named by its dotted key.
     """
     if not isinstance(raw, Mapping):
         raise InputError("", raw, "a table")
+    check_depth(raw)
     # One view of the registry for the whole build: a thread that imports an application
     # module meanwhile (Flower's simulation loads the ClientApp beside the ServerApp) must not
     # add a section whose check then reads a value this build never made.

@@ -8,8 +8,11 @@ the value and what is allowed. A section class with a ``from_raw(raw, prefix)`` 
 validates itself (for tables whose keys are not fixed fields, such as ``[mechanism]``).
 
 :func:`parse_override` and :func:`apply_override` turn ``--set KEY=VALUE`` into a nested
-mapping; :func:`read_toml` reads a preset. The sections themselves live beside the components
-that read them; :mod:`fedpriv.config` assembles them into the run's configuration.
+mapping; :func:`read_toml` reads a preset. A document nested deeper than :data:`MAX_DEPTH`
+(tables in arrays in tables ...) is refused by :func:`check_depth`, as is one too deep for the
+TOML parser itself (Python's ``tomllib`` parses nesting by recursion). The sections themselves
+live beside the components that read them; :mod:`fedpriv.config` assembles them into the run's
+configuration.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from fedpriv.errors import InputError
 
 __all__ = [
     "Check",
+    "MAX_DEPTH",
     "MAX_SEED",
     "apply_override",
     "build_field",
     "build_list",
     "build_section",
     "bounded_count",
+    "check_depth",
     "distinct_positive",
     "drop_none",
     "finite",
@@ -51,6 +56,12 @@ Check = Callable[[Any], bool]
 
 #: Seeds go to ``torch.manual_seed`` and SQLite INTEGER columns: 63 bits at most.
 MAX_SEED = 2**63 - 1
+
+#: Deepest nesting of tables and arrays a document may have: the deepest key of the run's
+#: config is ``mechanism.overrides[i].clip_per_layer[j]`` (depth 5); the checks, the JSON the
+#: server ships and the messages that print a value all walk the document by recursion.
+MAX_DEPTH = 32
+_TOO_DEEP = f"at most {MAX_DEPTH} levels of nested tables and arrays"
 
 
 def rule(allowed: str, check: Check | None = None, **kwargs: Any) -> Any:
@@ -190,6 +201,25 @@ def _leaf(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> Any
     return value
 
 
+def check_depth(raw: Mapping[str, Any], prefix: str = "") -> None:
+    """Refuse a document nested deeper than :data:`MAX_DEPTH` (walked without recursion).
+
+    Raises
+    ------
+    InputError
+        Named by the top-level key whose value is too deep.
+    """
+    for key, value in raw.items():
+        stack = [(value, 1)]
+        while stack:
+            node, depth = stack.pop()
+            if depth > MAX_DEPTH:
+                raise InputError(f"{prefix}{key}", value, _TOO_DEEP)
+            children = node.values() if isinstance(node, Mapping) else (
+                node if isinstance(node, list) else ())
+            stack.extend((child, depth + 1) for child in children)
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """Split ``KEY=VALUE``; the value is read as TOML (``0.1``, ``true``, ``[0, 1]``, ``"s"``)
     and as a bare string if it is not valid TOML (so ``data.name=mnist`` works)."""
@@ -201,6 +231,8 @@ def parse_override(text: str) -> tuple[str, Any]:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw.strip()
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion
+        raise InputError("--set", text, f"a value of {_TOO_DEEP}") from None
     return key, value
 
 
@@ -222,7 +254,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     InputError
-        Named ``CONFIG``, for a missing or unreadable file or a TOML syntax error.
+        Named ``CONFIG``, for a missing or unreadable file, a TOML syntax error, or nesting
+        too deep for the parser.
     """
     p = Path(path)
     if not p.is_file():
@@ -231,3 +264,5 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError("CONFIG", str(p), f"valid TOML ({exc})") from None
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion
+        raise InputError("CONFIG", str(p), f"TOML of {_TOO_DEEP}") from None

@@ -13,6 +13,7 @@ import math
 import numbers
 import os
 import re
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -185,11 +186,28 @@ def check_match(key: str, value: Any, pattern: str, allowed: str) -> str:
 
 def check_out_dir(key: str, path: Any) -> Path:
     """An output directory: an existing directory, or a path whose nearest existing ancestor is
-    a writable directory (checked before any work; the caller creates it)."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise InputError(key, str(path), "a directory (this is an existing file)")
-    ancestor = out if out.exists() else next(p for p in out.absolute().parents if p.exists())
-    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
-        raise InputError(key, str(path), f"a path under a writable directory ({ancestor} is not)")
+    a directory this process can create entries in (checked before any work; the caller
+    creates it).
+
+    Writability is tried, not read from permission bits: an empty directory is made there
+    (``tempfile.mkdtemp``, mode 0700) and removed at once. ``os.access`` answers yes for root
+    in ``/proc`` and under ``/sys``, where creating fails, so only trying tells.
+    """
+    try:
+        out = Path(path)
+        if out.exists() and not out.is_dir():
+            raise InputError(key, str(path), "a directory (this is an existing file)")
+        ancestor = out if out.exists() else next(
+            p for p in out.absolute().parents if p.exists())
+    except (OSError, ValueError) as exc:  # a name too long, a NUL byte
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(key, str(path), f"a usable directory path ({exc})") from None
+    if not ancestor.is_dir():
+        raise InputError(key, str(path), f"a path under a directory ({ancestor} is a file)")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".fedpriv-probe-", dir=ancestor))
+    except OSError as exc:
+        raise InputError(key, str(path), f"a path under a writable directory ({ancestor}: "
+                         f"{exc.strerror or exc})") from None
     return out

@@ -13,10 +13,13 @@ raised by the ServerApp thread is re-raised to the caller (an ``InputError`` sta
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +29,9 @@ from workflows.config import config_from_dict
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp
+
+    from fedpriv.accounting import Release
+    from fedpriv.mechanisms import Mechanism
 
 __all__ = ["CLIENT_APP", "check_runnable", "completed_rounds", "load_client_app", "simulate"]
 
@@ -126,9 +132,9 @@ def check_runnable(cfg: Config) -> None:
 
 
 def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> None:
-    """Each distinct mechanism fits the model and, with auditing on, can be accounted over the
-    whole run (``rounds × local_steps`` releases at the client's rate): once per distinct
-    (mechanism, rate), not once per client."""
+    """Each distinct mechanism fits the model and, with auditing on or an ε budget set, can be
+    accounted over the whole run (``rounds × local_steps`` releases at the client's rate):
+    once per distinct (mechanism, rate), not once per client."""
     from fedpriv.accounting import ClientAccountant
     from fedpriv.canaries import canary_epsilon, round_design
     from fedpriv.mechanisms import build_mechanism
@@ -136,6 +142,7 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
 
     seen: set[str] = set()
     dim = sum(layer_sizes)
+    steps = cfg.rounds * cfg.train.local_steps
     for client_id, n in enumerate(sizes):
         name, params = cfg.mechanism.for_client(client_id)
         mech = build_mechanism(name, params)
@@ -145,16 +152,49 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
             continue
         seen.add(key)
         mech.check_layers(layer_sizes)
-        if cfg.audit.enabled:
-            accountant = ClientAccountant(cfg.audit.accountant)
-            accountant.record(mech.release(dim), q, cfg.rounds * cfg.train.local_steps)
-            accountant.result(cfg.audit.delta)
-        s = cfg.audit.canaries
-        if round_design(cfg.seed, client_id, 1, dim, enabled=s.enabled, count=s.count,
-                        kind=s.kind, sensitivity=mech.sensitivity, norm_ord=mech.norm_ord,
-                        additive=mech.additive) is not None:
-            canary_epsilon(mech.release(dim), cfg.train.local_steps, cfg.audit.delta,
-                           cfg.audit.accountant)
+        release = mech.release(dim)
+        with _accountable(cfg, client_id, mech, release, q, steps):
+            if cfg.audit.enabled or cfg.mechanism.budget_for(client_id) is not None:
+                accountant = ClientAccountant(cfg.audit.accountant)
+                accountant.record(release, q, steps)
+                accountant.result(cfg.audit.delta)
+            s = cfg.audit.canaries
+            if round_design(cfg.seed, client_id, 1, dim, enabled=s.enabled, count=s.count,
+                            kind=s.kind, sensitivity=mech.sensitivity, norm_ord=mech.norm_ord,
+                            additive=mech.additive) is not None:
+                canary_epsilon(release, cfg.train.local_steps, cfg.audit.delta,
+                               cfg.audit.accountant)
+
+
+#: The accountants' own argument names → the config keys they come from.
+_ACCOUNTED_KEYS = {"sample_rate": "train.batch_size", "steps": "rounds", "delta": "audit.delta"}
+
+
+@contextmanager
+def _accountable(
+    cfg: Config, client_id: int, mech: Mechanism, release: Release, q: float, steps: int
+) -> Iterator[None]:
+    """Turn a failure of the accountant on this client's run into an InputError naming the
+    config key: the accountant's own range checks name its arguments (``noise_multiplier``,
+    ``sample_rate``, ``steps``), and dp-accounting's arithmetic fails outside its range with
+    ZeroDivisionError, OverflowError or IndexError rather than an error of its own."""
+    try:
+        yield
+    except (ArithmeticError, LookupError, ValueError) as exc:
+        reason = exc.allowed if isinstance(exc, InputError) else f"{type(exc).__name__}: {exc}"
+        name = getattr(release, "parameter_name", None)
+        arg = exc.key if isinstance(exc, InputError) else None
+        if arg in _ACCOUNTED_KEYS:
+            key = _ACCOUNTED_KEYS[arg]
+            value = functools.reduce(getattr, key.split("."), cfg)
+        elif name in mech.params():
+            key, value = cfg.mechanism.source_key(client_id, name), mech.params()[name]
+        else:
+            key, value = cfg.mechanism.source_key(client_id, "name"), mech.name
+        raise InputError(key, value, (
+            f"a setting the {cfg.audit.accountant} accountant can account over {steps:,} "
+            f"releases at q = {q:.4g} (rounds x train.local_steps releases; client {client_id}): "
+            f"{reason}")) from None
 
 
 def completed_rounds(run_dir: Path) -> tuple[Config, int]:

@@ -43,6 +43,7 @@ from fedpriv.validate import check_dim, check_in_range, check_rate
 
 __all__ = [
     "DEFAULT_DISCRETIZATION",
+    "GAUSSIAN_RDP_RANGE",
     "LAPLACE_SCALE_RANGE",
     "NOISE_MULTIPLIER_RANGE",
     "gaussian_grid_need",
@@ -58,6 +59,10 @@ NOISE_MULTIPLIER_RANGE = (1e-4, 1e100)
 """σ accepted by the Gaussian PLD: dp-accounting's Gaussian PLD overflows ("math range error",
 after 6–25 s) from σ = 1e-5 down (measured), and one release at σ = 1e-4 already has ε ≈ 5·10⁷;
 beyond 1e100 one release has ε = 0 to double precision."""
+GAUSSIAN_RDP_RANGE = (1e-150, 1e150)
+"""σ accepted by the subsampled Gaussian's RDP: dp-accounting divides by ``2σ²``, which is 0
+(a ZeroDivisionError) from σ ≈ 1e-162 down and infinite from σ ≈ 1e154 up (measured: σ = 1e-160
+already gives ε = ∞ through overflow warnings)."""
 LAPLACE_SCALE_RANGE = (1.0 / 700.0, 1e100)
 """λ accepted by the Laplace PLD (dp-accounting overflows ``exp(1/λ)`` below about 1/709.8)."""
 _CELLS = 16_384
@@ -67,8 +72,17 @@ _GAUSSIAN_Z = -float(special.ndtri(0.5 * math.exp(-50.0)))  # dp-accounting's tr
 def gaussian_subsampled_rdp(
     orders: Sequence[float], noise_multiplier: float, sample_rate: float
 ) -> np.ndarray:
-    """Per-step RDP curve of the Poisson-subsampled Gaussian from dp-accounting's accountant."""
+    """Per-step RDP curve of the Poisson-subsampled Gaussian from dp-accounting's accountant.
+
+    Raises
+    ------
+    InputError
+        ``noise_multiplier`` outside :data:`GAUSSIAN_RDP_RANGE`.
+    """
     from dp_accounting import dp_event, rdp
+
+    check_in_range("noise_multiplier", noise_multiplier, *GAUSSIAN_RDP_RANGE,
+                   "the Gaussian RDP's numeric range")
 
     accountant = rdp.RdpAccountant(orders=list(orders))
     accountant.compose(

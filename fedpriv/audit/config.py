@@ -7,12 +7,25 @@ from dataclasses import dataclass, field
 
 from fedpriv.schema import MAX_SEED, bounded_count, one_of, rule, seed_ok
 
-__all__ = ["AuditConfig", "CANARY_METHODS", "CanaryConfig", "GAUSSIAN_ONLY_METHODS"]
+__all__ = [
+    "AuditConfig",
+    "CANARY_METHODS",
+    "CanaryConfig",
+    "GAUSSIAN_ONLY_METHODS",
+    "MAX_ITERATIONS",
+    "MAX_RESTARTS",
+]
 
 #: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
 CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
 #: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
 GAUSSIAN_ONLY_METHODS = ("gdp-thresholds", "gdp-fit")
+#: Most optimiser iterations per restart of an attack (``audit.iterations``, ``fedpriv audit
+#: --iterations``, ``sweep.attack_iterations``, the attack registry's own check): about an hour
+#: of DLG on the paper MLP; docs/trust.md §5.
+MAX_ITERATIONS = 1_000_000
+#: Most restarts of an attack (``audit.restarts``, the attack registry's own check).
+MAX_RESTARTS = 1_000
 
 
 @dataclass(frozen=True)
@@ -58,8 +71,8 @@ class AuditConfig:
         lambda v: v == "all" if isinstance(v, str) else (v >= 1 if isinstance(v, int) else True),
         default="all",
     )
-    iterations: int = rule(*bounded_count(1, 1_000_000), default=2000)
-    restarts: int = rule(*bounded_count(1, 1_000), default=1)
+    iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000)
+    restarts: int = rule(*bounded_count(1, MAX_RESTARTS), default=1)
     tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
                             default=0.2)
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0)

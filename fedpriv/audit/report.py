@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import atomic_write_bytes, make_dirs_durable
+from fedpriv.atomic import DIR_MODE, atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
@@ -347,27 +347,34 @@ def write_report(
     return report
 
 
-def _check_report_dir(out: Path, store: AuditStore) -> None:
-    """``--out`` must be a directory where writing this run's report overwrites nothing that
-    fedpriv did not write for this run: no foreign report.json, and no report file without one."""
+def _check_report_dir(out: Path, store: AuditStore) -> bool:
+    """``--out`` must be the run's own directory, a new one, an empty one, or one holding this
+    run's report (fedpriv wrote it): a report holds clients' reconstructions, so it goes only
+    where fedpriv decides who can read — directories it creates are private (``0700``,
+    :data:`fedpriv.atomic.DIR_MODE`), and a directory that already holds other files is
+    neither tightened (that would change what others wrote) nor written beside.
+
+    Returns whether ``out`` is an existing empty directory, which the caller makes private as
+    if fedpriv had created it.
+    """
     check_out_dir("--out", out)
-    mine = out.resolve() == store.run_dir.resolve()
+    if out.resolve() == store.run_dir.resolve() or not out.exists():
+        return False
     existing = out / REPORT_JSON
-    if mine or not out.exists():
-        return
     if existing.is_file():
         try:
             run_id = json.loads(existing.read_text(encoding="utf-8")).get("run_id")
         except (ValueError, UnicodeDecodeError, AttributeError):
             run_id = None
         if run_id == store.run_info()["run_id"]:
-            return
+            return False
         raise InputError("--out", str(out), f"a directory without another run's {REPORT_JSON} "
                          "(fedpriv overwrites only its own report of this run)")
-    clashes = [n for n in (TALLIES_CSV, "report.html") if (out / n).exists()]
-    if clashes:
-        raise InputError("--out", str(out), f"a directory where {clashes[0]} was not written "
-                         "by fedpriv for this run")
+    if any(out.iterdir()):
+        raise InputError("--out", str(out), "a new or empty directory, or one holding this "
+                         f"run's {REPORT_JSON} (reports go only into private directories "
+                         "fedpriv made, mode 0700; it does not write beside others' files)")
+    return True
 
 
 def report_run(
@@ -381,9 +388,11 @@ def report_run(
         The store is missing, foreign, of another schema version, truncated or corrupt.
     """
     with AuditStore.open(run_dir, readonly=True) as store:
-        if out_dir is not None:
-            _check_report_dir(Path(out_dir), store)
+        out = None if out_dir is None else Path(out_dir)
+        claim = out is not None and _check_report_dir(out, store)
         problems = verify(run_dir, hashes=hashes)
+        if claim and out is not None:  # an empty directory: private, as one fedpriv makes
+            out.chmod(DIR_MODE)
         try:
             return write_report(store, out_dir, problems, html=True)
         except sqlite3.DatabaseError as exc:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -61,11 +62,34 @@ def _digits(root: str, download: bool, seed: int, test_fraction: float) -> Datas
     bunch = load_digits()
     idx = np.arange(len(bunch.target))
     train_idx, test_idx = train_test_split(
-        idx, test_size=test_fraction, random_state=seed, stratify=bunch.target
+        idx, test_size=_test_count(test_fraction, len(idx), 10), random_state=seed,
+        stratify=bunch.target,
     )
     x = upsample_digits(bunch.images)
     y = torch.as_tensor(bunch.target, dtype=torch.int64)
     return Dataset("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx], 10)
+
+
+def _test_count(test_fraction: float, n: int, classes: int) -> int:
+    """The test set's size, ``⌈f·n⌉`` as scikit-learn rounds a fraction, if a stratified split
+    can hold it: at least as many records as classes on each side (scikit-learn's
+    ``StratifiedShuffleSplit`` refuses fewer, with a ValueError).
+
+    Raises
+    ------
+    InputError
+        Key ``data.test_fraction``, naming the fractions that work for ``n`` records.
+    """
+    count = math.ceil(test_fraction * n)
+    if not classes <= count <= n - classes:
+        raise InputError(
+            "data.test_fraction", test_fraction,
+            f"a fraction leaving at least {classes} test and {classes} train records of the "
+            f"{n:,} (the stratified split needs one per class on each side): in "
+            f"[{classes / n:.4g}, "
+            f"{math.floor((n - classes) / n * 1e4) / 1e4:.4g}]",
+        )
+    return count
 
 
 _APT_HINT = {

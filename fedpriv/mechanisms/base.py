@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedpriv.errors import InputError
-from fedpriv.validate import Check, check_positive, check_positive_list
+from fedpriv.validate import Check, check_in_range, check_nonnegative, check_positive_list
 
 if TYPE_CHECKING:
     import torch
@@ -37,14 +37,20 @@ if TYPE_CHECKING:
     from fedpriv.verification import ClientUpdate, Verdict
 
 __all__ = [
+    "CLIP_RANGE",
     "LEVELS",
     "MAX_KAPPA",
     "MAX_NOISE",
+    "MIN_NOISE",
+    "NOISE_ALLOWED",
     "REGISTERED",
     "ClippedMechanism",
     "Mechanism",
     "ParamValue",
     "check_batch_size",
+    "check_clip",
+    "check_clip_list",
+    "check_noise",
     "param",
 ]
 
@@ -53,6 +59,17 @@ ParamValue = float | int | str | bool | list[float]
 MAX_NOISE = 1e6
 """Largest noise scale a mechanism takes (σ, λ): beyond it the update is pure noise, and the
 accountants' numerics (dp-accounting squares σ) would be asked for ε ≈ 0 of no use."""
+MIN_NOISE = 1e-4
+"""Smallest non-zero noise scale (σ, λ): dp-accounting's Gaussian PLD overflows below it
+(:data:`fedpriv.accounting.dp_library.NOISE_MULTIPLIER_RANGE`) and its RDP divides by σ²
+(a ZeroDivisionError below σ ≈ 1e-162); one release at σ = 1e-4 already has ε ≈ 5·10⁷."""
+CLIP_RANGE = (1e-6, 1e6)
+"""Clip bounds ``C`` (each ``C_r`` of ``clip_per_layer``, the VMF's released norm ``s``) a
+mechanism takes. The noise on the sum, ``σ·C`` (Laplace: ``λ·C``), is drawn and added in
+float32: with ``σ, λ`` in ``[MIN_NOISE, MAX_NOISE]`` and ``C`` in this range it lies in
+``[1e-10, 1e12]``, far from float32's smallest normal number (1.2e-38), and squares of ten
+standard deviations of it summed over 10⁷ coordinates (≤ 10³³) stay below float32's largest
+(3.4e38). (``clip = 1e308`` made ``σ·C`` infinite in float32 and every update non-finite.)"""
 MAX_KAPPA = 1e6
 """Largest VMF concentration a mechanism takes: the VMF PLD's range
 (:mod:`fedpriv.accounting.vmf_pld`); at κ = 10⁶ and p ≤ 10⁷ the release is nearly noiseless."""
@@ -73,6 +90,34 @@ def param(default: Any, check: Check, allowed: str, *, optional: bool = False) -
     """
     meta = {"check": check, "allowed": allowed, "optional": optional}
     return field(default=default, metadata=meta)
+
+
+def check_noise(key: str, value: Any) -> float:
+    """A noise scale: 0 (no noise, no guarantee) or a number in ``[MIN_NOISE, MAX_NOISE]``."""
+    v = check_nonnegative(key, value, maximum=MAX_NOISE)
+    if 0.0 < v < MIN_NOISE:
+        raise InputError(key, value, NOISE_ALLOWED)
+    return v
+
+
+NOISE_ALLOWED = f"0 (no noise) or a number in [{MIN_NOISE:g}, {MAX_NOISE:g}]"
+"""What :func:`check_noise` allows, in words."""
+_CLIP_WHY = "the range in which the float32 noise sigma*C neither overflows nor vanishes"
+
+
+def check_clip(key: str, value: Any) -> float:
+    """A clip bound in :data:`CLIP_RANGE`."""
+    return check_in_range(key, value, *CLIP_RANGE, _CLIP_WHY)
+
+
+def check_clip_list(key: str, value: Any) -> tuple[float, ...]:
+    """Per-layer clip bounds: a non-empty list (or comma-separated string) of numbers, each in
+    :data:`CLIP_RANGE`."""
+    values = check_positive_list(key, value)
+    if not all(CLIP_RANGE[0] <= v <= CLIP_RANGE[1] for v in values):
+        raise InputError(key, value, f"numbers in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}] "
+                         f"({_CLIP_WHY})")
+    return values
 
 
 def parameter_fields(cls: type) -> list[dataclasses.Field]:
@@ -215,10 +260,10 @@ class ClippedMechanism(Mechanism, ABC):
 
     additive: ClassVar[bool] = True
 
-    clip: float = param(1.0, check_positive, "a number > 0")
+    clip: float = param(1.0, check_clip, f"a number in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}]")
     clip_per_layer: tuple[float, ...] | None = param(
-        None, check_positive_list, "a non-empty list of numbers > 0, one per model parameter",
-        optional=True,
+        None, check_clip_list, f"a non-empty list of numbers in [{CLIP_RANGE[0]:g}, "
+        f"{CLIP_RANGE[1]:g}], one per model parameter", optional=True,
     )
 
     @property

@@ -107,6 +107,15 @@ class MechanismConfig:
                 params.update(extra)
         return name, params
 
+    def source_key(self, client_id: int, name: str) -> str:
+        """The config key that sets parameter ``name`` of client ``client_id``'s mechanism:
+        the last override of that client that sets it, else ``mechanism.<name>``."""
+        key = f"mechanism.{name}"
+        for i, override in enumerate(self.overrides):
+            if client_id in override["clients"] and name in override:
+                key = f"mechanism.overrides[{i}].{name}"
+        return key
+
     def names(self, num_clients: int) -> set[str]:
         """The names of the mechanisms clients ``0 … num_clients − 1`` use."""
         return {self.for_client(c)[0] for c in range(num_clients if self.overrides else 1)}

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
-from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
-from fedpriv.validate import check_nonnegative, check_positive
+from fedpriv.mechanisms.base import NOISE_ALLOWED, ClippedMechanism, check_noise, param
+from fedpriv.validate import check_positive
 
 if TYPE_CHECKING:
     import torch
@@ -93,8 +92,7 @@ class GaussianRelease(Release):
 class GaussianMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, add ``N(0, (σ·C)² I)``, divide by ``L``."""
 
-    noise_multiplier: float = param(1.0, partial(check_nonnegative, maximum=MAX_NOISE),
-                                    f"a number in [0, {MAX_NOISE:g}]")
+    noise_multiplier: float = param(1.0, check_noise, NOISE_ALLOWED)
     name: ClassVar[str] = "gaussian"
     label: ClassVar[str] = "Gaussian"
 

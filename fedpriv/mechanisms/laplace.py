@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from fedpriv.accounting.events import Release
-from fedpriv.mechanisms.base import MAX_NOISE, ClippedMechanism, param
-from fedpriv.validate import check_positive
+from fedpriv.mechanisms.base import MAX_NOISE, MIN_NOISE, ClippedMechanism, param
+from fedpriv.validate import check_in_range, check_positive
 
 if TYPE_CHECKING:
     import torch
@@ -94,8 +94,8 @@ class LaplaceRelease(Release):
 class LaplaceMechanism(ClippedMechanism):
     """Clip in ℓ1, sum, add ``Lap(0, λ·C)`` to each coordinate, divide by ``L``."""
 
-    laplace_scale: float = param(1.0, partial(check_positive, maximum=MAX_NOISE),
-                                 f"a number in (0, {MAX_NOISE:g}]")
+    laplace_scale: float = param(1.0, partial(check_in_range, low=MIN_NOISE, high=MAX_NOISE),
+                                 f"a number in [{MIN_NOISE:g}, {MAX_NOISE:g}]")
     name: ClassVar[str] = "laplace"
     label: ClassVar[str] = "Laplace"
     norm_ord: ClassVar[int] = 1

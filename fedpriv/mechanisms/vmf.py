@@ -35,7 +35,7 @@ import numpy as np
 
 from fedpriv.accounting.events import NoGuarantee, Release
 from fedpriv.accounting.vmf_pld import DEFAULT_DISCRETIZATION as VMF_DISCRETIZATION
-from fedpriv.mechanisms.base import MAX_KAPPA, ClippedMechanism, param
+from fedpriv.mechanisms.base import CLIP_RANGE, MAX_KAPPA, ClippedMechanism, check_clip, param
 from fedpriv.special.vmf_sampler import sample_uniform_direction, sample_vmf
 from fedpriv.validate import check_dim, check_flag, check_positive
 
@@ -113,7 +113,8 @@ class VMFMechanism(ClippedMechanism):
     kappa: float = param(100.0, partial(check_positive, maximum=MAX_KAPPA),
                          f"a number in (0, {MAX_KAPPA:g}]")
     vmf_scale: float | None = param(
-        None, check_positive, "a number > 0 (default: the clip bound)", optional=True
+        None, check_clip, f"a number in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}] (default: the "
+        "clip bound)", optional=True,
     )
     vmf_keep_norm: bool = param(
         False, check_flag, "true or false (true releases the norm: no guarantee)"

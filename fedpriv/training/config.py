@@ -6,9 +6,14 @@ from dataclasses import dataclass
 
 from fedpriv.errors import InputError
 from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS, optimizer_conflict
-from fedpriv.schema import bounded_count, one_of, positive, rule
+from fedpriv.schema import bounded_count, one_of, rule
 
-__all__ = ["TrainConfig", "check_optimizer"]
+__all__ = ["LR_RANGE", "TrainConfig", "check_optimizer"]
+
+
+#: Learning rates a run takes: the step ``η·u`` is taken in float32 (largest 3.4e38,
+#: smallest normal 1.2e-38), where ``lr = 1e308`` is infinite and ``lr = 1e-320`` is 0.
+LR_RANGE = (1e-12, 1e6)
 
 
 @dataclass(frozen=True)
@@ -17,7 +22,9 @@ class TrainConfig:
     :func:`fedpriv.training.local_optimizer`)."""
 
     batch_size: int = rule(*bounded_count(1, 1_000_000), default=16)
-    lr: float = rule("a number > 0", positive, default=0.5)
+    lr: float = rule(f"a number in [{LR_RANGE[0]:g}, {LR_RANGE[1]:g}] (steps in float32 that "
+                     "neither overflow nor vanish)", lambda v: LR_RANGE[0] <= v <= LR_RANGE[1],
+                     default=0.5)
     local_steps: int = rule(f"an integer in [1, {MAX_LOCAL_STEPS:,}]",
                             lambda v: 1 <= v <= MAX_LOCAL_STEPS, default=1)
     sampling: str = rule(*one_of("poisson", "fixed"), default="poisson")

@@ -13,7 +13,7 @@ from fedpriv.jsonio import json_number
 
 __all__ = ["parse_clients", "parse_rounds", "register", "render", "run"]
 
-_ROUNDS = re.compile(r"(\d*):(\d*)|(\d+)")
+_ROUNDS = re.compile(r"(0*[0-9]{0,7}):(0*[0-9]{0,7})|(0*[0-9]{1,7})")  # ASCII, bounded
 
 
 def register(subparsers: Any) -> None:
@@ -52,14 +52,18 @@ def parse_rounds(text: str | None) -> tuple[int | None, int | None]:
     if text is None:
         return None, None
     match = _ROUNDS.fullmatch(text.strip())
-    allowed = "A:B (inclusive), A:, :B or N, with round numbers >= 1 and A <= B"
+    from fedpriv.config import MAX_ROUNDS
+
+    allowed = (f"A:B (inclusive), A:, :B or N, with round numbers in [1, {MAX_ROUNDS:,}] and "
+               "A <= B")
     if match is None:
         raise InputError("--rounds", text, allowed)
     if match.group(3) is not None:
         low = high = int(match.group(3))
     else:
         low, high = (int(g) if g else None for g in match.group(1, 2))
-    if 0 in (low, high) or (low is not None and high is not None and low > high):
+    if any(r is not None and not 1 <= r <= MAX_ROUNDS for r in (low, high)) or (
+            low is not None and high is not None and low > high):
         raise InputError("--rounds", text, allowed)
     return low, high
 
@@ -68,21 +72,25 @@ def parse_clients(text: str | None) -> list[int] | None:
     """``"0,3,7"`` → ``[0, 3, 7]``; None → all clients."""
     if text is None:
         return None
+    from fedpriv.data.config import MAX_CLIENTS
+
     parts = [p.strip() for p in text.split(",")]
-    if not all(p.isdigit() for p in parts):
-        raise InputError("--clients", text, "comma-separated client ids >= 0, e.g. 0,3,7")
+    # ASCII digits only: str.isdigit also accepts "²" and other digits int() refuses
+    if not all(re.fullmatch(r"0*[0-9]{1,7}", p) and int(p) < MAX_CLIENTS for p in parts):
+        raise InputError("--clients", text, f"comma-separated client ids in [0, "
+                         f"{MAX_CLIENTS - 1:,}], e.g. 0,3,7")
     return sorted({int(p) for p in parts})
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Validate the flags, then run the offline audit."""
-    if args.iterations is not None and args.iterations < 1:
-        raise InputError("--iterations", args.iterations, "an integer >= 1")
+    from fedpriv.audit.config import CANARY_METHODS, MAX_ITERATIONS
+    from fedpriv.validate import check_choice, check_int_range, check_probability
+
+    if args.iterations is not None:  # replaces audit.iterations: the same bound
+        check_int_range("--iterations", args.iterations, 1, MAX_ITERATIONS)
     if (args.canary_method or args.canary_confidence is not None) and not args.canaries:
         raise InputError("--canary-method/--canary-confidence", True, "used with --canaries")
-    from fedpriv.audit.config import CANARY_METHODS
-    from fedpriv.validate import check_choice, check_probability
-
     if args.canary_confidence is not None:
         check_probability("--canary-confidence", args.canary_confidence)
     if args.canary_method is not None:

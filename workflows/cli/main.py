@@ -13,7 +13,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps, jsonable
@@ -43,9 +43,19 @@ def _load(module: str) -> Any | None:
         raise
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line, like every other exit 2: the error
+    and where to find the usage, not the usage itself wrapped over several lines. The
+    subcommands' parsers are of this class too (``add_subparsers`` makes them so)."""
+
+    def error(self, message: str) -> NoReturn:
+        text = f"{self.prog}: error: {message} (see {self.prog} --help)"
+        self.exit(2, " ".join(text.splitlines()) + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every available subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="fedpriv",
         description="Federated learning with private updates, audited by an "
         "honest-but-curious server.",

@@ -3,8 +3,9 @@
 
 Everything is validated before Ray starts and before anything is written: the config
 (:func:`workflows.config.load_config`), the flags, the run directory (a new run never writes
-into a non-empty directory), and — in :func:`workflows.simulation.check_runnable` — the data
-set, the partition, the model and every client's mechanism.
+into a non-empty directory, and its parent must take new entries), and — in
+:func:`workflows.simulation.check_runnable` — the data set, the partition, the model and every
+client's mechanism.
 """
 
 from __future__ import annotations
@@ -45,9 +46,11 @@ def default_run_dir(config: str) -> Path:
 
 
 def _new_run_dir(path: Path) -> Path:
-    """``path`` if a new run may write there: absent, or an empty directory."""
-    if path.exists() and not path.is_dir():
-        raise InputError("--out", str(path), "a directory path (this is a file)")
+    """``path`` if a new run may write there: absent under a writable directory
+    (:func:`fedpriv.validate.check_out_dir`), or an empty directory."""
+    from fedpriv.validate import check_out_dir
+
+    check_out_dir("--out", path)
     if path.is_dir() and any(path.iterdir()):
         raise InputError(
             "--out", str(path), "a new or empty directory (continue a killed run with --resume)"

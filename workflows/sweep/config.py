@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fedpriv.audit.config import MAX_ITERATIONS
 from fedpriv.config import Config, register_section
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import (
@@ -99,7 +100,7 @@ class SweepConfig:
     )
     attack: str = rule("an attack name (checked against the attack registry)", bool,
                        default="iga")
-    attack_iterations: int = rule(*bounded_count(1, 1_000_000), default=2000)
+    attack_iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000)
     attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", positive, default=1)
     attack_on: str = rule(*one_of("round-1-update", "first-release"), default="round-1-update")
 
