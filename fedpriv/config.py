@@ -245,24 +245,28 @@ def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -
     """
     if not isinstance(raw, Mapping):
         raise InputError("", raw, "a table")
-    known = [*section_names(), *carried]
+    # One snapshot of the registry: Flower's simulation imports the ClientApp (which registers
+    # its sections) in another thread while the ServerApp validates its config.
+    registered = dict(_SECTIONS)
+    known = [*_LIBRARY_KEYS, *registered, *carried]
     unknown = sorted(set(raw) - set(known))
     if unknown:
         key = unknown[0]
         raise InputError(key, raw[key], f"a known key: one of {sorted(known)}")
-    library, sections = {}, _registered_defaults()
+    library = {}
+    sections = {name: section.default() for name, section in registered.items()}
     for name, value in raw.items():  # in the document's order, as the sections' own keys
         if name in _LIBRARY_KEYS:
             library[name] = build_field(Config, name, value, "")
         else:
-            section = _SECTIONS.get(name)
+            section = registered.get(name)
             sections[name] = value if section is None else section.build(value)
     cfg = Config(**library, sections=sections)
     cfg.mechanism.check(cfg.data.num_clients)
     check_optimizer(cfg.train)
     _check_audit_clients(cfg)
     _check_canaries(cfg)
-    for section in _SECTIONS.values():
+    for section in registered.values():
         if section.check is not None:
             section.check(cfg)
     return cfg
