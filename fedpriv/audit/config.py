@@ -7,12 +7,17 @@ from dataclasses import dataclass, field
 
 from fedpriv.schema import MAX_SEED, bounded_count, one_of, rule, seed_ok
 
-__all__ = ["AuditConfig", "CANARY_METHODS", "CanaryConfig", "GAUSSIAN_ONLY_METHODS"]
+__all__ = [
+    "AuditConfig", "CANARY_METHODS", "CanaryConfig", "DEFAULT_ACCOUNTANT", "GAUSSIAN_ONLY_METHODS",
+]
 
 #: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
 CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
 #: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
 GAUSSIAN_ONLY_METHODS = ("gdp-thresholds", "gdp-fit")
+#: The accountant of a run (``audit.accountant``) and of ``fedpriv account`` unless told
+#: otherwise: one default, so a noise calibrated by the command gives the run's ε.
+DEFAULT_ACCOUNTANT = "rdp"
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class AuditConfig:
 
     enabled: bool = rule("true or false", default=True)
     delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=1e-5)
-    accountant: str = rule(*one_of("rdp", "pld"), default="rdp")
+    accountant: str = rule(*one_of("rdp", "pld"), default=DEFAULT_ACCOUNTANT)
     threat_model: str = rule(*one_of("record", "batch"), default="record")
     ground_truth: bool = rule(
         "true or false: the simulation-only oracle that ships each batch's record ids to the "
