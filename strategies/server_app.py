@@ -1,8 +1,9 @@
 """The Flower ServerApp (``flwr run .``): audited FedAvg configured by a fedpriv preset.
 
 Its log is one line per event: fedpriv's loggers print once (not also through the root
-logger), the run's config — which travels in every train message — is named, not printed, in
-Flower's start-up summary, and each distinct accounting warning of dp-accounting prints once.
+logger), and the run's config — which travels in every train message — is named, not printed,
+in Flower's start-up summary. (dp-accounting's warnings print once per process, and without
+doubling every other line: :mod:`fedpriv.accounting.dp_library`.)
 """
 
 from __future__ import annotations
@@ -21,20 +22,6 @@ __all__ = ["app"]
 app = ServerApp()
 
 
-class _FirstOfEach(logging.Filter):
-    """Pass the first record of each message template, drop its repeats (dp-accounting warns
-    once per Rényi order and sampling rate that its series did not converge)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: set[str] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        new = str(record.msg) not in self.seen
-        self.seen.add(str(record.msg))
-        return new
-
-
 class _ConfigNamed(logging.Filter):
     """Flower's start-up summary prints every ConfigRecord it sends; the run's config is in
     ``report.json``, so name it there instead."""
@@ -47,9 +34,7 @@ class _ConfigNamed(logging.Filter):
 
 def _quiet_logs(*packages: str) -> None:
     """INFO logs of our packages on stderr (which ``flwr run --stream`` shows), not through the
-    root logger: Flower's own handler is there too, and every line would print twice. The root
-    logger gets a handler that prints nothing, since absl (dp-accounting's logger) would
-    otherwise give it one on its first warning — and every Flower line would print twice."""
+    root logger: Flower's own handler is there too, and every line would print twice."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     for name in packages:
@@ -58,14 +43,6 @@ def _quiet_logs(*packages: str) -> None:
         if not logger.handlers:
             logger.addHandler(handler)
         logger.propagate = False
-    root = logging.getLogger()
-    if not root.handlers:
-        root.addHandler(logging.NullHandler())
-    absl = logging.getLogger("absl")
-    if not absl.filters:
-        absl.addFilter(_FirstOfEach())
-        absl.addHandler(handler)
-        absl.propagate = False
     flwr = logging.getLogger("flwr")
     if not any(isinstance(f, _ConfigNamed) for f in flwr.filters):
         flwr.addFilter(_ConfigNamed())
