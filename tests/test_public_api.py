@@ -68,3 +68,16 @@ def test_private_train_on_a_loader_is_local_train_and_declares_itself():
     assert report.local_steps == out.result.steps == 3 and report.sample_rate == 8 / 40
     assert report.mechanism is mechanism
     assert ClientReport.from_config(report.to_config()).mechanism == mechanism
+
+
+def test_audit_strategy_refuses_what_a_users_server_cannot_do(tmp_path):
+    from flwr.serverapp.strategy import FedAvg
+
+    from fedpriv.errors import InputError
+    from strategies import audit_strategy
+
+    with pytest.raises(InputError, match="audit.ground_truth"):
+        audit_strategy(FedAvg(), run_dir=tmp_path, num_clients=2, audit={"ground_truth": True})
+    with pytest.raises(InputError, match="audit.delta"):
+        audit_strategy(FedAvg(), run_dir=tmp_path, num_clients=2, audit={"delta": 2.0})
+    assert not list(tmp_path.iterdir())  # refused before anything is written
