@@ -130,8 +130,9 @@ def section_names() -> list[str]:
     return [*_LIBRARY_KEYS, *_SECTIONS]
 
 
-def _registered_defaults() -> dict[str, Any]:
-    return {name: section.default() for name, section in _SECTIONS.items()}
+def _registered_defaults(registry: Mapping[str, Section] | None = None) -> dict[str, Any]:
+    registry = _SECTIONS if registry is None else registry
+    return {name: section.default() for name, section in registry.items()}
 
 
 @dataclass(frozen=True)
@@ -245,28 +246,28 @@ def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -
     """
     if not isinstance(raw, Mapping):
         raise InputError("", raw, "a table")
-    # One snapshot of the registry: Flower's simulation imports the ClientApp (which registers
-    # its sections) in another thread while the ServerApp validates its config.
-    registered = dict(_SECTIONS)
-    known = [*_LIBRARY_KEYS, *registered, *carried]
+    # One view of the registry for the whole build: a thread that imports an application
+    # module meanwhile (Flower's simulation loads the ClientApp beside the ServerApp) must not
+    # add a section whose check then reads a value this build never made.
+    registry = dict(_SECTIONS)
+    known = [*_LIBRARY_KEYS, *registry, *carried]
     unknown = sorted(set(raw) - set(known))
     if unknown:
         key = unknown[0]
         raise InputError(key, raw[key], f"a known key: one of {sorted(known)}")
-    library = {}
-    sections = {name: section.default() for name, section in registered.items()}
+    library, sections = {}, _registered_defaults(registry)
     for name, value in raw.items():  # in the document's order, as the sections' own keys
         if name in _LIBRARY_KEYS:
             library[name] = build_field(Config, name, value, "")
         else:
-            section = registered.get(name)
+            section = registry.get(name)
             sections[name] = value if section is None else section.build(value)
     cfg = Config(**library, sections=sections)
     cfg.mechanism.check(cfg.data.num_clients)
     check_optimizer(cfg.train)
     _check_audit_clients(cfg)
     _check_canaries(cfg)
-    for section in registered.values():
+    for section in registry.values():
         if section.check is not None:
             section.check(cfg)
     return cfg

@@ -46,25 +46,3 @@ def test_a_config_that_cannot_shrink_is_refused_naming_both_settings():
     assert err.value.key == "data.num_clients"
     assert "num-supernodes=10" in str(err.value) and "audit.clients" in str(err.value)
 
-
-def test_a_section_registered_during_validation_does_not_break_it(monkeypatch):
-    """Flower's simulation imports the ClientApp — which registers its config sections — in
-    another thread while the ServerApp validates its config: validation reads one snapshot."""
-    from dataclasses import dataclass
-
-    import fedpriv.config as config
-
-    @dataclass(frozen=True)
-    class Late:
-        value: int = 0
-
-    def check_late(cfg):  # would fail on a config built before ``late`` existed
-        cfg.late  # noqa: B018
-
-    def register_midway(cfg):
-        config.register_section("late", Late, check=check_late)
-
-    monkeypatch.setattr(config, "_SECTIONS", {})
-    config.register_section("early", Late, check=register_midway)
-    cfg = config.config_from_dict({}, carried=["late"])
-    assert cfg.early == Late() and "late" not in cfg.sections
