@@ -37,3 +37,23 @@ def test_example_app_runs_two_audited_rounds(example_app, tmp_path):
         assert client["guarantee"] == "verified"
         assert 0 < client["epsilon"] < float("inf")
     assert not report["failures"]
+
+
+def test_example_app_with_client_level_dp_is_verified(example_app, tmp_path):
+    """The one-line switch the example's README names: its own ``train`` behind fedpriv's
+    client-level DP mod, which then declares the whole update's release."""
+    client_dp = pytest.importorskip("clients.client_dp")
+    from flwr.clientapp import ClientApp
+
+    server_app, client_app = example_app
+    app = ClientApp()
+    app.train(mods=[client_dp.fedpriv_client_dp_mod(clip=1.0, noise_multiplier=1.0, seed=0)])(
+        client_app.train)
+    context = Context(run_id=1, node_id=0, node_config={}, state=RecordDict(),
+                      run_config={"num-server-rounds": 2, "run-dir": str(tmp_path)})
+    server_app.main(LocalGrid(app, num_nodes=2), context)
+    report = json.loads((tmp_path / "audit" / "report.json").read_text())
+    assert report["status"] == "completed"
+    for client in report["clients"]:
+        assert client["mechanism"] == "client-gaussian" and client["guarantee"] == "verified"
+        assert client["rounds_participated"] == 2 and 0 < client["epsilon"] < float("inf")
