@@ -1,4 +1,10 @@
-"""The Flower ServerApp (``flwr run .``): audited FedAvg configured by a fedpriv preset."""
+"""The Flower ServerApp (``flwr run .``): audited FedAvg configured by a fedpriv preset.
+
+Its log is one line per event: fedpriv's loggers print once (not also through the root
+logger), and the run's config — which travels in every train message — is named, not printed,
+in Flower's start-up summary. (dp-accounting's warnings print once per process, and without
+doubling every other line: :mod:`fedpriv.accounting.dp_library`.)
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import logging
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from strategies.federation import fit_to_federation
 from strategies.run_config import resolve_run_config
 from strategies.server_run import run_federation
 
@@ -15,9 +22,19 @@ __all__ = ["app"]
 app = ServerApp()
 
 
-def _log_to_stderr(*packages: str) -> None:
-    """INFO logs of our packages on stderr (which ``flwr run --stream`` shows). Not through
-    the root logger: Flower's own handler is there too, and every line would print twice."""
+class _ConfigNamed(logging.Filter):
+    """Flower's start-up summary prints every ConfigRecord it sends; the run's config is in
+    ``report.json``, so name it there instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "ConfigRecord (" in str(record.msg) and "fedpriv-config" in str(record.args):
+            record.args = ("{'fedpriv-config': the run's config, kept in report.json}",)
+        return True
+
+
+def _quiet_logs(*packages: str) -> None:
+    """INFO logs of our packages on stderr (which ``flwr run --stream`` shows), not through the
+    root logger: Flower's own handler is there too, and every line would print twice."""
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     for name in packages:
@@ -26,12 +43,18 @@ def _log_to_stderr(*packages: str) -> None:
         if not logger.handlers:
             logger.addHandler(handler)
         logger.propagate = False
+    flwr = logging.getLogger("flwr")
+    if not any(isinstance(f, _ConfigNamed) for f in flwr.filters):
+        flwr.addFilter(_ConfigNamed())
 
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Read the run config, run the federation, write ``report.json`` into the run directory."""
-    _log_to_stderr("fedpriv", "strategies", "attacks")
+    """Read the run config, fit it to a simulated federation's size
+    (:func:`~strategies.federation.fit_to_federation`), run the federation, write
+    ``report.json`` into the run directory."""
+    _quiet_logs("fedpriv", "strategies", "attacks")
     cfg, run_dir = resolve_run_config(context.run_config)
+    cfg = fit_to_federation(grid, cfg)
     logging.getLogger(__name__).info("fedpriv run directory: %s", run_dir)
     run_federation(grid, cfg, run_dir)

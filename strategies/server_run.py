@@ -42,7 +42,9 @@ from strategies.config import CARRIED_SECTIONS
 from strategies.evaluation import make_evaluate_fn
 from strategies.pipeline import AuditPipeline
 
-__all__ = ["REPORT_SPACING", "dataset_of", "initial_model", "open_run", "run_federation"]
+__all__ = [
+    "REPORT_SPACING", "close_run", "dataset_of", "initial_model", "open_run", "run_federation",
+]
 
 log = logging.getLogger(__name__)
 #: Seconds between report rebuilds during a run, in units of the last rebuild's duration.
@@ -165,9 +167,16 @@ def run_federation(
         raise
     finally:
         bar.close()
-        store.mark_status(status, error)
-        report = write_report(store, problems=verify(store.run_dir, hashes=False))
-        store.close()
+        report = close_run(store, status, error)
+    return report
+
+
+def close_run(store: AuditStore, status: str, error: str | None) -> dict[str, Any]:
+    """Mark the run's status, write its report (with the store's integrity check) and close the
+    store; returns the report."""
+    store.mark_status(status, error)
+    report = write_report(store, problems=verify(store.run_dir, hashes=False))
+    store.close()
     return report
 
 

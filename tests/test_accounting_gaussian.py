@@ -42,7 +42,7 @@ def test_reference_setting_through_the_cli_api() -> None:
     assert pld_lib == pytest.approx(0.2624, abs=1e-4)
     common = dict(noise_multiplier=s, sample_rate=q, steps=t, delta=d)
     out_rdp = account("gaussian", accountant="rdp", route="rdp", **common)
-    out_pld = account("gaussian", **common)  # PLD is the Gaussian default
+    out_pld = account("gaussian", accountant="pld", **common)
     assert out_rdp["epsilon"] == pytest.approx(rdp_lib, rel=1e-6)
     assert out_rdp["optimal_order"] == 18.0
     assert (out_pld["accountant"], out_pld["optimal_order"]) == ("pld", None)

@@ -73,3 +73,31 @@ def test_flwr_run_runs_the_same_app(tmp_path):
         assert len(report["clients"]) == 3
     finally:
         subprocess.run(["pkill", "-f", f"flower-superlink.*{tmp_path}"], check=False)
+
+
+@pytest.mark.slow
+def test_plain_flwr_run_fits_flowers_default_federation(tmp_path):
+    """`flwr run .` with Flower's default federation (2 simulated SuperNodes; the quickstart
+    names 10 clients) runs with 2 clients (about 35 s here), and its log prints each line once,
+    names the config instead of dumping it, and says how to run the preset as written."""
+    env = {**_env(tmp_path), "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+           "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": "39291"}  # fmt: skip
+    out = tmp_path / "flwr-plain"
+    flwr = Path(sys.executable).with_name("flwr")
+    try:
+        proc = subprocess.run(
+            [str(flwr), "run", ".", "--stream", "-c", f"out='{out}' set='rounds=3'"],
+            cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        log = proc.stdout + proc.stderr
+        assert proc.returncode == 0, log[-3000:]
+        report = json.loads((out / "report.json").read_text())
+        assert report["status"] == "completed" and len(report["clients"]) == 2
+        assert "num-supernodes=10" in log and "INFO:flwr" not in log
+        assert '"audit": {' not in log  # the config is named, not printed
+    finally:
+        pids = subprocess.run(["pgrep", "-f", f"flower-superlink.*{tmp_path}"],
+                              capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            os.kill(int(pid), 15)

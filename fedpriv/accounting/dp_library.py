@@ -31,8 +31,10 @@ References
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -66,6 +68,45 @@ already gives ε = ∞ through overflow warnings)."""
 LAPLACE_SCALE_RANGE = (1.0 / 700.0, 1e100)
 """λ accepted by the Laplace PLD (dp-accounting overflows ``exp(1/λ)`` below about 1/709.8)."""
 _CELLS = 16_384
+log = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # dp-accounting warnings already logged by this process
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def _dp_accounting_warnings_once() -> Iterator[None]:
+    """Run dp-accounting with its warnings logged once per process, through this module's logger.
+
+    dp-accounting warns through absl, which installs a handler on the root logger when it has
+    none (``logging.basicConfig``); from then on every propagating logger — Flower's among them
+    — prints each line twice, and the RDP accountant warns once per Rényi order it cannot
+    evaluate (seven lines per sampling rate at q ≈ 0.2). While dp-accounting runs, its records
+    are kept instead (the root logger holds a silent handler, so absl leaves it alone); each
+    distinct warning is then logged once.
+    """
+    absl, root = logging.getLogger("absl"), logging.getLogger()
+    keep, silent, propagate = _Keep(), logging.NullHandler(), absl.propagate
+    absl.addHandler(keep)
+    absl.propagate = False
+    root.addHandler(silent)
+    try:
+        yield
+    finally:
+        root.removeHandler(silent)
+        absl.removeHandler(keep)
+        absl.propagate = propagate
+        for record in keep.records:
+            if str(record.msg) not in _WARNED:
+                _WARNED.add(str(record.msg))
+                log.warning("dp-accounting (repeats not shown): %s", record.getMessage())
 _GAUSSIAN_Z = -float(special.ndtri(0.5 * math.exp(-50.0)))  # dp-accounting's truncation, 10.2σ
 
 
@@ -85,9 +126,9 @@ def gaussian_subsampled_rdp(
                    "the Gaussian RDP's numeric range")
 
     accountant = rdp.RdpAccountant(orders=list(orders))
-    accountant.compose(
-        dp_event.PoissonSampledDpEvent(sample_rate, dp_event.GaussianDpEvent(noise_multiplier))
-    )
+    with _dp_accounting_warnings_once():
+        accountant.compose(dp_event.PoissonSampledDpEvent(
+            sample_rate, dp_event.GaussianDpEvent(noise_multiplier)))
     return accountant.rdp
 
 
@@ -160,11 +201,12 @@ def gaussian_pld(
     step = resolve_discretization(need, discretization, DEFAULT_DISCRETIZATION)
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    return pld.from_gaussian_mechanism(
-        standard_deviation=need.value,
-        value_discretization_interval=step,
-        sampling_prob=float(sample_rate),
-    )
+    with _dp_accounting_warnings_once():
+        return pld.from_gaussian_mechanism(
+            standard_deviation=need.value,
+            value_discretization_interval=step,
+            sampling_prob=float(sample_rate),
+        )
 
 
 def laplace_pld(
@@ -182,8 +224,9 @@ def laplace_pld(
     step = resolve_discretization(need, discretization, DEFAULT_DISCRETIZATION)
     from dp_accounting.pld import privacy_loss_distribution as pld
 
-    return pld.from_laplace_mechanism(
-        parameter=need.value,
-        value_discretization_interval=step,
-        sampling_prob=float(sample_rate),
-    )
+    with _dp_accounting_warnings_once():
+        return pld.from_laplace_mechanism(
+            parameter=need.value,
+            value_discretization_interval=step,
+            sampling_prob=float(sample_rate),
+        )

@@ -44,8 +44,6 @@ class Release(ABC):
     more_noise
         ``+1`` if a larger parameter means more noise (σ, λ), ``−1`` if less (κ); calibration
         searches in this direction.
-    default_accountant
-        ``"pld"`` or ``"rdp"``: what ``fedpriv account`` uses unless told otherwise.
     pld_discretization
         Default value discretisation of its PLD.
     parameter_help
@@ -61,7 +59,6 @@ class Release(ABC):
     mechanism: ClassVar[str]
     parameter_name: ClassVar[str | None] = None
     more_noise: ClassVar[int] = 1
-    default_accountant: ClassVar[str] = "rdp"
     pld_discretization: ClassVar[float] = 1e-4
     parameter_help: ClassVar[str] = ""
     spec_names: ClassVar[dict[str, str]] = {}

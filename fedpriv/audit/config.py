@@ -11,6 +11,7 @@ __all__ = [
     "AuditConfig",
     "CANARY_METHODS",
     "CanaryConfig",
+    "DEFAULT_ACCOUNTANT",
     "GAUSSIAN_ONLY_METHODS",
     "MAX_ITERATIONS",
     "MAX_RESTARTS",
@@ -26,6 +27,9 @@ GAUSSIAN_ONLY_METHODS = ("gdp-thresholds", "gdp-fit")
 MAX_ITERATIONS = 1_000_000
 #: Most restarts of an attack (``audit.restarts``, the attack registry's own check).
 MAX_RESTARTS = 1_000
+#: The accountant of a run (``audit.accountant``) and of ``fedpriv account`` unless told
+#: otherwise: one default, so a noise calibrated by the command gives the run's ε.
+DEFAULT_ACCOUNTANT = "rdp"
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,7 @@ class AuditConfig:
 
     enabled: bool = rule("true or false", default=True)
     delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=1e-5)
-    accountant: str = rule(*one_of("rdp", "pld"), default="rdp")
+    accountant: str = rule(*one_of("rdp", "pld"), default=DEFAULT_ACCOUNTANT)
     threat_model: str = rule(*one_of("record", "batch"), default="record")
     ground_truth: bool = rule(
         "true or false: the simulation-only oracle that ships each batch's record ids to the "

@@ -4,9 +4,10 @@ Every bad input raises :class:`~fedpriv.errors.InputError` naming the command-li
 before any work starts. The mechanism is looked up in the registry
 (:func:`fedpriv.mechanisms.release_class`); its release class says which noise parameter it
 takes (``--noise-multiplier``, ``--laplace-scale``, ``--kappa``: the parameter's name with
-dashes) and its default accountant — PLD for the Gaussian (tight, through dp-accounting), RDP
-with route ``best`` for Laplace and VMF (fast, and the only one with a reported optimal order;
-``--accountant pld`` gives the tight number on request).
+dashes). The default accountant is the run's (:data:`fedpriv.audit.config.DEFAULT_ACCOUNTANT`,
+``audit.accountant``: RDP with route ``best``), so a noise calibrated here gives the run the ε
+asked for; ``--accountant pld`` gives the tight number on request (then set
+``audit.accountant = "pld"`` in the run too).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from fedpriv.accounting.accountant import ACCOUNTANTS, ROUTES, AccountingResult, epsilon
 from fedpriv.accounting.calibrate import calibrate
 from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
+from fedpriv.audit.config import DEFAULT_ACCOUNTANT
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import release_class
 from fedpriv.validate import check_dim, check_positive
@@ -77,7 +79,7 @@ def _choices(
 ) -> tuple[str, str]:
     if compose not in COMPOSE:
         raise InputError("--compose", compose, f"one of {', '.join(COMPOSE)}")
-    accountant = accountant or release_type.default_accountant
+    accountant = accountant or DEFAULT_ACCOUNTANT
     if accountant not in ACCOUNTANTS:
         raise _fail("accountant", accountant, f"one of {', '.join(ACCOUNTANTS)}")
     if accountant == "pld" and route is not None:

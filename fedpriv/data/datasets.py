@@ -42,10 +42,9 @@ class Dataset:
     num_classes: int
 
     @property
-    def input_shape(self) -> tuple[int, int, int]:
-        """``(channels, height, width)`` of one example."""
-        c, h, w = self.train_x.shape[1:]
-        return (int(c), int(h), int(w))
+    def input_shape(self) -> tuple[int, ...]:
+        """The shape of one example: ``(channels, height, width)`` for images."""
+        return tuple(int(d) for d in self.train_x.shape[1:])
 
 
 def upsample_digits(images: np.ndarray) -> torch.Tensor:

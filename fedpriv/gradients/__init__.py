@@ -7,6 +7,7 @@ sums are computed. Importing this package imports torch.
 
 from fedpriv.gradients.canary_source import CanaryGradients
 from fedpriv.gradients.linear import is_all_linear
+from fedpriv.gradients.loss import Loss, cross_entropy
 from fedpriv.gradients.source import (
     GradientSource,
     LinearFactorGradients,
@@ -20,7 +21,9 @@ __all__ = [
     "CanaryGradients",
     "GradientSource",
     "LinearFactorGradients",
+    "Loss",
     "PerExampleGradients",
+    "cross_entropy",
     "gradient_source",
     "is_all_linear",
     "per_example_gradients",

@@ -35,8 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from fedpriv.gradients.loss import Loss, cross_entropy
 
 __all__ = [
     "LinearFactors", "is_all_linear", "linear_factors", "linear_per_example_gradients",
@@ -94,8 +95,11 @@ def _linear_of_each_parameter(model: nn.Module) -> list[tuple[nn.Linear, str]]:
     return owners  # type: ignore[return-value]
 
 
-def linear_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> LinearFactors:
-    """Inputs ``a`` and errors ``δ = ∂ℓ_i/∂z_i`` of every linear layer, and the losses."""
+def linear_factors(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy
+) -> LinearFactors:
+    """Inputs ``a`` and errors ``δ = ∂ℓ_i/∂z_i`` of every linear layer, and the per-example
+    losses ``ℓ_i`` (:mod:`fedpriv.gradients.loss`; cross-entropy by default)."""
     params = _linear_of_each_parameter(model)
     layers = list(dict.fromkeys(module for module, _ in params))
     seen: dict[nn.Linear, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
@@ -105,7 +109,7 @@ def linear_factors(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Linear
 
     hooks = [m.register_forward_hook(keep) for m in layers]
     try:
-        losses = F.cross_entropy(model(x), y, reduction="none")
+        losses = loss(model(x), y)
     finally:
         for hook in hooks:
             hook.remove()

@@ -22,6 +22,7 @@ from torch import nn
 
 from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
 from fedpriv.gradients.linear import LinearFactors, is_all_linear, linear_factors, materialise
+from fedpriv.gradients.loss import Loss, cross_entropy
 from fedpriv.gradients.vmap import vmap_per_example_gradients
 
 __all__ = [
@@ -91,8 +92,11 @@ class LinearFactorGradients(GradientSource):
         return materialise(self.factors)
 
 
-def gradient_source(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> GradientSource:
-    """The batch's gradient source: factors for an all-linear model, else ``vmap`` gradients.
+def gradient_source(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy
+) -> GradientSource:
+    """The batch's gradient source of the per-example ``loss`` (cross-entropy by default):
+    factors for an all-linear model, else ``vmap`` gradients.
 
     An empty batch (Poisson sampling can draw none) is a zero-row :class:`PerExampleGradients`:
     every sum is zero and the mechanism still adds its noise.
@@ -101,8 +105,8 @@ def gradient_source(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> Gradi
     if x.shape[0] == 0:
         return PerExampleGradients(x.new_zeros((0, sum(sizes))), x.new_zeros((0,)), sizes)
     if is_all_linear(model):
-        return LinearFactorGradients(linear_factors(model, x, y), sizes)
-    grads, losses = vmap_per_example_gradients(model, x, y)
+        return LinearFactorGradients(linear_factors(model, x, y, loss), sizes)
+    grads, losses = vmap_per_example_gradients(model, x, y, loss)
     return PerExampleGradients(grads, losses, sizes)
 
 

@@ -42,7 +42,6 @@ class GaussianRelease(Release):
     noise_multiplier: float
     mechanism: ClassVar[str] = "gaussian"
     parameter_name: ClassVar[str] = "noise_multiplier"
-    default_accountant: ClassVar[str] = "pld"
     spec_names: ClassVar[dict[str, str]] = {"sigma": "noise_multiplier"}
     absolute_noise: ClassVar[str] = "noise_std"
     parameter_help: ClassVar[str] = "Gaussian sigma: noise std over the l2 clip bound"

@@ -10,7 +10,7 @@ from fedpriv.errors import InputError
 from fedpriv.models.cnn import SmallCNN
 from fedpriv.models.mlp import PaperMLP
 
-__all__ = ["MODELS", "build_model", "count_parameters"]
+__all__ = ["MODELS", "build_model", "count_parameters", "register_model"]
 
 
 def _paper_mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
@@ -28,6 +28,22 @@ MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "paper-mlp": _paper_mlp,
     "small-cnn": _small_cnn,
 }
+_BUILT_IN = frozenset(MODELS)
+
+
+def register_model(name: str, factory: Callable[[tuple[int, ...], int], nn.Module]) -> None:
+    """Add a model to the zoo under ``name``, for this process (a user's own model, which the
+    server's attacks rebuild by name); ``factory(input_shape, num_classes)`` builds it. A name
+    registered before is given the new factory.
+
+    Raises
+    ------
+    InputError
+        ``name`` is one of fedpriv's own models.
+    """
+    if name in _BUILT_IN:
+        raise InputError("model name", name, f"a name other than {sorted(_BUILT_IN)}")
+    MODELS[name] = factory
 
 
 def build_model(name: str, input_shape: tuple[int, ...], num_classes: int = 10) -> nn.Module:

@@ -1,4 +1,5 @@
-"""Local training on one client: batches, the mechanism's release, the optimiser's step. Names
+"""Local training on one client: batches, the mechanism's release, the optimiser's step; for
+your own model, loss and data, :func:`private_train` (``fedpriv.training.private``). Names
 are imported on first use (:mod:`fedpriv.lazy`): the ``[train]`` section
 (:mod:`fedpriv.training.config`) does not import torch."""
 
@@ -16,14 +17,17 @@ if TYPE_CHECKING:
         sampling_rate,
     )
     from fedpriv.training.optimizers import LocalOptimizer, local_optimizer
+    from fedpriv.training.private import PrivateRound, private_train
 
 __all__ = [
     "LocalOptimizer",
     "LocalResult",
+    "PrivateRound",
     "TrainConfig",
     "local_optimizer",
     "local_train",
     "private_release",
+    "private_train",
     "sample_batch",
     "sampling_rate",
 ]
@@ -31,5 +35,6 @@ __all__ = [
 __getattr__ = lazy_exports(__name__, {
     "LocalOptimizer": "optimizers", "LocalResult": "dpsgd", "TrainConfig": "config",
     "local_optimizer": "optimizers", "local_train": "dpsgd", "private_release": "dpsgd",
-    "sample_batch": "dpsgd", "sampling_rate": "dpsgd",
+    "sample_batch": "dpsgd", "sampling_rate": "dpsgd", "PrivateRound": "private",
+    "private_train": "private",
 })

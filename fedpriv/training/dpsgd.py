@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from fedpriv.gradients import CanaryGradients, gradient_source
+from fedpriv.gradients import CanaryGradients, Loss, cross_entropy, gradient_source
 from fedpriv.protocol import sampling_rate
 from fedpriv.training.optimizers import LocalOptimizer
 
@@ -66,10 +66,11 @@ def private_release(
     *,
     batch_size: float,
     canaries: torch.Tensor | None = None,
+    loss: Loss = cross_entropy,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mechanism's release for the batch ``(x, y)`` (with ``canaries`` added to its sum),
-    and the per-example losses."""
-    source = gradient_source(model, x, y)
+    and the per-example losses (``loss``: :mod:`fedpriv.gradients.loss`)."""
+    source = gradient_source(model, x, y, loss)
     if canaries is not None:
         source = CanaryGradients(source, canaries)
     release = mechanism.privatize(source, generator, batch_size=batch_size)
@@ -105,6 +106,7 @@ def local_train(
     proximal_mu: float = 0.0,
     optimizer: LocalOptimizer | None = None,
     canaries: torch.Tensor | None = None,
+    loss: Loss = cross_entropy,
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
@@ -126,6 +128,8 @@ def local_train(
     canaries
         The round's in-canary sum, added to the clipped sum of every step (privacy-math.md
         §10; :func:`fedpriv.canaries.canary_sum`).
+    loss
+        The per-example loss (:mod:`fedpriv.gradients.loss`; cross-entropy by default).
     """
     n = x.shape[0]
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
@@ -137,15 +141,15 @@ def local_train(
     stepper = (optimizer or LocalOptimizer()).build(model.parameters(), lr)
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
-        release, loss = private_release(
+        release, batch_losses = private_release(
             model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
-            canaries=canaries,
+            canaries=canaries, loss=loss,
         )
         if anchor is not None:
             release = release + proximal_mu * (_flat(model) - anchor)
         _set_gradients(model, release)
         stepper.step()
-        losses.append(loss)
+        losses.append(batch_losses)
         result.batch_sizes.append(int(idx.numel()))
         result.batch_indices.append(ids[idx.cpu()].tolist())
     all_losses = torch.cat(losses)

@@ -20,8 +20,8 @@ def register(subparsers: Any) -> None:
         "account",
         help="epsilon at delta for a mechanism, or calibrate its noise to a target epsilon",
         description="Privacy accounting of T Poisson-sampled noisy releases (add/remove "
-        "neighbours, one training example). Defaults: PLD for gaussian; RDP with the best "
-        "route for laplace and vmf.",
+        "neighbours, one training example). Default accountant: rdp with the best route, "
+        "as in runs (audit.accountant).",
     )
     p.add_argument("--mechanism", required=True, choices=accountable())
     for name, release in _noise_parameters().items():
@@ -35,7 +35,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--delta", type=float, metavar="D", help="target delta")
     p.add_argument("--compose", default="per-step", choices=["per-step", "per-epoch"],
                    help="per-step (default, correct) or per-epoch (compatibility: understates)")
-    p.add_argument("--accountant", choices=["rdp", "pld"])
+    p.add_argument("--accountant", choices=["rdp", "pld"],
+                   help="default rdp, the accountant of runs (audit.accountant)")
     p.add_argument("--route", choices=["best", "rdp", "approach1"],
                    help="RDP route (default best: the least epsilon of rdp and approach1)")
     p.add_argument("--target-epsilon", type=float, metavar="E",

@@ -1,0 +1,1 @@
+"""An app of its own — model, data, training loop — audited by fedpriv (see README.md)."""

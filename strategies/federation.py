@@ -1,0 +1,75 @@
+"""Fit a run to the federation Flower simulates (``flwr run .`` with a simulation SuperLink).
+
+A preset names its number of clients (``data.num_clients``); a Flower simulation has as many
+SuperNodes as its federation config says (Flower 1.42: 2 unless ``num-supernodes`` is set), and
+every one of them partitions the data by its own ``num-partitions``. Waiting for clients that a
+simulation will never start would only end in ``strategy.join_timeout``, so in a simulation the
+run takes the number of SuperNodes as its number of clients and says so in one line. A
+configuration that cannot run with that many clients (e.g. per-client mechanisms naming client
+9 of 2) is refused at once, naming both settings. In a deployment SuperNodes join over time:
+the run waits for ``data.num_clients`` of them as before (:class:`~strategies.auditing.
+AuditingStrategy`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from flwr.serverapp import Grid
+from flwr.superlink.grid import InMemoryGrid
+
+from fedpriv.config import Config, config_from_dict
+from fedpriv.errors import InputError
+from strategies.config import CARRIED_SECTIONS
+
+__all__ = ["fit_to_federation", "simulated_nodes"]
+
+log = logging.getLogger(__name__)
+_POLL_SECONDS = 0.1
+#: Polls with an unchanged node count after which a simulation's federation is complete
+#: (Flower registers every simulated node before it starts the first ClientApp).
+_STABLE_POLLS = 5
+
+
+def simulated_nodes(grid: Grid, timeout: float) -> int:
+    """The number of SuperNodes in a simulation once registration has settled: a count above
+    zero, unchanged over :data:`_STABLE_POLLS` polls (at most ``timeout`` seconds)."""
+    deadline = time.monotonic() + timeout
+    count, stable = 0, 0
+    while stable < _STABLE_POLLS and time.monotonic() < deadline:
+        time.sleep(_POLL_SECONDS)
+        now = len(list(grid.get_node_ids()))
+        stable = stable + 1 if now == count and now > 0 else 0
+        count = now
+    return count
+
+
+def fit_to_federation(grid: Grid, cfg: Config) -> Config:
+    """``cfg`` with ``data.num_clients`` set to the number of simulated SuperNodes when ``grid``
+    is a simulation's; ``cfg`` itself in a deployment or when the two agree.
+
+    Raises
+    ------
+    InputError
+        When the configuration is invalid with the simulated number of clients; the message
+        names ``data.num_clients`` and the federation's ``num-supernodes``.
+    """
+    if not isinstance(grid, InMemoryGrid):
+        return cfg
+    wanted = cfg.data.num_clients
+    nodes = simulated_nodes(grid, cfg.strategy.join_timeout)
+    if nodes in (0, wanted):
+        return cfg
+    hint = f"flwr run . --federation-config 'num-supernodes={wanted}'"
+    raw = cfg.to_dict()
+    raw["data"] = {**raw.get("data", {}), "num_clients": nodes}
+    try:
+        fitted = config_from_dict(raw, carried=CARRIED_SECTIONS)
+    except InputError as exc:
+        raise InputError("data.num_clients", wanted, f"the federation's {nodes} simulated "
+                         f"SuperNodes (run with {hint}): with {nodes} clients, {exc}") from None
+    log.warning("the federation simulates %d SuperNodes, the preset names %d clients "
+                "(data.num_clients): running with %d; %s runs the preset as written",
+                nodes, wanted, nodes, hint)
+    return fitted
