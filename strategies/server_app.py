@@ -13,7 +13,7 @@ import logging
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from strategies.federation import fit_to_federation
+from strategies.federation_size import fit_to_federation
 from strategies.run_config import resolve_run_config
 from strategies.server_run import run_federation
 
@@ -51,7 +51,7 @@ def _quiet_logs(*packages: str) -> None:
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     """Read the run config, fit it to a simulated federation's size
-    (:func:`~strategies.federation.fit_to_federation`), run the federation, write
+    (:func:`~strategies.federation_size.fit_to_federation`), run the federation, write
     ``report.json`` into the run directory."""
     _quiet_logs("fedpriv", "strategies", "attacks")
     cfg, run_dir = resolve_run_config(context.run_config)

@@ -7,7 +7,7 @@ import pytest
 from flwr.superlink.grid import InMemoryGrid
 
 from fedpriv.errors import InputError
-from strategies.federation import fit_to_federation
+from strategies.federation_size import fit_to_federation
 from tests.reliability_support import QUICKSTART, LocalGrid
 from workflows.config import load_config
 
@@ -25,7 +25,7 @@ class _Simulated(InMemoryGrid):
 def test_a_simulation_with_fewer_supernodes_runs_with_that_many_clients(caplog):
     cfg = load_config(QUICKSTART)
     assert cfg.data.num_clients == 10
-    with caplog.at_level(logging.WARNING, logger="strategies.federation"):
+    with caplog.at_level(logging.WARNING, logger="strategies.federation_size"):
         fitted = fit_to_federation(_Simulated(2), cfg)
     assert fitted.data.num_clients == 2 and fitted.rounds == cfg.rounds
     assert fitted.mechanism == cfg.mechanism and fitted.audit == cfg.audit
