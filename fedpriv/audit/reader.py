@@ -8,6 +8,7 @@ WAL: readers see the last committed state and never block the writer).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -60,6 +61,17 @@ def load_tensor(run_dir: Path, row: Mapping[str, Any]) -> dict[str, np.ndarray]:
     return load_arrays(run_dir, row["path"], tensor_info(run_dir, row))
 
 
+def _check_writable(run_dir: Path) -> None:
+    """Refuse, before any work, a store this process could read but not write."""
+    db = run_dir / DB_NAME
+    for path in (run_dir, run_dir / TENSOR_DIR, db, db.with_name(f"{DB_NAME}-wal"),
+                 db.with_name(f"{DB_NAME}-shm")):
+        if path.exists() and not os.access(path, os.W_OK):
+            raise StoreError(path, "cannot be written (a read-only file system, or "
+                             "permissions)", "a run directory this user can write (`fedpriv "
+                             "report RUN_DIR --out DIR` reads a read-only one)")
+
+
 class StoreReader:
     """Read one run's audit store; open with :meth:`open`.
 
@@ -86,6 +98,8 @@ class StoreReader:
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise StoreError(run_dir, "no such run directory", f"a directory holding {DB_NAME}")
+        if not readonly:
+            _check_writable(run_dir)
         conn = connect(run_dir / DB_NAME, readonly=readonly, check=check)
         return cls(run_dir, conn, readonly=readonly)
 

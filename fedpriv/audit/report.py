@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import logging
+import os
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
@@ -382,6 +383,9 @@ def report_run(
     with AuditStore.open(run_dir, readonly=True) as store:
         if out_dir is not None:
             _check_report_dir(Path(out_dir), store)
+        elif not os.access(store.run_dir, os.W_OK):  # a read-only file system, or not ours
+            raise InputError("RUN_DIR", str(store.run_dir), "a directory this user can write, "
+                             "or --out DIR for the report of a read-only store")
         problems = verify(run_dir, hashes=hashes)
         try:
             return write_report(store, out_dir, problems, html=True)
