@@ -10,6 +10,10 @@ Every network namespace the suite makes is named with :func:`netns_prefix`, whic
 of the pytest process; :func:`remove_leftover_namespaces` (run by ``conftest.py`` when a session
 starts and ends) removes those of this session and of sessions that are no longer running —
 never those of another live session, nor a deployment's (``fp`` and six hex digits).
+
+``pytest --cpu-load N`` (``conftest.py``) runs a session on a loaded machine: :func:`cpu_load`
+starts N CPU-bound processes that compete with the tests for the cores until the session ends
+(they die with it, even when it is killed).
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
-__all__ = ["PATIENCE", "netns_prefix", "remove_leftover_namespaces"]
+from workflows.deploy.processes import ProcessGroup
+
+__all__ = ["PATIENCE", "cpu_load", "netns_prefix", "remove_leftover_namespaces"]
 
 #: Seconds one awaited event may take on a loaded machine before a test gives up.
 PATIENCE = 300.0
@@ -67,3 +74,14 @@ def remove_leftover_namespaces(*, ours: bool) -> list[str]:
         shutil.rmtree(Path("/etc/netns") / name, ignore_errors=True)
         removed.append(name)
     return removed
+
+
+def cpu_load(count: int) -> ProcessGroup:
+    """``count`` processes spinning on a core each, until the group is stopped (or this
+    process dies: :class:`~workflows.deploy.processes.ProcessGroup` children get SIGTERM
+    then)."""
+    group = ProcessGroup(stop_timeout=5)
+    for i in range(count):
+        group.start(f"busy-{i}", [sys.executable, "-c", "while True: pass"], env=os.environ,
+                    cwd=Path.cwd(), stdout=subprocess.DEVNULL)
+    return group
