@@ -74,7 +74,8 @@ class TensorInfo:
                 and all(isinstance(x, list) and len(x) == len(info.names) for x in lists)
                 and all(isinstance(s, list) and all(isinstance(n, int) and n >= 0 for n in s)
                         for s in info.shapes)):
-            raise ValueError(f"tensors row {dict(row)} is not what the store writes")
+            raise ValueError("names, shapes and dtypes are not one entry per array, or the "
+                             "shapes or size not counts")
         return info
 
 
