@@ -26,8 +26,10 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from workflows.deploy.processes import ProcessGroup
+if TYPE_CHECKING:
+    from workflows.deploy.processes import ProcessGroup
 
 __all__ = ["PATIENCE", "cpu_load", "netns_prefix", "remove_leftover_namespaces"]
 
@@ -79,7 +81,9 @@ def remove_leftover_namespaces(*, ours: bool) -> list[str]:
 def cpu_load(count: int) -> ProcessGroup:
     """``count`` processes spinning on a core each, until the group is stopped (or this
     process dies: :class:`~workflows.deploy.processes.ProcessGroup` children get SIGTERM
-    then)."""
+    then). Imported here: ``workflows.deploy`` takes half a second to import."""
+    from workflows.deploy.processes import ProcessGroup
+
     group = ProcessGroup(stop_timeout=5)
     for i in range(count):
         group.start(f"busy-{i}", [sys.executable, "-c", "while True: pass"], env=os.environ,
