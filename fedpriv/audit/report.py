@@ -380,12 +380,13 @@ def report_run(
     StoreError
         The store is missing, foreign, of another schema version, truncated or corrupt.
     """
+    run_dir = Path(run_dir)
+    if out_dir is None and (run_dir / DB_NAME).is_file() and not os.access(run_dir, os.W_OK):
+        raise InputError("RUN_DIR", str(run_dir), "a directory this user can write, or --out "
+                         "DIR for the report of a read-only store")  # read-only, or not ours
     with AuditStore.open(run_dir, readonly=True) as store:
         if out_dir is not None:
             _check_report_dir(Path(out_dir), store)
-        elif not os.access(store.run_dir, os.W_OK):  # a read-only file system, or not ours
-            raise InputError("RUN_DIR", str(store.run_dir), "a directory this user can write, "
-                             "or --out DIR for the report of a read-only store")
         problems = verify(run_dir, hashes=hashes)
         try:
             return write_report(store, out_dir, problems, html=True)
