@@ -76,7 +76,7 @@ def test_tensor_bundle_round_trip_and_hash(tmp_path):
     assert info.names == ["fc1.weight", "b"]
     assert info.shapes == [[50, 256], [7]]
     assert info.dtypes == [np.dtype(np.float32).str, np.dtype(np.int64).str]
-    loaded = load_arrays(tmp_path / "x.npz", info.sha256)
+    loaded = load_arrays(tmp_path, "x.npz", info)
     assert list(loaded) == ["fc1.weight", "b"]
     for name, array in arrays.items():
         np.testing.assert_array_equal(loaded[name], array)
@@ -98,9 +98,9 @@ def test_altered_and_missing_bundle_name_the_file(tmp_path):
     raw[-30] ^= 0xFF
     path.write_bytes(bytes(raw))
     with pytest.raises(StoreError, match="altered") as caught:
-        load_arrays(path, info.sha256)
+        load_arrays(tmp_path, "x.npz", info)
     assert caught.value.key == str(path)
     path.unlink()
     with pytest.raises(StoreError, match="missing") as caught:
-        load_arrays(path, info.sha256)
+        load_arrays(tmp_path, "x.npz", info)
     assert caught.value.key == str(path)

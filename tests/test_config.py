@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_support import PATIENCE
 
 from fedpriv.errors import InputError
 from fedpriv.schema import parse_override
@@ -83,7 +84,7 @@ def test_cli_exits_2_with_one_line_naming_the_key_and_writes_nothing(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "fedpriv", "simulate", str(CONFIGS[0]), "--set",
          "mechanism.noise_multiplier=-1", "--out", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=PATIENCE,
     )
     assert proc.returncode == 2
     assert "mechanism.noise_multiplier" in proc.stderr and "-1" in proc.stderr

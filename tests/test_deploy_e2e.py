@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from process_support import PATIENCE
 
 from workflows.cli.main import main
 from workflows.deploy.federation import FEDERATION_MARKER, Federation
@@ -169,7 +170,7 @@ def test_untrusted_or_unregistered_supernodes_cannot_join_and_timeout_stops_a_ru
             for (i, (ca, key, _)), port in zip(cases.items(), ports, strict=True)
         }
         for i, (_, _, reason) in cases.items():
-            assert procs[i].wait(timeout=120) != 0
+            assert procs[i].wait(timeout=PATIENCE) != 0
             log = fed.log_tail(f"supernode-{i}", 200)
             assert "Exit Code: 305" in log and reason in log, log
         assert [n["status"] for n in fed.flwr.nodes()] == ["online"]

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from cryptography import x509
+from process_support import PATIENCE, netns_prefix
 
 from workflows.deploy.federation import FEDERATION_MARKER, Federation
 from workflows.deploy.flwr_cli import flower_bin, flower_env
@@ -62,7 +63,7 @@ def _veths() -> set[str]:
 def network() -> Iterator[NetnsNetwork]:
     """The switch and its hosts; afterwards none of them, and no veth, may be left."""
     veths = _veths()
-    with NetnsNetwork() as net:
+    with NetnsNetwork(netns_prefix()) as net:
         yield net
         assert net.pids() == [], "processes left in the namespaces"
     assert net.leftovers() == []
@@ -161,7 +162,7 @@ def _check_no_route_never_joins(fed: Federation, e: Host) -> None:
     with pytest.raises(RuntimeError, match="supernode-3 exited") as raised:
         fed.wait_online(3)
     elapsed = time.monotonic() - started
-    assert CONNECT_TIMEOUT <= elapsed < CONNECT_TIMEOUT + 60, elapsed
+    assert CONNECT_TIMEOUT <= elapsed < CONNECT_TIMEOUT + PATIENCE, elapsed
     assert "Exit Code: 305" in str(raised.value), raised.value
     assert "Network is unreachable" in str(raised.value), raised.value
     assert [n["status"] for n in fed.flwr.nodes()].count("online") == 2
@@ -174,7 +175,7 @@ def _check_name_not_in_certificate_is_refused(fed: Federation, f: Host) -> None:
     superlink = f"superlink.test:{fed.port}"
     proc = fed.start_supernode(4, free_ports(1)[0], ca=fed.ca_cert, key=key, host=f,
                                superlink=superlink)  # fmt: skip
-    assert proc.wait(timeout=120) != 0
+    assert proc.wait(timeout=PATIENCE) != 0
     log = fed.log_tail("supernode-4", 200)
     assert "CERTIFICATE_VERIFY_FAILED" in log and "Exit Code: 305" in log, log
     assert "Hostname mismatch, certificate is not valid for 'superlink.test'" in log, log
@@ -253,11 +254,11 @@ def test_superlink_on_all_addresses_needs_loopback_in_its_certificate(
     with ProcessGroup() as group, log.open("ab") as out:
         group.start("superlink", a.command(argv), env=flower_env(tmp_path), cwd=tmp_path,
                     stdout=out)  # fmt: skip
-        _wait_for_line(log, ("Starting Flower SuperExec",), 120)
+        _wait_for_line(log, ("Starting Flower SuperExec",), PATIENCE)
         mismatch = "certificate is not valid for '127.0.0.1'"
         if not loopback_in_certificate:
-            assert _wait_for_line(log, (mismatch,), 60) == mismatch
-            deadline = time.monotonic() + 30
+            assert _wait_for_line(log, (mismatch,), PATIENCE) == mismatch
+            deadline = time.monotonic() + PATIENCE
             while _superexecs(group):
                 assert time.monotonic() < deadline, "the SuperExec outlived its failed handshake"
                 time.sleep(0.5)

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives.serialization import (
     load_ssh_private_key,
     load_ssh_public_key,
 )
+from process_support import PATIENCE
 
 from fedpriv.errors import InputError
 from workflows.deploy.tls import write_supernode_key, write_tls_files
@@ -77,11 +78,11 @@ def _handshake(tls_files, cafile: Path, server_hostname: str) -> None:
     thread.start()
     client_ctx = ssl.create_default_context(cafile=str(cafile))
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with socket.create_connection(("127.0.0.1", port), timeout=PATIENCE) as raw:
             with client_ctx.wrap_socket(raw, server_hostname=server_hostname) as tls:
                 tls.sendall(b"x")
     finally:
-        thread.join(timeout=10)
+        thread.join(timeout=PATIENCE)
         listener.close()
 
 

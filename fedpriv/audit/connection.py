@@ -18,6 +18,9 @@ References
    inside a transaction)
 .. [3] SQLite, "Database File Format", §1.3 (header string, application id, user version),
    https://www.sqlite.org/fileformat2.html
+.. [4] SQLite, "Uniform Resource Identifiers", query parameter ``immutable``,
+   https://www.sqlite.org/uri.html#uriimmutable ; "Write-Ahead Logging", §"Read-Only
+   Databases", https://www.sqlite.org/wal.html#readonly
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ _STORE = f"a fedpriv audit store (schema version {SCHEMA_VERSION})"
 def _raw_connect(db_path: Path, *, readonly: bool) -> sqlite3.Connection:
     if readonly:
         uri = f"{db_path.resolve().as_uri()}?mode=ro"
+        if _unwritable(db_path):
+            uri += "&immutable=1"
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
     else:
         conn = sqlite3.connect(db_path, check_same_thread=False)
@@ -57,6 +62,15 @@ def _raw_connect(db_path: Path, *, readonly: bool) -> sqlite3.Connection:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys = ON")
     return conn
+
+
+def _unwritable(db_path: Path) -> bool:
+    """Whether SQLite could not create the write-ahead log a read needs: no log exists (no
+    writer has the store open) and the directory cannot be written (a read-only file system,
+    or another user's store). Such a store cannot change while it is read, so it is opened
+    ``immutable`` ([4]_): without it SQLite refuses to open it at all."""
+    wal = db_path.with_name(f"{db_path.name}-wal")
+    return not wal.exists() and not os.access(db_path.parent, os.W_OK)
 
 
 def _writer_pragmas(conn: sqlite3.Connection) -> None:

@@ -8,10 +8,11 @@ WAL: readers see the last committed state and never block the writer).
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 import numpy as np
@@ -19,23 +20,56 @@ import numpy as np
 from fedpriv.audit.connection import connect
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import UpdateRecord
-from fedpriv.audit.tensors import load_arrays
+from fedpriv.audit.tensors import TensorInfo, load_arrays
 from fedpriv.protocol import ReplyError
 
-__all__ = ["DB_NAME", "TENSOR_DIR", "StoreReader", "tensor_file"]
+__all__ = [
+    "DB_NAME", "TENSOR_COLUMNS", "TENSOR_DIR", "StoreReader", "load_tensor", "tensor_file",
+    "tensor_info",
+]
 
 DB_NAME = "audit.sqlite"
 TENSOR_DIR = "tensors"
 _Self = TypeVar("_Self", bound="StoreReader")
 
 
+#: The ``tensors`` columns :func:`load_tensor` reads, as selected from ``tensors t``.
+TENSOR_COLUMNS = "t.path, t.sha256, t.names_json, t.shapes_json, t.dtypes_json, t.nbytes"
+
+
 def tensor_file(run_dir: Path, relative: str) -> Path:
-    """The file a ``tensors.path`` value names; a path leaving ``tensors/`` is refused."""
-    base = (run_dir / TENSOR_DIR).resolve()
-    path = (run_dir / relative).resolve()
-    if base not in path.parents:
+    """The file a ``tensors.path`` value names; a path not below ``tensors/`` is refused
+    (the file itself is reached without following links: :func:`load_tensor`)."""
+    parts = PurePosixPath(relative).parts
+    if len(parts) < 2 or parts[0] != TENSOR_DIR or {".", ".."} & set(parts):
         raise StoreError(run_dir / DB_NAME, f"tensor path {relative!r} outside {TENSOR_DIR}/")
-    return path
+    return run_dir / relative
+
+
+def tensor_info(run_dir: Path, row: Mapping[str, Any]) -> TensorInfo:
+    """What a ``tensors`` row (:data:`TENSOR_COLUMNS`) records of its file, checked."""
+    path = tensor_file(run_dir, row["path"])
+    try:
+        return TensorInfo.from_row(row)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StoreError(run_dir / DB_NAME, f"the row of {path} is altered ({exc})") from None
+
+
+def load_tensor(run_dir: Path, row: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays of a ``tensors`` row (:data:`TENSOR_COLUMNS`), read within the bounds the
+    row records (:func:`fedpriv.audit.tensors.load_arrays`)."""
+    return load_arrays(run_dir, row["path"], tensor_info(run_dir, row))
+
+
+def _check_writable(run_dir: Path) -> None:
+    """Refuse, before any work, a store this process could read but not write."""
+    db = run_dir / DB_NAME
+    for path in (run_dir, run_dir / TENSOR_DIR, db, db.with_name(f"{DB_NAME}-wal"),
+                 db.with_name(f"{DB_NAME}-shm")):
+        if path.exists() and not os.access(path, os.W_OK):
+            raise StoreError(path, "cannot be written (a read-only file system, or "
+                             "permissions)", "a run directory this user can write (`fedpriv "
+                             "report RUN_DIR --out DIR` reads a read-only one)")
 
 
 class StoreReader:
@@ -64,6 +98,8 @@ class StoreReader:
         run_dir = Path(run_dir)
         if not run_dir.is_dir():
             raise StoreError(run_dir, "no such run directory", f"a directory holding {DB_NAME}")
+        if not readonly:
+            _check_writable(run_dir)
         conn = connect(run_dir / DB_NAME, readonly=readonly, check=check)
         return cls(run_dir, conn, readonly=readonly)
 
@@ -116,27 +152,29 @@ class StoreReader:
         row = rows[0] if rows else None
         if row is None or row["path"] is None:
             raise KeyError(f"the audit store holds no {what}")
-        return load_arrays(tensor_file(self.run_dir, row["path"]), row["sha256"])
+        return load_tensor(self.run_dir, row)
 
     def load_global(self, rnd: int) -> dict[str, np.ndarray]:
         """The parameters broadcast in round ``rnd`` (SHA-256 verified)."""
-        sql = "SELECT t.path, t.sha256 FROM globals JOIN tensors t USING (tensor_id) WHERE "
+        sql = f"SELECT {TENSOR_COLUMNS} FROM globals JOIN tensors t USING (tensor_id) WHERE "
         return self._load(sql + "globals.round = ?", (rnd,), f"global parameters of round {rnd}")
 
     def load_aggregate(self, rnd: int) -> dict[str, np.ndarray]:
         """The global parameters after round ``rnd``, by name (SHA-256 verified)."""
-        sql = "SELECT t.path, t.sha256 FROM aggregates a JOIN tensors t USING (tensor_id) WHERE "
+        sql = f"SELECT {TENSOR_COLUMNS} FROM aggregates a JOIN tensors t USING (tensor_id) "
+        sql += "WHERE "
         return self._load(sql + "a.round = ?", (rnd,), f"aggregate of round {rnd}")
 
     def load_update(self, update_id: int) -> dict[str, np.ndarray]:
         """The arrays of update ``update_id`` (SHA-256 verified)."""
-        sql = "SELECT t.path, t.sha256 FROM updates u LEFT JOIN tensors t USING (tensor_id) WHERE "
+        sql = f"SELECT {TENSOR_COLUMNS} FROM updates u LEFT JOIN tensors t USING (tensor_id) "
+        sql += "WHERE "
         return self._load(sql + "u.update_id = ?", (update_id,), f"arrays for update {update_id}")
 
     def load_ground_truth(self, rnd: int, client_id: int) -> dict[str, np.ndarray]:
         """The stored true batch of ``client_id`` in round ``rnd`` (SHA-256 verified)."""
         sql = (
-            "SELECT t.path, t.sha256 FROM ground_truth g LEFT JOIN tensors t USING (tensor_id) "
+            f"SELECT {TENSOR_COLUMNS} FROM ground_truth g LEFT JOIN tensors t USING (tensor_id) "
             "WHERE g.round = ? AND g.client_id = ?"
         )
         what = f"ground-truth arrays of client {client_id} in round {rnd}"
@@ -144,7 +182,8 @@ class StoreReader:
 
     def load_reconstruction(self, attack_id: int) -> dict[str, np.ndarray]:
         """The reconstruction stored with attack ``attack_id`` (SHA-256 verified)."""
-        sql = "SELECT t.path, t.sha256 FROM attacks a LEFT JOIN tensors t USING (tensor_id) WHERE "
+        sql = f"SELECT {TENSOR_COLUMNS} FROM attacks a LEFT JOIN tensors t USING (tensor_id) "
+        sql += "WHERE "
         return self._load(sql + "a.attack_id = ?", (attack_id,), f"reconstruction {attack_id}")
 
     def iter_updates(

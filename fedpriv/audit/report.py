@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import logging
+import os
 import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
@@ -387,6 +388,10 @@ def report_run(
     StoreError
         The store is missing, foreign, of another schema version, truncated or corrupt.
     """
+    run_dir = Path(run_dir)
+    if out_dir is None and (run_dir / DB_NAME).is_file() and not os.access(run_dir, os.W_OK):
+        raise InputError("RUN_DIR", str(run_dir), "a directory this user can write, or --out "
+                         "DIR for the report of a read-only store")  # read-only, or not ours
     with AuditStore.open(run_dir, readonly=True) as store:
         out = None if out_dir is None else Path(out_dir)
         claim = out is not None and _check_report_dir(out, store)

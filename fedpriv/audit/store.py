@@ -43,12 +43,12 @@ from typing import Any
 from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
 from fedpriv.audit.connection import BATCHED, DURABLE, create_database
 from fedpriv.audit.errors import StoreError
-from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader, tensor_file
+from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES, TALLY_FIELDS, UPDATE_FIELDS
 from fedpriv.audit.tensors import Arrays, save_arrays
 
-__all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore", "tensor_file"]
+__all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore"]
 
 #: The writer lock's file in the run directory.
 LOCK_NAME = "writer.lock"

@@ -13,20 +13,39 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
+import math
+import os
+import stat as stat_module
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from typing import Any
 
 import numpy as np
 
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.audit.errors import StoreError
 
-__all__ = ["Arrays", "TensorInfo", "load_arrays", "save_arrays"]
+__all__ = ["Arrays", "TensorInfo", "check_size", "load_arrays", "save_arrays"]
 
 #: Arrays accepted by the store: named (kept in order) or a plain sequence (named arr_0, ...).
 Arrays = Mapping[str, np.ndarray] | Sequence[np.ndarray]
+_REGULAR = "a regular file inside the run directory, reached without symbolic links"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: O_NONBLOCK: were a FIFO swapped in after the lstat, opening it would not wait for a writer.
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_KINDS = (
+    (stat_module.S_ISLNK, "a symbolic link"), (stat_module.S_ISREG, "a regular file"),
+    (stat_module.S_ISDIR, "a directory"), (stat_module.S_ISFIFO, "a FIFO"),
+    (stat_module.S_ISSOCK, "a socket"), (stat_module.S_ISCHR, "a character device"),
+    (stat_module.S_ISBLK, "a block device"),
+)  # fmt: skip
+_HEADER_READERS = {
+    (1, 0): np.lib.format.read_array_header_1_0,
+    (2, 0): np.lib.format.read_array_header_2_0,
+}
 
 
 @dataclass(frozen=True)
@@ -38,6 +57,26 @@ class TensorInfo:
     shapes: list[list[int]]
     dtypes: list[str]
     nbytes: int
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TensorInfo:
+        """What a ``tensors`` row records (``sha256``, the ``*_json`` lists, ``nbytes``).
+
+        Raises
+        ------
+        ValueError
+            A column does not hold what the store writes (an altered database).
+        """
+        info = cls(row["sha256"], json.loads(row["names_json"]), json.loads(row["shapes_json"]),
+                   json.loads(row["dtypes_json"]), row["nbytes"])
+        lists = (info.names, info.shapes, info.dtypes)
+        if not (isinstance(info.nbytes, int) and info.nbytes >= 0
+                and all(isinstance(x, list) and len(x) == len(info.names) for x in lists)
+                and all(isinstance(s, list) and all(isinstance(n, int) and n >= 0 for n in s)
+                        for s in info.shapes)):
+            raise ValueError("names, shapes and dtypes are not one entry per array, or the "
+                             "shapes or size not counts")
+        return info
 
 
 def _named(arrays: Arrays) -> dict[str, np.ndarray]:
@@ -67,28 +106,139 @@ def save_arrays(path: Path, arrays: Arrays, *, durable: bool = True) -> TensorIn
     )
 
 
-def load_arrays(path: Path, sha256: str) -> dict[str, np.ndarray]:
-    """Read a bundle, checking its SHA-256 first.
+def load_arrays(root: Path, relative: str, recorded: TensorInfo) -> dict[str, np.ndarray]:
+    """Read the bundle ``root/relative`` within bounds, check it against its row, return it.
+
+    Nothing is read past what the row records and nothing is allocated before the file's
+    array headers agree with the row: the path is walked from ``root`` one component at a time
+    without following a symbolic link (``openat`` with ``O_NOFOLLOW``, so a link swapped in
+    meanwhile is refused too), the file must be a regular file (``lstat`` before opening, so a
+    FIFO or a device is never opened; ``fstat`` of what was opened) of exactly
+    ``recorded.nbytes`` bytes, its SHA-256 must match, and every ``.npy`` member must be
+    stored uncompressed with the recorded name, dtype and shape, its data within its member.
+    Written by hand because :func:`numpy.load` trusts the header it reads: a header declaring
+    2⁴⁰ elements is allocated before the data is found missing.
 
     Raises
     ------
     StoreError
-        The file is missing, its hash differs from ``sha256`` (altered or truncated), or it
-        is not a readable ``.npz`` bundle. The error names the file.
+        The path leaves ``root`` or crosses a symbolic link, the file is missing, not a
+        regular file, of another size, altered (SHA-256), not an ``.npz`` bundle, or its
+        headers differ from the row. The error names the file.
     """
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise StoreError(path, "tensor file is missing", "the file the store references") from None
-    except OSError as exc:
-        raise StoreError(path, f"tensor file is unreadable ({exc.strerror})") from exc
+    path = root / relative
+    data = _read_bounded(root, relative, recorded.nbytes)
     actual = hashlib.sha256(data).hexdigest()
-    if actual != sha256:
-        raise StoreError(
-            path, f"tensor file altered: sha256 {actual[:12]}…", f"sha256 {sha256[:12]}…"
-        )
+    if actual != recorded.sha256:
+        raise StoreError(path, f"tensor file altered: sha256 {actual[:12]}…",
+                         f"sha256 {recorded.sha256[:12]}…")
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+            _check_members(path, bundle, recorded)
         with np.load(io.BytesIO(data), allow_pickle=False) as bundle:
             return {name: bundle[name] for name in bundle.files}
-    except (ValueError, OSError, zipfile.BadZipFile) as exc:
+    except StoreError:
+        raise
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         raise StoreError(path, f"tensor file unreadable ({exc})") from exc
+
+
+def check_size(root: Path, relative: str, nbytes: int) -> None:
+    """Check that ``root/relative`` is a regular file of ``nbytes`` bytes, reached as
+    :func:`load_arrays` reaches it, without reading it."""
+    os.close(_open_regular(root, relative, nbytes))
+
+
+def _open_regular(root: Path, relative: str, nbytes: int) -> int:
+    """A descriptor of the regular file ``root/relative`` of ``nbytes`` bytes; see
+    :func:`load_arrays`."""
+    path = root / relative
+    parts = PurePosixPath(relative).parts
+    if not parts or PurePosixPath(relative).is_absolute() or {".", ".."} & set(parts):
+        raise StoreError(path, f"tensor path {relative!r} leaves {root}", _REGULAR)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                mode = os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                raise StoreError(path, "tensor file is missing",
+                                 "the file the store references") from None
+            kind = _kind(mode, last)
+            if kind:
+                what = "the tensor file" if last else f"{'/'.join(parts[: i + 1])}/"
+                raise StoreError(path, f"{what} is {kind}", _REGULAR)
+            flags = _FILE_FLAGS if last else _DIR_FLAGS
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        stat = os.fstat(fd)
+        kind = _kind(stat.st_mode, True)
+        if kind:  # replaced between the lstat and the open
+            raise StoreError(path, f"the tensor file is {kind}", _REGULAR)
+        if stat.st_size != nbytes:
+            raise StoreError(path, f"tensor file altered: {stat.st_size} bytes",
+                             f"{nbytes} bytes, as recorded")
+    except OSError as exc:
+        os.close(fd)
+        raise StoreError(path, f"tensor file is unreadable ({exc.strerror})") from exc
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _kind(mode: int, last: bool) -> str | None:
+    """What is wrong with a path component of this ``st_mode`` (None: nothing)."""
+    what = next((name for test, name in _KINDS if test(mode)), "a special file")
+    wanted = "a regular file" if last else "a directory"
+    return None if what == wanted else what
+
+
+def _read_bounded(root: Path, relative: str, nbytes: int) -> bytes:
+    """The ``nbytes`` bytes of the regular file ``root/relative``, never more."""
+    fd = _open_regular(root, relative, nbytes)
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(nbytes)
+    except OSError as exc:
+        raise StoreError(root / relative, f"tensor file is unreadable ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    if len(data) != nbytes:  # shrank after the fstat
+        raise StoreError(root / relative, f"tensor file altered: {len(data)} bytes",
+                         f"{nbytes} bytes, as recorded")
+    return data
+
+
+def _check_members(path: Path, bundle: zipfile.ZipFile, recorded: TensorInfo) -> None:
+    """Each member's ``.npy`` header against the row: uncompressed, recorded name, dtype and
+    shape, and the data it declares inside the member (so allocating it is bounded by the
+    file's size)."""
+    members = bundle.infolist()
+    names = [m.filename.removesuffix(".npy") for m in members]
+    if names != recorded.names:
+        raise StoreError(path, f"tensor file holds arrays {names}",
+                         f"arrays {recorded.names}, as recorded")
+    total = 0
+    for member, shape, dtype in zip(members, recorded.shapes, recorded.dtypes, strict=True):
+        if member.compress_type != zipfile.ZIP_STORED:
+            raise StoreError(path, f"array {member.filename} is compressed",
+                             "uncompressed arrays, as the store writes them")
+        with bundle.open(member) as handle:
+            version = np.lib.format.read_magic(handle)
+            if version not in _HEADER_READERS:
+                raise StoreError(path, f"array {member.filename}: .npy format {version}",
+                                 ".npy format 1.0 or 2.0")
+            found, _, kind = _HEADER_READERS[version](handle)
+            offset = handle.tell()
+        declared = f"shape {list(found)} dtype {kind.str}"
+        if list(found) != list(shape) or kind.str != dtype or kind.hasobject:
+            raise StoreError(path, f"array {member.filename} declares {declared}",
+                             f"shape {list(shape)} dtype {dtype}, as recorded")
+        total += math.prod(found) * kind.itemsize
+        if (member.file_size != member.compress_size or total > recorded.nbytes
+                or math.prod(found) * kind.itemsize > member.file_size - offset):
+            raise StoreError(path, f"array {member.filename} declares {declared}, more data "
+                             f"than the file's {recorded.nbytes} bytes hold", "complete arrays")

@@ -15,8 +15,9 @@ from pathlib import Path
 
 from fedpriv.atomic import TEMP_SUFFIX
 from fedpriv.audit.errors import StoreError
-from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore, tensor_file
-from fedpriv.audit.tensors import load_arrays
+from fedpriv.audit.reader import TENSOR_COLUMNS, load_tensor, tensor_info
+from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore
+from fedpriv.audit.tensors import check_size
 
 __all__ = ["Problem", "verify"]
 
@@ -45,30 +46,30 @@ def _database(store: AuditStore) -> list[Problem]:
     return problems
 
 
-def _check_tensor(run_dir: Path, relative: str, sha256: str, nbytes: int, hashes: bool) -> None:
-    path = tensor_file(run_dir, relative)
+def _check_tensor(run_dir: Path, row: dict, hashes: bool) -> None:
     if hashes:
-        load_arrays(path, sha256)
-    elif not path.is_file():
-        raise StoreError(path, "tensor file is missing", "the file the store references")
-    elif path.stat().st_size != nbytes:
-        raise StoreError(path, f"tensor file altered: {path.stat().st_size} bytes", f"{nbytes}")
+        load_tensor(run_dir, row)
+    else:
+        check_size(run_dir, row["path"], tensor_info(run_dir, row).nbytes)
 
 
 def _tensors(store: AuditStore, hashes: bool) -> tuple[list[Problem], set[str]]:
     problems, referenced = [], set()
-    for row in store.query("SELECT path, sha256, nbytes FROM tensors ORDER BY tensor_id"):
+    for row in store.query(f"SELECT {TENSOR_COLUMNS} FROM tensors t ORDER BY tensor_id"):
         referenced.add(row["path"])
         try:
-            _check_tensor(store.run_dir, row["path"], row["sha256"], row["nbytes"], hashes)
+            _check_tensor(store.run_dir, row, hashes)
         except StoreError as exc:
             problems.append(Problem("error", "tensor", exc.key, str(exc)))
     return problems, referenced
 
 
 def _strays(run_dir: Path, referenced: set[str]) -> list[Problem]:
+    top = run_dir / TENSOR_DIR
+    if top.is_symlink():  # its files are refused one by one; never walk where it points
+        return [Problem("error", "tensor", str(top), "a symbolic link, not a directory")]
     problems = []
-    for path in sorted((run_dir / TENSOR_DIR).rglob("*")):
+    for path in sorted(top.rglob("*")):  # rglob follows no link below the top
         relative = path.relative_to(run_dir).as_posix()
         if path.is_dir() or relative in referenced:
             continue
