@@ -147,9 +147,9 @@ def test_a_store_written_before_the_report_was_stored_is_refused_in_one_line(
     conn.close()
     with pytest.raises(StoreError) as caught:
         AuditStore.open(tmp_path / "run")
-    assert SCHEMA_VERSION == 5
-    assert "schema version 4" in str(caught.value) and "schema version 5" in str(caught.value)
+    assert SCHEMA_VERSION == 6
+    assert "schema version 4" in str(caught.value) and "schema version 6" in str(caught.value)
     capsys.readouterr()
     assert main([*command, str(tmp_path / "run"), "--json"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and "schema version 4" in lines[0] and "schema version 5" in lines[0]
+    assert len(lines) == 1 and "schema version 4" in lines[0] and "schema version 6" in lines[0]
