@@ -135,3 +135,23 @@ def _array(value: np.ndarray):  # noqa: ANN202
     from flwr.app import Array
 
     return Array(value)
+
+
+def test_a_resumed_run_keeps_each_nodes_client_id(tmp_path):
+    """``--resume`` rebuilds node → client id from the store: a node that joins after the
+    restart and is read first gets a new id, not one of the ids already given."""
+    from flwr.app import Context, RecordDict
+    from reliability_support import Killed
+
+    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=2"])
+    with pytest.raises(Killed):
+        run_federation(LocalGrid(stock_client.app, 3, stop_at=2), cfg, tmp_path / "run")
+    grid = LocalGrid(stock_client.app, 3)
+    grid.contexts[999] = Context(run_id=1, node_id=999, state=RecordDict(), run_config={},
+                                 node_config={"partition-id": 3, "num-partitions": 4})
+    report = run_federation(grid, cfg, tmp_path / "run", resume=True)
+    assert report["status"] == "completed"
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:
+        ids = {(u.round, u.node_id): u.client_id for u in store.iter_updates()}
+    assert ids == {**{(r, str(1000 + p)): 3 + p for r in (1, 2) for p in range(3)},
+                   (2, "999"): 6}
