@@ -27,9 +27,10 @@ from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
+from fedpriv.training.config import TrainConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
-           "unscored_row"]
+           "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -72,6 +73,20 @@ def attack_scores(
     matched = scored.order >= 0
     aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def undeclared_view(
+    model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
+    update: Sequence[Any], train: TrainConfig,
+) -> ServerView:
+    """The server's view of an undeclared update (a stock client's: no report), live and
+    offline. The client's learning rate, steps and batch size are unknown; the run's
+    ``[train]`` settings are the server's only guess (docs/protocol.md), and the update is
+    attacked as a pseudo-gradient."""
+    name, input_shape, num_classes = model
+    return ServerView(model_name=name, input_shape=input_shape, num_classes=num_classes,
+                      global_params=global_params, update=update, learning_rate=train.lr,
+                      local_steps=train.local_steps, batch_size=float(train.batch_size))
 
 
 def unscored_row(result: AttackResult) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
-from strategies.attack_schedule import AttackPlan
+from strategies.attack_schedule import AttackPlan, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 
@@ -320,13 +320,8 @@ class AuditPipeline:
         self.store.write_tally(rnd, cid, {**self.ledger.fold_undeclared(rnd, cid),
                                           "verification": _verdict_summary(verdict)})
         if attacked:
-            train = self.train
-            view = ServerView(
-                model_name=self._model[0], input_shape=self._model[1],
-                num_classes=self._model[2], global_params=broadcast, update=delta,
-                learning_rate=train.lr, local_steps=train.local_steps,
-                batch_size=float(min(train.batch_size, max(reply.weight, 1.0))))
-            self.plan.add(rnd, cid, view, [])
+            self.plan.add(rnd, cid, undeclared_view(self._model, broadcast, delta, self.train),
+                          [])
 
     def _with_pac(self, tally: dict) -> dict:
         """An estimate's tally columns, with Theorem 4.3 at the MBP *estimate* in ``details``

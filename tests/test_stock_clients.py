@@ -155,3 +155,24 @@ def test_a_resumed_run_keeps_each_nodes_client_id(tmp_path):
         ids = {(u.round, u.node_id): u.client_id for u in store.iter_updates()}
     assert ids == {**{(r, str(1000 + p)): 3 + p for r in (1, 2) for p in range(3)},
                    (2, "999"): 6}
+
+
+def test_fedpriv_audit_attacks_stored_undeclared_updates_again(stock_run, tmp_path):
+    """``fedpriv audit`` reads an undeclared update with the run's [train] settings, as live;
+    with the same seed and settings it reconstructs what the live attack did."""
+    import shutil
+
+    from workflows.offline_audit import audit_run
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(stock_run[0], run_dir)
+    out = audit_run(run_dir, rounds=(1, 1), progress=False)
+    assert sorted((a["round"], a["client_id"], a["scored"]) for a in out["attacks"]) == [
+        (1, c, False) for c in (3, 4, 5)]
+    with AuditStore.open(run_dir, readonly=True) as store:
+        rows = store.query("SELECT attack_id, client_id FROM attacks WHERE round = 1 "
+                           "ORDER BY client_id, attack_id")
+        for live, offline in zip(rows[0::2], rows[1::2], strict=True):
+            np.testing.assert_allclose(store.load_reconstruction(offline["attack_id"])["images"],
+                                       store.load_reconstruction(live["attack_id"])["images"],
+                                       atol=1e-5)
