@@ -176,3 +176,36 @@ def test_fedpriv_audit_attacks_stored_undeclared_updates_again(stock_run, tmp_pa
             np.testing.assert_allclose(store.load_reconstruction(offline["attack_id"])["images"],
                                        store.load_reconstruction(live["attack_id"])["images"],
                                        atol=1e-5)
+
+
+@pytest.mark.slow
+def test_stock_clients_on_flowers_ray_simulation(tmp_path):
+    """The same on Flower's simulation engine (Ray): random node ids, real error handling."""
+    import warnings
+
+    from flwr.app import Context
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.simulation import run_simulation
+
+    from workflows.simulation import _backend_config
+
+    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=2"])
+    result: dict = {}
+    server = ServerApp()
+
+    @server.main()
+    def _main(grid: Grid, context: Context) -> None:
+        result.update(run_federation(grid, cfg, tmp_path / "run"))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        run_simulation(server_app=server, client_app=stock_client.app, num_supernodes=3,
+                       backend_name="ray", backend_config=_backend_config(cfg))
+    assert result["status"] == "completed" and result["failures"] == []
+    assert [(c["client_id"], c["guarantee"], c["rounds_participated"])
+            for c in result["clients"]] == [(c, "undeclared", 2) for c in (3, 4, 5)]
+    assert all(math.isinf(c["epsilon"]) for c in result["clients"])
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:
+        theta = list(store.load_global(1).values())
+        after = list(store.load_aggregate(2).values())
+    assert any(not np.array_equal(a, t) for a, t in zip(after, theta, strict=True))
