@@ -7,8 +7,10 @@ config, and replies with an ``ArrayRecord`` under ``"arrays"`` and a ``MetricRec
 swapped, as the issue asks: the data are local tensors (seeded per partition) instead of a
 Flower Datasets partition, and ``Net`` is shaped as the paper MLP (256 → 50 → 15 → 10, sigmoid,
 no biases) so that its parameters match what fedpriv's server broadcasts. The ``run_config``
-keys the template reads (``local-epochs``, ``batch-size``) fall back to the template's defaults
-because the in-process grid gives an empty run config.
+keys the template reads (``local-epochs``, ``batch-size``) fall back to the template's
+``pyproject.toml`` values (1, 32): the in-process grid and ``run_simulation`` give an empty run
+config. The device is the CPU (the template picks CUDA when there is one). The learning rate
+is the train config's ``lr``, as in the template: fedpriv's server sends ``train.lr`` under it.
 """
 
 from __future__ import annotations
