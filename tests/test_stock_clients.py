@@ -9,6 +9,7 @@ paper MLP's shape, nothing else changed); the server is the real ServerApp body
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,6 +47,9 @@ def test_stock_clients_are_tallied_undeclared_with_unbounded_epsilon(stock_run):
         assert client["verification"]["status"] == "undeclared"
         assert client["rounds_participated"] == 2 and client["undeclared_rounds"] == [1, 2]
     assert report["verification"]["undeclared"] == 6
+    page = Path(report["files"]["html"]).read_text()
+    assert "undeclared (the client sent no report to test" in page  # the glossary says why
+    assert 'id="verification"' in page
 
 
 def test_stock_updates_are_stored_aggregated_and_attacked(stock_run):
@@ -209,3 +213,22 @@ def test_stock_clients_on_flowers_ray_simulation(tmp_path):
         theta = list(store.load_global(1).values())
         after = list(store.load_aggregate(2).values())
     assert any(not np.array_equal(a, t) for a, t in zip(after, theta, strict=True))
+
+
+def test_a_known_node_that_stops_declaring_keeps_its_client_id():
+    """A node that claimed partition 1 before and now sends no report is client 1, undeclared
+    (its tallies become unbounded); a new node gets the next id from num_clients up."""
+    from strategies.replies import AcceptedReply, RoundIdentities, check_reply
+
+    LocalGrid(stock_client.app, 1)  # Flower's task identity, for Message()
+    theta = np.zeros((2, 3), np.float32)
+    content = RecordDict({"arrays": ArrayRecord({"fc": _array(theta + 1)}),
+                          "metrics": MetricRecord({"num-examples": 4})})
+    identities = RoundIdentities.start(3, {7: 1, 8: 3})
+    ids = []
+    for node in (7, 9):
+        msg = Message(content, reply_to=Message(content, dst_node_id=node, message_type="train"))
+        outcome = check_reply(msg, [theta], identities, node=node, names=["fc"])
+        assert isinstance(outcome, AcceptedReply) and outcome.report is None
+        ids.append(outcome.client_id)
+    assert ids == [1, 4] and identities.node_clients == {7: 1, 8: 3, 9: 4}
