@@ -232,3 +232,11 @@ def test_a_known_node_that_stops_declaring_keeps_its_client_id():
         assert isinstance(outcome, AcceptedReply) and outcome.report is None
         ids.append(outcome.client_id)
     assert ids == [1, 4] and identities.node_clients == {7: 1, 8: 3, 9: 4}
+
+
+def test_the_storage_policy_applies_to_undeclared_updates(tmp_path):
+    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=1", "audit.store_updates=none"])
+    report = run_federation(LocalGrid(stock_client.app, 3), cfg, tmp_path / "run")
+    assert report["storage"]["updates_not_stored"] == 3
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:
+        assert [u.stored for u in store.iter_updates()] == [False] * 3
