@@ -71,10 +71,12 @@ class RoundIdentities:
     num_clients: int
     node_clients: dict[int, int]
     seen: set[int]
+    next_undeclared: int = 0  # the id the next new undeclared node gets
 
     @classmethod
     def start(cls, num_clients: int, node_clients: dict[int, int]) -> RoundIdentities:
-        return cls(num_clients, node_clients, set())
+        return cls(num_clients, node_clients, set(),
+                   max([num_clients - 1, *node_clients.values()]) + 1)
 
     def undeclared_id(self, node: int) -> int:
         """The client id of a node that sent no report: the one it had (a partition id it
@@ -83,14 +85,13 @@ class RoundIdentities:
         claim. Stable for the run (``--resume`` rebuilds it from the store); nothing verifies
         that the node is the same party from round to round."""
         if node not in self.node_clients:
-            self.node_clients[node] = max([self.num_clients - 1, *self.node_clients.values()]) + 1
+            self.node_clients[node] = self.next_undeclared
+            self.next_undeclared += 1
         return self.node_clients[node]
 
 
-def _content(
-    msg: Message, names: Sequence[str] | None
-) -> tuple[Sequence[np.ndarray], float, list[str]]:
-    """The update, its weight and its array names; ReplyError when the records are not one
+def _content(msg: Message, names: Sequence[str] | None) -> tuple[Sequence[np.ndarray], float]:
+    """The update and its weight; ReplyError when the records are not one
     ArrayRecord (named as broadcast, when ``names`` is given) and one MetricRecord with a
     number ``num-examples`` (what Flower's aggregation reads)."""
     content = msg.content  # each *_records property builds a new dict: read each once
@@ -104,7 +105,7 @@ def _content(
     record = next(iter(array_records.values()))
     if names is not None and list(record.keys()) != list(names):
         raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
-    return record.to_numpy_ndarrays(), float(weight), list(record.keys())
+    return record.to_numpy_ndarrays(), float(weight)
 
 
 def _conformance(
@@ -151,7 +152,7 @@ def check_reply(
         config = msg.content.config_records[REPORT_RECORD]
         report = ClientReport.from_config(config)
         if report.declined is None:  # a declining client sends its report alone
-            arrays, weight, _ = _content(msg, names)
+            arrays, weight = _content(msg, names)
     except ReplyError as exc:
         if known is not None:
             return Rejection(node, known, "malformed", f"malformed reply: {exc}")
@@ -199,7 +200,7 @@ def _undeclared(
         return Rejection(node, None, "identity", f"client {cid} already replied this round")
     identities.seen.add(cid)
     try:
-        arrays, weight, _ = _content(msg, names)
+        arrays, weight = _content(msg, names)
     except ReplyError as exc:
         return Rejection(node, cid, "malformed", f"malformed reply: {exc}")
     except Exception as exc:  # noqa: BLE001 - whatever a foreign reply holds is its failure
