@@ -29,7 +29,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, Message
 from clients.config import AdversaryConfig
 from fedpriv.config import Config
 from fedpriv.mechanisms import build_mechanism, release_class
-from fedpriv.protocol import REPORT_RECORD
+from fedpriv.protocol import CONFIG_KEY, REPORT_RECORD, server_config
 
 __all__ = ["adversary_mod"]
 
@@ -46,7 +46,7 @@ def _with_mechanism(msg: Message, cfg: Config, pid: int, name: str, params: dict
     raw = cfg.to_dict()
     overrides = raw["mechanism"].get("overrides", [])
     raw["mechanism"]["overrides"] = [*overrides, {"clients": [pid], "name": name, **params}]
-    config = ConfigRecord({**msg.content["config"], "fedpriv-config": json.dumps(raw)})
+    config = ConfigRecord({**msg.content["config"], CONFIG_KEY: json.dumps(raw)})
     msg.content = RecordDict({**msg.content, "config": config})
 
 
@@ -110,7 +110,7 @@ def adversary_mod(msg: Message, context: Context, call_next: CallNext) -> Messag
     """The Flower client mod: honest clients pass through, adversaries misbehave."""
     if msg.metadata.message_type != MessageType.TRAIN:
         return call_next(msg, context)
-    cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
+    cfg = Config.from_json(server_config(msg.content.config_records.get("config"), "train"))
     pid = int(context.node_config["partition-id"])
     adversary = _adversary(cfg, pid)
     if adversary is None:

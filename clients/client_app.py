@@ -1,19 +1,21 @@
 """The Flower ClientApp: one private local update per round.
 
 The server ships the validated fedpriv config (JSON) in every train message, so simulation and
-deployment behave the same; a client validates it once per process (``Config.from_json`` keeps
-the result). What does not change between messages is built once per process (a Ray actor
-serves many clients): the data set and its partition (:mod:`clients.local_data`) and the model,
-into which each message loads its parameters. Training runs on the config's ``device``
+deployment behave the same (the message keys and the reply's records: docs/protocol.md; a
+message without the config fails with :class:`fedpriv.protocol.ProtocolError` saying so); a
+client validates it once per process (``Config.from_json`` keeps the result). What does not
+change between messages is built once per process (a Ray actor serves many clients): the
+data set and its partition (:mod:`clients.local_data`) and the model, into which each message
+loads its parameters. Training runs on the config's ``device``
 (:mod:`fedpriv.devices`). The reply carries
 
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
-* ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport`: partition
-  id, steps, learning rate, expected batch size, sampling rate, the declared mechanism (the
-  object it trains with) and the local optimiser's settings; the record ids of each batch only when
-  the simulation-only ground-truth oracle is on (``audit.ground_truth``); the client's ε
-  budget, if it has one.
+* ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport` (with its
+  protocol version): partition id, steps, learning rate, expected batch size, sampling rate,
+  the declared mechanism (the object it trains with) and the local optimiser's settings; the
+  record ids of each batch only when the simulation-only ground-truth oracle is on
+  (``audit.ground_truth``); the client's ε budget, if it has one.
 
 The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, Adam,
 or AdamW) steps on each privatised gradient as Opacus does and is created afresh every round
@@ -50,7 +52,7 @@ from fedpriv.config import Config
 from fedpriv.devices import resolve_device
 from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.models import build_model
-from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle
+from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle, server_config
 from fedpriv.seeding import make_generator
 from fedpriv.training import local_optimizer, local_train, sampling_rate
 
@@ -101,8 +103,8 @@ def _canaries(
 def train(msg: Message, context: Context) -> Message:
     """One round of local DP-SGD with this client's mechanism, or a reply declining it when the
     round would take the client over its ε budget (``clients/budget.py``)."""
-    config = msg.content["config"]
-    cfg = Config.from_json(str(config["fedpriv-config"]))
+    config = msg.content.config_records.get("config")
+    cfg = Config.from_json(server_config(config, "train"))
     server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
@@ -154,7 +156,7 @@ def train(msg: Message, context: Context) -> Message:
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     """Loss and accuracy of the received model on this client's local data."""
-    cfg = Config.from_json(str(msg.content["config"]["fedpriv-config"]))
+    cfg = Config.from_json(server_config(msg.content.config_records.get("config"), "evaluate"))
     model, x, y, _ = _local(cfg, msg, *_partition(context))
     with torch.no_grad():
         logits = model(x)

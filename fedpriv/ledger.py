@@ -13,7 +13,10 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
   ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
   guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
   from then on ε and log C are infinite, with the declared values kept beside them
-  (``epsilon_declared``, ``log_capacity_declared``).
+  (``epsilon_declared``, ``log_capacity_declared``); ``undeclared`` from the first round the
+  client released an update without declaring anything (a stock Flower client,
+  :meth:`PrivacyLedger.fold_undeclared`): nothing bounds what it released, so ε, log C and the
+  MBP bound are infinite from then on.
 
 Secrets are measured in sensitivities: record level ``r = 1`` (one example, ``r = C``), batch
 level ``r = L`` (§5, "Which r and s").
@@ -90,6 +93,7 @@ class ClientLedger:
     unverified: bool = False
     unit: str = "record"
     central: Release | None = None  # client level: the release against the aggregate
+    undeclared: bool = False
 
 
 class PrivacyLedger:
@@ -156,6 +160,17 @@ class PrivacyLedger:
                                      else round_capacity)
         return row
 
+    def fold_undeclared(self, rnd: int, client_id: int) -> dict[str, Any]:
+        """Record a round in which the client released an update without a report (a stock
+        Flower client): its number of releases and their mechanism are unknown, so no
+        accountant can bound them — ε, log C (cumulative and this round's) and the MBP bound
+        are infinite from now on, the guarantee ``undeclared``. The declared releases before
+        it, if any, stay in ``epsilon_declared`` and ``log_capacity_declared``."""
+        ledger = self._ledger(client_id)
+        ledger.rounds.append(rnd)
+        ledger.undeclared = True
+        return {**self.tally(client_id), "log_capacity_round": math.inf}
+
     def tally(self, client_id: int, *, accuracy: float | None = None) -> dict[str, Any]:
         """The client's cumulative tally row as it stands, with no release this round
         (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
@@ -163,22 +178,25 @@ class PrivacyLedger:
         fields (no release to state them of)."""
         ledger = self._ledger(client_id)
         acct = ledger.accountant.result(self.delta)
-        broken = ledger.inconsistent
+        broken = ledger.inconsistent or ledger.undeclared
         mbp = math.inf if broken else ledger.mbp_bound
-        released = ledger.releases > 0
+        released = ledger.releases > 0 or ledger.undeclared
+        # nothing declared at all (a stock client's rounds only): no declared value to keep
+        declared = None if ledger.undeclared and not ledger.releases else acct.epsilon
         confidence = pac_robust_confidence(mbp, self.pac_beta).confidence
         pac = (confidence or 0.0) if released else None  # 0: vacuous
         return {
-            "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": acct.epsilon,
+            "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": declared,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
             "optimal_order": acct.optimal_order,
             "compose": "per-round" if ledger.unit == "client" else "per-step",
             "releases": ledger.releases, "log_capacity_round": 0.0,
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
-            "log_capacity_declared": ledger.log_capacity, "threat_model": self.threat_model,
+            "log_capacity_declared": None if declared is None else ledger.log_capacity,
+            "threat_model": self.threat_model,
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
             "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
-            "pac_accuracy": accuracy if released else None, "pac_robust_confidence": pac,
+            "pac_accuracy": accuracy if ledger.releases else None, "pac_robust_confidence": pac,
             **self._units(ledger),
         }  # fmt: skip
 
@@ -206,14 +224,16 @@ class PrivacyLedger:
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:
         if ledger.inconsistent:
             return "unbounded"
+        if ledger.undeclared:
+            return "undeclared"
         if math.isinf(declared_epsilon):
             return "none"
         return "declared" if ledger.unverified else "verified"
 
     def mbp_bound(self, client_id: int) -> float:
         """The client's cumulative MBP bound ξ so far (``0`` before any release; ``inf`` once an
-        update contradicted its declaration)."""
+        update contradicted its declaration or one came without a declaration)."""
         ledger = self.clients.get(client_id)
         if ledger is None:
             return 0.0
-        return math.inf if ledger.inconsistent else ledger.mbp_bound
+        return math.inf if ledger.inconsistent or ledger.undeclared else ledger.mbp_bound

@@ -16,6 +16,12 @@ travels only when the labelled, simulation-only ground-truth oracle is on (``ora
 A client with an ε budget that declines a round says so in the report (``declined``) and sends
 nothing else. The one thing the server tells such clients beyond the config is how many releases
 it accounted for each (:data:`RELEASES_KEY`).
+
+The protocol is versioned (:data:`PROTOCOL_VERSION`; docs/protocol.md): the server sends its
+version in every train config (:data:`PROTOCOL_KEY`) and a report echoes the version it was
+written in (``protocol-version``); a report without one is version 1, the format before the
+field existed. A reply without a report at all is a stock Flower client's: the server audits it
+as ``undeclared`` (``audit.undeclared``).
 """
 
 from __future__ import annotations
@@ -38,17 +44,29 @@ __all__ = [
     "MAX_LOCAL_STEPS",
     "OPTIMIZERS",
     "MAX_REASON",
+    "CONFIG_KEY",
+    "PROTOCOL_KEY",
+    "PROTOCOL_VERSION",
     "RELEASES_KEY",
     "REPORT_RECORD",
     "ClientReport",
     "GroundTruthOracle",
+    "ProtocolError",
     "ReplyError",
     "decode_releases",
     "encode_releases",
     "optimizer_conflict",
     "sampling_rate",
+    "server_config",
 ]
 
+PROTOCOL_VERSION = 1
+"""The wire protocol this code speaks (docs/protocol.md). Version 1 is the format of every
+fedpriv release so far; a report that names no version is read as version 1."""
+PROTOCOL_KEY = "fedpriv-protocol"
+"""Train-config key (server → client) of the server's :data:`PROTOCOL_VERSION`."""
+CONFIG_KEY = "fedpriv-config"
+"""Train- and evaluate-config key (server → client) of the run's validated config (JSON)."""
 REPORT_RECORD = "meta"
 """Name of the reply's ConfigRecord that holds the report."""
 RELEASES_KEY = "fedpriv-releases"
@@ -79,6 +97,36 @@ class ReplyError(ValueError):
         self.allowed = allowed
         shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
         super().__init__(f"reply field {field_name!r} = {shown}: expected {allowed}")
+
+
+class ProtocolError(ValueError):
+    """A message from the server that fedpriv's ClientApp cannot serve (docs/protocol.md)."""
+
+
+def server_config(config: Mapping[str, Any] | None, where: str = "train") -> str:
+    """The run's config (JSON) that fedpriv's server ships in a ``where`` message's ConfigRecord
+    ``"config"``, after checking the server's protocol version (absent: version 1).
+
+    Raises
+    ------
+    ProtocolError
+        The message has no ConfigRecord ``"config"``, no :data:`CONFIG_KEY` in it (a server that
+        is not fedpriv's, e.g. Flower's stock ``FedAvg`` ServerApp), or a protocol version this
+        client does not speak; the message names what is missing and where to read about it.
+    """
+    if config is None or CONFIG_KEY not in config:
+        place = ("no ConfigRecord 'config'" if config is None
+                 else f"no key {CONFIG_KEY!r} in its ConfigRecord 'config'")
+        raise ProtocolError(
+            f"fedpriv's ClientApp needs fedpriv's run config, but the {where} message has "
+            f"{place}: serve it with fedpriv's ServerApp, or send the config as "
+            f"docs/protocol.md describes")
+    version = config.get(PROTOCOL_KEY, 1)  # absent: a server from before the key
+    if isinstance(version, bool) or version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"the server speaks fedpriv protocol version {version!r} ({PROTOCOL_KEY}); this "
+            f"client speaks version {PROTOCOL_VERSION} (docs/protocol.md)")
+    return str(config[CONFIG_KEY])
 
 
 @dataclass(frozen=True)
@@ -175,6 +223,7 @@ class ClientReport:
     def to_config(self) -> dict[str, Any]:
         """ConfigRecord values (scalars and JSON strings)."""
         out: dict[str, Any] = {
+            "protocol-version": PROTOCOL_VERSION,
             "partition-id": self.partition_id,
             "server-round": self.server_round,
             "local-examples": self.local_examples,
@@ -214,6 +263,11 @@ class ClientReport:
                 raise ReplyError(name, None, "a value (the field is missing)")
             return config[name]
 
+        version = config.get("protocol-version", 1)  # absent: the format before the field
+        if isinstance(version, bool) or version != PROTOCOL_VERSION:
+            raise ReplyError("protocol-version", version,
+                             f"protocol version {PROTOCOL_VERSION}, the one this server speaks "
+                             "(docs/protocol.md)")
         n = _int("local-examples", get("local-examples"), 1, MAX_LOCAL_EXAMPLES)
         batch_size = _real("batch-size", get("batch-size"), 0.0, MAX_LOCAL_EXAMPLES)
         sampling = get("sampling")

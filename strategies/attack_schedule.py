@@ -5,7 +5,10 @@
 (audit seed, round, client) so an offline re-run reproduces a live one, draws the candidate
 pools of the Bayesian-privacy estimate, runs the jobs and turns results into the store's rows.
 Ground truth reaches only the scoring here (:func:`attack_scores`) and the estimate; the attacks
-themselves see a :class:`~attacks.view.ServerView` only.
+themselves see a :class:`~attacks.view.ServerView` only. An update without ground truth (the
+oracle off, or a stock client's undeclared update) is attacked all the same: its row keeps the
+attack, its time and its reconstruction, with no scores (:func:`unscored_row`) and no
+Bayesian-privacy estimate (it needs the true batch).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
+from fedpriv.training.config import TrainConfig
 
-__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores"]
+__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
+           "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -68,6 +73,28 @@ def attack_scores(
     matched = scored.order >= 0
     aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def undeclared_view(
+    model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
+    update: Sequence[Any], train: TrainConfig,
+) -> ServerView:
+    """The server's view of an undeclared update (a stock client's: no report), live and
+    offline. The client's learning rate, steps and batch size are unknown; the run's
+    ``[train]`` settings are the server's only guess (docs/protocol.md), and the update is
+    attacked as a pseudo-gradient."""
+    name, input_shape, num_classes = model
+    return ServerView(model_name=name, input_shape=input_shape, num_classes=num_classes,
+                      global_params=global_params, update=update, learning_rate=train.lr,
+                      local_steps=train.local_steps, batch_size=float(train.batch_size))
+
+
+def unscored_row(result: AttackResult) -> dict[str, Any]:
+    """The ``attacks`` row of a result with no ground truth to score it against: the attack,
+    its settings and time; every score column stays NULL."""
+    return {"attack": result.attack, "iterations": result.iterations,
+            "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
+            "seconds": result.seconds}
 
 
 @dataclass
@@ -124,10 +151,10 @@ class AttackPlan:
         return client_id in audit.clients
 
     def add(self, rnd: int, client_id: int, view: ServerView, truth_ids: Sequence[int]) -> None:
-        """Schedule an attack on ``view`` (scored against ``truth_ids``)."""
+        """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty)."""
         truth = list(truth_ids)
-        self.pending.append(PendingAttack(client_id, view, truth, self._pool(rnd, client_id,
-                                                                              truth)))
+        pool = self._pool(rnd, client_id, truth) if truth else []
+        self.pending.append(PendingAttack(client_id, view, truth, pool))
 
     def _pool(self, rnd: int, cid: int, truth: list[int]) -> list[int]:
         """The true batch plus distractors from the rest of the training set (§6), drawn from a
@@ -147,7 +174,7 @@ class AttackPlan:
             for name in audit.attacks:
                 jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid,
                                                     device=self.device)))
-            for k in range(audit.bayes_runs):  # K independent runs of the first attack
+            for k in range(audit.bayes_runs if item.truth_ids else 0):  # K runs of the first
                 job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1,
                                  device=self.device)
                 jobs.append((item, "bayes", job))
@@ -165,6 +192,11 @@ class AttackPlan:
         for (item, name, _), result in zip(jobs, results, strict=True):
             if name == "bayes":
                 bayes.setdefault(item.client_id, []).append(result)
+                continue
+            if not item.truth_ids:
+                log.info("round %d client %d %s: no ground truth, reconstruction kept unscored",
+                         rnd, item.client_id, result.attack)
+                yield Outcome(item.client_id, unscored_row(result), result.reconstructions)
                 continue
             images, labels = truth(item.truth_ids)
             row, recon = attack_scores(result, images, labels)

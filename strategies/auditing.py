@@ -64,6 +64,7 @@ class AuditingStrategy(Strategy):
         self.join_timeout = join_timeout
         self.round_offset = round_offset
         self._broadcast: list = []
+        self._names: list[str] = []
         self._sent: list[Message] = []
 
     def summary(self) -> None:
@@ -96,7 +97,7 @@ class AuditingStrategy(Strategy):
         """Remember θ and open the round, then let the inner strategy sample; the round number
         the clients see is absolute."""
         absolute = server_round + self.round_offset
-        self._broadcast = arrays.to_numpy_ndarrays()
+        self._broadcast, self._names = arrays.to_numpy_ndarrays(), list(arrays.keys())
         self.auditor.begin_round(absolute, self._broadcast)
         sampled = list(self.inner.configure_train(server_round, arrays, config, grid))
         self.auditor.sampled(absolute, len(sampled))
@@ -121,7 +122,7 @@ class AuditingStrategy(Strategy):
         absolute = server_round + self.round_offset
         replies = [(self._sender(m), m) for m in replies]
         self._record_silent(absolute, [node for node, _ in replies])
-        accepted = self.auditor.accepted(absolute, replies, self._broadcast)
+        accepted = self.auditor.accepted(absolute, replies, self._broadcast, self._names)
         if not accepted:
             return None, None
         try:

@@ -10,6 +10,12 @@ Bayes capacity, MBP/ABP bounds — and schedules the attacks the
 and its scores are stored (privacy-math.md §1, §3, §5–§7). With canaries on, the
 :class:`~strategies.canary_audit.CanaryAuditor` first removes the canaries' share of each update
 and bounds ε from below; its verdict joins the verification (§10).
+
+An undeclared reply (no report: a stock Flower client, docs/protocol.md) is stored with status
+``undeclared``, tallied with no guarantee (ε, log C and the MBP bound infinite:
+:meth:`~fedpriv.ledger.PrivacyLedger.fold_undeclared`), attacked when scheduled — its update as
+a pseudo-gradient, read with the run's ``[train]`` settings as the server's only guess of the
+client's learning rate, steps and batch size — and aggregated.
 """
 
 from __future__ import annotations
@@ -31,11 +37,12 @@ from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
+from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
-from strategies.attack_schedule import AttackPlan
+from strategies.attack_schedule import AttackPlan, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
-from strategies.replies import AcceptedReply, Rejection, RoundIdentities, check_reply
+from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 
 __all__ = ["AuditPipeline", "verify_reply"]
 
@@ -101,11 +108,16 @@ class AuditPipeline:
         The run's seed (canary designs, update sketches).
     device
         Where attacks run (``device``).
+    train
+        The run's ``[train]`` section: what the server assumes of an undeclared client's
+        training (learning rate, local steps, batch size) when it attacks its update.
     """
 
     def __init__(self, audit: AuditConfig, store: AuditStore, dataset: Dataset, *, model: str,
-                 num_clients: int, seed: int, device: str) -> None:
+                 num_clients: int, seed: int, device: str,
+                 train: TrainConfig | None = None) -> None:
         self.audit = audit
+        self.train = TrainConfig() if train is None else train
         self.num_clients = num_clients
         self.seed = seed
         self.store = store
@@ -136,15 +148,17 @@ class AuditPipeline:
 
     def accepted(
         self, server_round: int, replies: Iterable[tuple[int, Message]],
-        broadcast: Sequence[np.ndarray],
+        broadcast: Sequence[np.ndarray], names: Sequence[str] | None = None,
     ) -> list[AcceptedReply]:
-        """Check and record every ``(node, reply)``; return the accepted ones in client order
-        (floating point sums depend on order; a resumed run must aggregate exactly as an
-        uninterrupted one). The round's replies are written in one store transaction."""
+        """Check and record every ``(node, reply)`` against θ (and its array ``names``, when
+        given); return the accepted ones in client order (floating point sums depend on order;
+        a resumed run must aggregate exactly as an uninterrupted one). The round's replies are
+        written in one store transaction."""
         out = []
         with self.store.batch():
             for node, msg in replies:
-                outcome = check_reply(msg, broadcast, self._round, node=node)
+                outcome = check_reply(msg, broadcast, self._round, node=node, names=names,
+                                      undeclared=self.audit.undeclared)
                 if isinstance(outcome, Rejection):
                     self._reject(server_round, outcome)
                 elif self._accept(server_round, outcome, broadcast):
@@ -232,6 +246,9 @@ class AuditPipeline:
         contradicts its declaration)."""
         if not self.audit.enabled:  # auditing off: validate and aggregate, record nothing
             return True
+        if reply.report is None:
+            self._accept_undeclared(rnd, reply, broadcast)
+            return True
         report, cid, audit = reply.report, reply.client_id, self.audit
         if report.oracle is not None and any(
             i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
@@ -281,13 +298,36 @@ class AuditPipeline:
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
                                           "epsilon_lower": lower,
                                           "epsilon_budget": report.epsilon_budget})
-        if truth and attacked:
+        if attacked:  # scored against the oracle's truth, or kept unscored without it
             own = delta if clean is None else [a - b for a, b in zip(clean, broadcast, strict=True)]
             view = ServerView.from_update(self._model, broadcast, own, report)
             self.plan.add(rnd, cid, view, truth)
         if clean is not None:
             with_arrays(reply.message, clean)  # aggregate without the canaries
         return consistent
+
+    def _accept_undeclared(
+        self, rnd: int, reply: AcceptedReply, broadcast: Sequence[np.ndarray]
+    ) -> None:
+        """Record an update that came without a report: stored (by the storage policy) with
+        status ``undeclared``, tallied with no guarantee, attacked when scheduled (unscored:
+        no oracle reports on it)."""
+        cid, audit = reply.client_id, self.audit
+        self._written.add(cid)
+        delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
+        attacked = self.plan.scheduled(rnd, cid)
+        kept = keeps_update(audit.store_updates, attacked)
+        examples = int(reply.weight) if float(reply.weight).is_integer() else None
+        self.store.write_update(
+            rnd, cid, encode_update(delta, audit.update_dtype) if kept else None,
+            {"node_id": reply.node_id, "num_examples": examples, "formal_guarantee": False,
+             "pseudo_gradient": True, "status": "undeclared"})
+        verdict = Verdict("declaration", "undeclared", UNDECLARED)
+        self.store.write_tally(rnd, cid, {**self.ledger.fold_undeclared(rnd, cid),
+                                          "verification": _verdict_summary(verdict)})
+        if attacked:
+            self.plan.add(rnd, cid, undeclared_view(self._model, broadcast, delta, self.train),
+                          [])
 
     def _with_pac(self, tally: dict) -> dict:
         """An estimate's tally columns, with Theorem 4.3 at the MBP *estimate* in ``details``
@@ -330,6 +370,11 @@ class AuditPipeline:
         }
         for update in self.store.iter_updates():
             report = update.report
+            if update.status == "undeclared":
+                self.ledger.fold_undeclared(update.round, update.client_id)
+                if update.node_id is not None:  # the node keeps its client id
+                    self.node_clients[int(update.node_id)] = update.client_id
+                continue
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),

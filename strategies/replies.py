@@ -9,6 +9,14 @@ before), the update's shapes and finiteness, the aggregation weight. Whatever fa
 is one recorded failure and the round goes on. A client that declined to train (its ε budget,
 ``ClientReport.declined``) sends its report alone; once its identity checks pass it is a
 :class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
+
+A reply without a report (no ``meta`` ConfigRecord: a stock Flower ClientApp, such as Flower's
+quickstart-pytorch) is *undeclared*: it claims no partition id, so its node gets a client id of
+its own, :meth:`RoundIdentities.undeclared_id` — the server's bookkeeping, not verified and not
+a partition id. Its update must still conform to the broadcast (names, shapes, dtypes) and carry
+``num-examples``; then it is accepted (``AcceptedReply.report`` is None) or, with
+``audit.undeclared = "refuse"``, a :class:`Rejection` of kind ``undeclared``. Failure messages
+are one readable line (:func:`fedpriv.failures.failure_line`).
 """
 
 from __future__ import annotations
@@ -20,24 +28,28 @@ from dataclasses import dataclass
 import numpy as np
 from flwr.app import Message
 
+from fedpriv.failures import failure_line
 from fedpriv.protocol import REPORT_RECORD, ClientReport, ReplyError
 
-__all__ = ["AcceptedReply", "Rejection", "RoundIdentities", "check_reply"]
+__all__ = ["UNDECLARED", "AcceptedReply", "Rejection", "RoundIdentities", "check_reply"]
+
+#: Why an undeclared reply has no guarantee (the store's ``error`` of a refused one, the
+#: verification's reason of an accepted one).
+UNDECLARED = (f"undeclared reply: no {REPORT_RECORD!r} ConfigRecord (fedpriv's client report, "
+              "docs/protocol.md), so nothing bounds its privacy")
 
 
 @dataclass(frozen=True)
 class AcceptedReply:
-    """A well-formed reply: its report, the client's new parameters and its FedAvg weight."""
+    """A well-formed reply: its report (None for an undeclared reply), the client's new
+    parameters and its FedAvg weight."""
 
     node_id: int
-    report: ClientReport
+    client_id: int
+    report: ClientReport | None
     arrays: list[np.ndarray]
     weight: float
     message: Message
-
-    @property
-    def client_id(self) -> int:
-        return self.report.partition_id
 
 
 @dataclass(frozen=True)
@@ -59,20 +71,29 @@ class RoundIdentities:
     num_clients: int
     node_clients: dict[int, int]
     seen: set[int]
+    next_undeclared: int = 0  # the id the next new undeclared node gets
 
     @classmethod
     def start(cls, num_clients: int, node_clients: dict[int, int]) -> RoundIdentities:
-        return cls(num_clients, node_clients, set())
+        return cls(num_clients, node_clients, set(),
+                   max([num_clients - 1, *node_clients.values()]) + 1)
+
+    def undeclared_id(self, node: int) -> int:
+        """The client id of a node that sent no report: the one it had (a partition id it
+        claimed before, or the id given at its first undeclared reply), else the next id from
+        ``num_clients`` up, so it never collides with a partition id a declared client may
+        claim. Stable for the run (``--resume`` rebuilds it from the store); nothing verifies
+        that the node is the same party from round to round."""
+        if node not in self.node_clients:
+            self.node_clients[node] = self.next_undeclared
+            self.next_undeclared += 1
+        return self.node_clients[node]
 
 
-def _report_record(msg: Message) -> Mapping:
-    config_records = msg.content.config_records
-    if REPORT_RECORD not in config_records:
-        raise ReplyError(REPORT_RECORD, None, "a ConfigRecord with the client's report")
-    return config_records[REPORT_RECORD]
-
-
-def _content(msg: Message) -> tuple[Sequence[np.ndarray], float]:
+def _content(msg: Message, names: Sequence[str] | None) -> tuple[Sequence[np.ndarray], float]:
+    """The update and its weight; ReplyError when the records are not one
+    ArrayRecord (named as broadcast, when ``names`` is given) and one MetricRecord with a
+    number ``num-examples`` (what Flower's aggregation reads)."""
     content = msg.content  # each *_records property builds a new dict: read each once
     array_records, metric_records = content.array_records, content.metric_records
     if len(array_records) != 1 or len(metric_records) != 1:
@@ -81,8 +102,22 @@ def _content(msg: Message) -> tuple[Sequence[np.ndarray], float]:
     weight = metrics.get("num-examples")
     if isinstance(weight, bool) or not isinstance(weight, int | float):
         raise ReplyError("num-examples", weight, "a number")
-    arrays = next(iter(array_records.values())).to_numpy_ndarrays()
-    return arrays, float(weight)
+    record = next(iter(array_records.values()))
+    if names is not None and list(record.keys()) != list(names):
+        raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
+    return record.to_numpy_ndarrays(), float(weight)
+
+
+def _conformance(
+    arrays: Sequence[np.ndarray], broadcast: Sequence[np.ndarray]
+) -> tuple[str, str] | None:
+    """``(kind, reason)`` when the update does not have the broadcast's shapes and dtypes."""
+    if [a.shape for a in arrays] != [b.shape for b in broadcast]:
+        return "shape", f"update shapes {[tuple(a.shape) for a in arrays]}"
+    if [a.dtype for a in arrays] != [b.dtype for b in broadcast]:
+        return "malformed", (f"malformed reply: update dtypes {[str(a.dtype) for a in arrays]} "
+                             f"are not the broadcast's {[str(b.dtype) for b in broadcast]}")
+    return None
 
 
 def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
@@ -96,10 +131,12 @@ def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
 
 def check_reply(
     msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities,
-    node: int | None = None,
+    node: int | None = None, *, names: Sequence[str] | None = None,
+    undeclared: str = "aggregate",
 ) -> AcceptedReply | Rejection:
-    """Check one reply from ``node`` (default: its source) against the round's broadcast θ and
-    the identities seen so far.
+    """Check one reply from ``node`` (default: its source) against the round's broadcast θ
+    (its array ``names``, when given) and the identities seen so far; ``undeclared``
+    (``audit.undeclared``) says whether a reply without a report is accepted or refused.
 
     A reply whose identity checks pass binds its node to its partition id and uses the id up
     for this round (a second reply claiming it is rejected), even if it fails a later check.
@@ -107,20 +144,23 @@ def check_reply(
     node = int(msg.metadata.src_node_id if node is None else node)
     known = identities.node_clients.get(node)
     if msg.has_error():
-        return Rejection(node, known, "exception", str(msg.error.reason))
+        return Rejection(node, known, "exception", failure_line(str(msg.error.reason)))
+    if REPORT_RECORD not in msg.content.config_records:
+        return _undeclared(msg, broadcast, identities, node, names, undeclared)
     config = None
     try:
-        config = _report_record(msg)
+        config = msg.content.config_records[REPORT_RECORD]
         report = ClientReport.from_config(config)
         if report.declined is None:  # a declining client sends its report alone
-            arrays, weight = _content(msg)
+            arrays, weight = _content(msg, names)
     except ReplyError as exc:
         if known is not None:
             return Rejection(node, known, "malformed", f"malformed reply: {exc}")
         return Rejection(node, _claimed(config, identities), "malformed",
                          f"malformed reply: {exc}", claimed=True)
     except Exception as exc:  # noqa: BLE001 - whatever a foreign reply holds is its failure
-        return Rejection(node, known, "malformed", f"malformed reply: {exc!r}")
+        return Rejection(node, known, "malformed",
+                         f"malformed reply: {failure_line(f'{type(exc).__name__}: {exc}')}")
     cid = report.partition_id
 
     def reject(kind: str, reason: str, client: int | None = cid) -> Rejection:
@@ -138,11 +178,42 @@ def check_reply(
     identities.node_clients[node] = cid
     if report.declined is not None:
         return reject("declined", report.declined)
-    if [a.shape for a in arrays] != [b.shape for b in broadcast]:
-        return reject("shape", f"update shapes {[tuple(a.shape) for a in arrays]}")
+    bad = _conformance(arrays, broadcast)
+    if bad is not None:
+        return reject(*bad)
     if not (all(np.isfinite(a).all() for a in arrays) and math.isfinite(weight)):
         return reject("non-finite", "update or num-examples holds NaN/inf")
     if weight != report.local_examples:
         return reject("malformed", f"num-examples = {weight} is not the declared local-examples "
                       f"({report.local_examples})")
-    return AcceptedReply(node, report, list(arrays), weight, msg)
+    return AcceptedReply(node, cid, report, list(arrays), weight, msg)
+
+
+def _undeclared(
+    msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities, node: int,
+    names: Sequence[str] | None, policy: str,
+) -> AcceptedReply | Rejection:
+    """A reply without a report: the client id of its node (:meth:`RoundIdentities.
+    undeclared_id`), then the same conformance as any update, then ``policy``."""
+    cid = identities.undeclared_id(node)
+    if cid in identities.seen:
+        return Rejection(node, None, "identity", f"client {cid} already replied this round")
+    identities.seen.add(cid)
+    try:
+        arrays, weight = _content(msg, names)
+    except ReplyError as exc:
+        return Rejection(node, cid, "malformed", f"malformed reply: {exc}")
+    except Exception as exc:  # noqa: BLE001 - whatever a foreign reply holds is its failure
+        return Rejection(node, cid, "malformed",
+                         f"malformed reply: {failure_line(f'{type(exc).__name__}: {exc}')}")
+    bad = _conformance(arrays, broadcast)
+    if bad is not None:
+        return Rejection(node, cid, *bad)
+    if not (all(np.isfinite(a).all() for a in arrays) and math.isfinite(weight)):
+        return Rejection(node, cid, "non-finite", "update or num-examples holds NaN/inf")
+    if weight <= 0:
+        return Rejection(node, cid, "malformed",
+                         f"malformed reply: num-examples = {weight:g}: expected a number > 0")
+    if policy == "refuse":
+        return Rejection(node, cid, "undeclared", f"{UNDECLARED}; audit.undeclared = 'refuse'")
+    return AcceptedReply(node, cid, None, list(arrays), weight, msg)

@@ -36,6 +36,7 @@ from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
 from fedpriv.models import build_model
+from fedpriv.protocol import CONFIG_KEY, PROTOCOL_KEY, PROTOCOL_VERSION
 from strategies.aggregation import build_strategy
 from strategies.auditing import AuditingStrategy
 from strategies.config import CARRIED_SECTIONS
@@ -180,9 +181,17 @@ def close_run(store: AuditStore, status: str, error: str | None) -> dict[str, An
     return report
 
 
+def _server_keys(cfg: Config) -> dict[str, Any]:
+    """What every message tells fedpriv's ClientApp (docs/protocol.md): the run's validated
+    config and the protocol version. The train config adds ``lr`` (``train.lr``), the key
+    Flower's quickstart ClientApps read their learning rate from, so a stock client trains."""
+    return {CONFIG_KEY: cfg.to_json(), PROTOCOL_KEY: PROTOCOL_VERSION}
+
+
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
     auditor = AuditPipeline(cfg.audit, store, dataset_of(cfg), model=cfg.model.name,
-                            num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device)
+                            num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device,
+                            train=cfg.train)
     arrays = _start_arrays(cfg, store, done)
     if done:
         auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))
@@ -191,7 +200,7 @@ def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> 
         initial_arrays=arrays,
         num_rounds=cfg.rounds - done,
         timeout=cfg.strategy.round_timeout,
-        train_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
-        evaluate_config=ConfigRecord({"fedpriv-config": cfg.to_json()}),
+        train_config=ConfigRecord({**_server_keys(cfg), "lr": cfg.train.lr}),
+        evaluate_config=ConfigRecord(_server_keys(cfg)),
         evaluate_fn=_evaluate_fn(cfg, store, auditor, done, bar),
     )

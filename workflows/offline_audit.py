@@ -1,11 +1,13 @@
 """Offline auditing: attack the updates an audit store holds, after (or while) the run goes.
 
-For each selected update — status ``ok``, in a completed round, its arrays kept by the run's
-storage policy (``audit.store_updates``; the others are listed under ``not_stored`` and named
-in a warning, and a selection with none stored is refused) — the server's view is rebuilt
-from the store alone: the θ broadcast that round (``load_global``), the update Δ and the
-client's stored report (learning rate, expected batch size, local steps, mechanism), the
-same report the live auditor read. The
+For each selected update — status ``ok`` or ``undeclared``, in a completed round, its arrays
+kept by the run's storage policy (``audit.store_updates``; the others are listed under
+``not_stored`` and named in a warning, and a selection with none stored is refused) — the
+server's view is rebuilt from the store alone: the θ broadcast that round (``load_global``),
+the update Δ and the client's stored report (learning rate, expected batch size, local steps,
+mechanism), the same report the live auditor read; an undeclared update (a stock client's, no
+report) is read with the run's ``[train]`` settings, as live
+(:func:`strategies.attack_schedule.undeclared_view`). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
 seeds (:func:`strategies.attack_schedule.attack_job`, ``--iterations`` aside), are scored
 against the stored ground truth where the run kept one (every record of that round, as the live
@@ -39,7 +41,7 @@ from fedpriv.config import Config
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.schema import apply_override
-from strategies.attack_schedule import attack_job, attack_scores
+from strategies.attack_schedule import attack_job, attack_scores, undeclared_view, unscored_row
 from strategies.canary_audit import CanaryAuditor
 from workflows.config import config_from_dict
 
@@ -86,6 +88,9 @@ def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
     canaries' share removed."""
     input_shape, num_classes = SHAPES[cfg.data.name]  # never the store's data.root
     arrays = list(store.load_update(update.update_id).values())
+    if update.report is None:  # undeclared: a stock client's update, no report
+        return undeclared_view((cfg.model.name, input_shape, num_classes),
+                               list(store.load_global(update.round).values()), arrays, cfg.train)
     clean = CanaryAuditor(cfg.audit, cfg.seed).without_canaries(
         update.round, update.client_id, update.report, arrays)
     return ServerView.from_update(
@@ -130,10 +135,7 @@ def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, A
     except KeyError:
         truth = None
     if truth is None or "images" not in truth or "labels" not in truth:
-        row = {"attack": result.attack, "iterations": result.iterations,
-               "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
-               "seconds": result.seconds}  # fmt: skip
-        recon = result.reconstructions
+        row, recon = unscored_row(result), result.reconstructions
     else:
         row, recon = attack_scores(result, truth["images"], truth["labels"])
     attack_id = store.write_attack(update.round, update.client_id, row, {"images": recon})
@@ -222,7 +224,7 @@ def _attack(
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
     names = list(attacks or audit.attacks or ["iga"])
-    stored, skipped = _selected(store, cfg, rounds, clients)
+    stored, skipped = _selected(store, cfg, rounds, clients, ("ok", "undeclared"))
     views = [(update, _view(store, cfg, update)) for update in stored]  # read each once
     jobs = [
         (update, attack_job(audit, name, view, update.round, update.client_id,

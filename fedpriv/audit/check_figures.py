@@ -25,8 +25,9 @@ __all__ = ["epsilon_bounds_figure", "verification_figure"]
 
 #: Clients drawn with a marker per bound; more are drawn as two traced lines.
 MAX_MARKED = 40
-_STATUS_COLOURS = {"consistent": "#009E73", "inconsistent": "#D55E00", "unverifiable": "#999999"}
-_HATCHES = {"consistent": "", "inconsistent": "xx", "unverifiable": ".."}
+_STATUS_COLOURS = {"consistent": "#009E73", "inconsistent": "#D55E00", "unverifiable": "#999999",
+                   "undeclared": "#E69F00"}
+_HATCHES = {"consistent": "", "inconsistent": "xx", "unverifiable": "..", "undeclared": "\\\\"}
 Row = Mapping[str, Any]
 
 

@@ -86,5 +86,8 @@ class AuditConfig:
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule(*bounded_count(0, 100_000), default=15)
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
+    undeclared: str = rule(
+        *one_of("aggregate", "refuse"), default="aggregate",
+    )  # a reply without fedpriv's report (a stock Flower client): docs/protocol.md
     store_updates: str = rule(*one_of("all", "attacked", "none"), default="all")
     update_dtype: str = rule(*one_of("float32", "float16"), default="float32")

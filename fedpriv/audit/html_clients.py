@@ -136,12 +136,13 @@ def clients_section(clients: Sequence[Row]) -> Section:
 
 def verification_section(clients: Sequence[Row]) -> Section | None:
     """Per-round verification counts and the verdicts of the clients not found consistent,
-    inconsistent first; None when no client or round carries a verification."""
+    inconsistent first, then undeclared (stock clients); None when no client or round carries
+    a verification."""
     fig = verification_figure(clients)
     checked = [c for c in clients if isinstance(c.get("verification"), Mapping)]
     if fig is None and not checked:
         return None
-    order = {"inconsistent": 0, "unverifiable": 1}
+    order = {"inconsistent": 0, "undeclared": 1, "unverifiable": 2}
     flagged = [c for c in checked if c["verification"].get("status") in order]
     flagged.sort(key=lambda c: (order[c["verification"]["status"]], c["client_id"]))
     rows = [

@@ -42,7 +42,9 @@ def _core(docs: str) -> list[tuple[str, str]]:
             "removed) can change what the client released, over every noisy release it made so "
             "far (rounds × local steps). Smaller is safer; δ is the small probability the bound "
             "may fail. ∞ means no formal guarantee: no noise (or σ = 0), clipping alone, or "
-            f"VMF releasing the true norm. See {_link(docs, 'accounting.md')}.",
+            "VMF releasing the true norm, or an undeclared client (a stock Flower client that "
+            f"sent no report, so nothing bounds what it released). See "
+            f"{_link(docs, 'accounting.md')} and {_link(docs, 'protocol.md')}.",
         ),
         (
             "log Bayes capacity (nats)",
@@ -99,7 +101,8 @@ def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
                 "Verification",
                 "The server tests each declared mechanism against the update it sees: "
                 "consistent (no evidence against it), inconsistent (rejected at the "
-                "stated p-value) or unverifiable (nothing the update can show).",
+                "stated p-value), unverifiable (nothing the update can show) or undeclared "
+                "(the client sent no report to test: a stock Flower client; no guarantee).",
             )
         )
     if _present(clients, "budget"):

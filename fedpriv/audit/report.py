@@ -134,17 +134,18 @@ def _vacuous(confidence: float | None) -> float | str | None:
     return "vacuous" if confidence == 0.0 else confidence
 
 
-_VERDICT_ORDER = {"inconsistent": 0, "consistent": 1, "unverifiable": 2}
+_VERDICT_ORDER = {"inconsistent": 0, "undeclared": 1, "consistent": 2, "unverifiable": 3}
 
 
 def _verification(tallies: list[Row]) -> Row | None:
     """The client's verdict over its rounds: the first inconsistent round if any, else the
-    last consistent one, else the last unverifiable one (with the round it is from)."""
+    last undeclared one (no report: a stock client), else the last consistent one, else the
+    last unverifiable one (with the round it is from)."""
     verdicts = [(t["round"], _loads(t.get("verification_json"))) for t in tallies]
     verdicts = [(r, v) for r, v in verdicts if v]
     if not verdicts:
         return None
-    rnd, verdict = min(verdicts, key=lambda rv: (_VERDICT_ORDER.get(rv[1]["status"], 3),
+    rnd, verdict = min(verdicts, key=lambda rv: (_VERDICT_ORDER.get(rv[1]["status"], 4),
                                                  rv[0] if rv[1]["status"] == "inconsistent"
                                                  else -rv[0]))
     return {**verdict, "round": rnd}
@@ -166,6 +167,7 @@ def _client(
     """One client's entry: mechanism, cumulative tallies after its last tallied round,
     worst empirical estimates, best attack, failures and the per-round series."""
     ok = [u for u in updates if u["status"] == "ok"]
+    aggregated = [u for u in updates if u["status"] in ("ok", "undeclared")]
     latest = (ok or updates or [{}])[-1]
     formal = all(u["formal_guarantee"] == 1 for u in ok) if ok else None
     last = tallies[-1] if tallies else {}
@@ -178,7 +180,8 @@ def _client(
         "formal_guarantee": formal,
         "guarantee": guarantee,
         "pseudo_gradient": any(u["pseudo_gradient"] == 1 for u in ok) if ok else None,
-        "rounds_participated": len(ok),
+        "rounds_participated": len(aggregated),
+        "undeclared_rounds": [u["round"] for u in updates if u["status"] == "undeclared"],
         **{key: last.get(key) for key in _CUMULATIVE},
         "log_bayes_capacity": last.get("log_capacity_cumulative"),
         "threat_model": last.get("threat_model"),
@@ -215,7 +218,8 @@ def _verification_summary(tallies: dict[int, list[Row]], config: Row) -> Row:
     tests = sum(sum(p.get("p_value") is not None for p in v.get("parts", [])) for v in verdicts)
     alpha = config.get("audit", {}).get("verify_alpha", 1e-6)
     statuses = [v["status"] for v in verdicts]
-    counts = {s: statuses.count(s) for s in ("consistent", "inconsistent", "unverifiable")}
+    counts = {s: statuses.count(s)
+              for s in ("consistent", "inconsistent", "unverifiable", "undeclared")}
     return {"alpha_per_test": alpha, "client_rounds": len(verdicts), "tests": tests, **counts,
             "family_wise_false_alarm_bound": min(1.0, alpha * tests)}
 

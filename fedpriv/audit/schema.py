@@ -34,15 +34,18 @@ APPLICATION_ID = 0x66647076
 #: Version 5 keeps the client's report itself in each ``updates`` row (``report_json``: the
 #: :meth:`fedpriv.protocol.ClientReport.to_config` mapping), which live audit, ``--resume`` and
 #: offline audit all read; the columns beside it are derived from it for SQL readers. Version 6
-#: names the unit of privacy of every tally (``unit``, ``neighbouring``) and adds the
-#: client-level ε against the aggregate (``epsilon_central``) and its client rate.
+#: names the unit of privacy of every tally (``unit``, ``neighbouring``), adds the client-level
+#: ε against the aggregate (``epsilon_central``) and its client rate, and adds the
+#: ``undeclared`` update status (a reply without a report, from a stock Flower client, audited
+#: and aggregated) and failure kind (such a reply refused under ``audit.undeclared =
+#: "refuse"``).
 SCHEMA_VERSION = 6
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
-UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined")
+UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
 FAILURE_KINDS = (
     "exception", "non-finite", "shape", "malformed", "timeout", "lost-node", "identity",
-    "inconsistent", "declined",
+    "inconsistent", "declined", "undeclared",
 )  # fmt: skip
 TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
 

@@ -57,7 +57,8 @@ def storage_summary(store: StoreReader, config: Mapping[str, Any]) -> dict[str, 
     """Bytes the store holds for its completed rounds, by tensor kind, and per client-round.
 
     ``client_rounds`` counts the replies of completed rounds (every ``updates`` row);
-    ``updates_not_stored`` the accepted ones whose arrays the policy did not keep;
+    ``updates_not_stored`` the accepted ones (``ok`` or ``undeclared``) whose arrays the policy
+    did not keep;
     ``database_bytes`` is the SQLite file and its write-ahead log now (all rounds).
     """
     audit = config.get("audit", {})
@@ -67,7 +68,8 @@ def storage_summary(store: StoreReader, config: Mapping[str, Any]) -> dict[str, 
     )
     by_kind = {kind: 0 for kind in _KINDS} | {r["kind"]: int(r["bytes"]) for r in rows}
     [counts] = store.query(
-        "SELECT COUNT(*) AS replies, SUM(u.status = 'ok' AND u.tensor_id IS NULL) AS skipped "
+        "SELECT COUNT(*) AS replies, SUM(u.status IN ('ok', 'undeclared') AND u.tensor_id IS NULL) "
+        "AS skipped "
         "FROM updates u JOIN rounds r ON r.round = u.round AND r.status = 'completed'"
     )
     replies = int(counts["replies"])

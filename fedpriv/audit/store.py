@@ -47,6 +47,7 @@ from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES, TALLY_FIELDS, UPDATE_FIELDS
 from fedpriv.audit.tensors import Arrays, save_arrays
+from fedpriv.failures import failure_line
 
 __all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore"]
 
@@ -238,6 +239,7 @@ class AuditStore(StoreReader):
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} is not one of {RUN_STATUSES}")
         finished = None if status == "running" else time.time()
+        error = None if error is None else failure_line(error)
         with self._transaction(durable=True) as conn:
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, error = ?", (status, finished, error)
@@ -322,6 +324,8 @@ class AuditStore(StoreReader):
         """
         row = row_values(meta, UPDATE_FIELDS, "update meta")
         row.setdefault("status", "ok")
+        if row.get("error") is not None:
+            row["error"] = failure_line(row["error"])
         if row.get("local_steps") is not None:
             row.setdefault("pseudo_gradient", int(row["local_steps"] > 1))
         if row.get("node_id") is not None:
@@ -350,9 +354,10 @@ class AuditStore(StoreReader):
         client_id: int | None = None,
         node_id: int | str | None = None,
     ) -> int:
-        """Record a failed reply or run event (``kind`` in ``FAILURE_KINDS``); returns its id."""
+        """Record a failed reply or run event (``kind`` in ``FAILURE_KINDS``); returns its id.
+        The message is kept as one readable line (:func:`fedpriv.failures.failure_line`)."""
         row = {
-            "round": rnd, "client_id": client_id, "kind": kind, "message": message,
+            "round": rnd, "client_id": client_id, "kind": kind, "message": failure_line(message),
             "node_id": None if node_id is None else str(node_id), "created": time.time(),
         }  # fmt: skip
         running = rnd is not None and self._status(rnd) == "running"

@@ -24,7 +24,7 @@ __all__ = [
     "unverifiable",
 ]
 
-Status = Literal["consistent", "inconsistent", "unverifiable"]
+Status = Literal["consistent", "inconsistent", "unverifiable", "undeclared"]
 
 # The false-alarm rate of each test (``audit.verify_alpha``): with 10⁴ client-rounds and a few
 # tests each, the expected number of false "inconsistent" labels in a run is below 0.1.
@@ -40,7 +40,9 @@ class Verdict:
     test
         Which check (``"gaussian-norm"``, ``"declaration"``, …, or ``"client-round"``).
     status
-        ``"consistent"``, ``"inconsistent"`` or ``"unverifiable"``.
+        ``"consistent"``, ``"inconsistent"`` or ``"unverifiable"``; ``"undeclared"`` when the
+        client declared nothing to check against (a reply without a report: a stock Flower
+        client).
     reason
         One sentence a reader of the report understands without the code.
     p_value
