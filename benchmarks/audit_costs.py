@@ -103,7 +103,7 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
         store = AuditStore.create(Path(tmp) / "run", cfg.to_dict(), cfg.seed)
         auditor = AuditPipeline(cfg.audit, store, dataset, model=cfg.model.name,
                                 num_clients=cfg.data.num_clients, seed=cfg.seed,
-                                device=cfg.device)
+                                device=cfg.device, train=cfg.train)
         for rnd in range(1, rounds + 1):
             replies = _replies(cfg, dataset, model, rnd)
             if profiler:

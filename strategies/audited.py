@@ -92,7 +92,7 @@ class AuditedStrategy(AuditingStrategy):
         self.auditor = AuditPipeline(
             self.cfg.audit, store, _no_records(self.input_shape, self.num_classes),
             model=self.model_name, num_clients=self.cfg.data.num_clients, seed=self.cfg.seed,
-            device=self.cfg.device,
+            device=self.cfg.device, train=self.cfg.train,
         )
         status, error = "failed", None
         try:

@@ -13,6 +13,7 @@ import logging
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedpriv.protocol import CONFIG_KEY
 from strategies.federation_size import fit_to_federation
 from strategies.run_config import resolve_run_config
 from strategies.server_run import run_federation
@@ -27,8 +28,8 @@ class _ConfigNamed(logging.Filter):
     ``report.json``, so name it there instead."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if "ConfigRecord (" in str(record.msg) and "fedpriv-config" in str(record.args):
-            record.args = ("{'fedpriv-config': the run's config, kept in report.json}",)
+        if "ConfigRecord (" in str(record.msg) and CONFIG_KEY in str(record.args):
+            record.args = (f"{{'{CONFIG_KEY}': the run's config, kept in report.json}}",)
         return True
 
 
