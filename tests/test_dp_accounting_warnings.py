@@ -21,17 +21,22 @@ class _Records(logging.Handler):
 
 def test_each_warning_is_logged_once(monkeypatch):
     """(A handler on the module's own logger: a ServerApp run earlier in this process may have
-    stopped fedpriv's loggers from propagating to pytest's.)"""
+    stopped fedpriv's loggers from propagating to pytest's; and absl's level as dp-accounting
+    leaves it: the command line, run in process by earlier tests, raises it to ERROR.)"""
     monkeypatch.setattr(dp_library, "_WARNED", set())
     seen, absl = _Records(), _Records()
+    absl_logger = logging.getLogger("absl")
+    level = absl_logger.level
+    absl_logger.setLevel(logging.NOTSET)  # setLevel, not the attribute: it clears the caches
     dp_library.log.addHandler(seen)
-    logging.getLogger("absl").addHandler(absl)
+    absl_logger.addHandler(absl)
     try:
         for q in (0.222222, 0.223776):
             dp_library.gaussian_subsampled_rdp(ORDERS, 1.0, q)
     finally:
         dp_library.log.removeHandler(seen)
-        logging.getLogger("absl").removeHandler(absl)
+        absl_logger.removeHandler(absl)
+        absl_logger.setLevel(level)
     assert len(seen.records) == 1 and "failed to converge" in seen.records[0].getMessage()
     assert len(absl.records) == 6  # dp-accounting warned 6 times (3 orders at 2 rates)
 
