@@ -9,11 +9,11 @@ log Bayes capacity), and written with every broadcast, update and aggregate to `
 (``audit.sqlite``, ``report.json``, ``report.html``), as in ``fedpriv simulate``.
 
 What differs from fedpriv's own runs: the server holds no records of your clients, so there is
-no ground truth — the simulation-only oracle (``audit.ground_truth``) is refused, and attacks,
-which fedpriv runs only where it can score them against ground truth, do not run.
-``model_factory`` is the model they rebuild (registered in the model zoo under ``model_name``
-for this process). Round accuracy and loss are what your ``evaluate_fn`` returns under
-``accuracy`` and ``loss`` (empty without one).
+no ground truth — the simulation-only oracle (``audit.ground_truth``) is refused, and the attacks
+named in ``audit.attacks`` run unscored: their reconstructions are kept in the store, with no
+SSIM/PSNR/MSE to set against them. ``model_factory`` is the model they rebuild (registered in
+the model zoo under ``model_name`` for this process). Round accuracy and loss are what your
+``evaluate_fn`` returns under ``accuracy`` and ``loss`` (empty without one).
 """
 
 from __future__ import annotations

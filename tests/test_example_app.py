@@ -57,3 +57,29 @@ def test_example_app_with_client_level_dp_is_verified(example_app, tmp_path):
     for client in report["clients"]:
         assert client["mechanism"] == "client-gaussian" and client["guarantee"] == "verified"
         assert client["rounds_participated"] == 2 and 0 < client["epsilon"] < float("inf")
+
+
+def test_attacks_run_on_the_apps_own_model_unscored(example_app, tmp_path):
+    """``audit.attacks`` in a user's app: the attack rebuilds the user's model from
+    ``model_factory`` and runs on every client's update; with no ground truth it is unscored."""
+    import sqlite3
+
+    from flwr.app import ArrayRecord
+    from flwr.serverapp.strategy import FedAvg
+
+    from strategies import audit_strategy
+
+    _, client_app = example_app
+    from audited_app.task import CLASSES, FEATURES, Net
+
+    strategy = audit_strategy(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), run_dir=tmp_path / "audit",
+        num_clients=2, audit={"attacks": ["dlg"], "iterations": 5}, model_factory=Net,
+        input_shape=(FEATURES,), num_classes=CLASSES,
+    )
+    strategy.start(grid=LocalGrid(client_app.app, num_nodes=2),
+                   initial_arrays=ArrayRecord(Net().state_dict()), num_rounds=1)
+    with sqlite3.connect(tmp_path / "audit" / "audit.sqlite") as db:
+        rows = db.execute("SELECT client_id, attack, ssim FROM attacks ORDER BY client_id")
+        assert rows.fetchall() == [(0, "dlg", None), (1, "dlg", None)]
+        assert db.execute("SELECT COUNT(*) FROM failures").fetchone() == (0,)
