@@ -87,6 +87,9 @@ def _attack_summary(attack: Row | None) -> Row | None:
     pseudo = attack["pseudo_gradient"]
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
     summary["estimate"] = _loads(attack["estimate_json"])
+    summary["prior"] = _loads(attack["prior_json"])
+    summary["gain"] = (None if summary["prior"] is None
+                       else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
     return summary
 
 
@@ -109,9 +112,17 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "mbp_bound": row.get("mbp_bound"), "abp_bound": row.get("abp_bound"),
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
+            "prior_ssim": _prior_ssim(best),
+            "gain_ssim": None if best is None else best["gain_ssim"],
             **_trust(row),
         })  # fmt: skip
     return series
+
+
+def _prior_ssim(attack: Row | None) -> float | None:
+    """The SSIM of the attack's reference prior baseline (None where none was scored)."""
+    prior = None if attack is None else _loads(attack["prior_json"])
+    return None if prior is None else prior["ssim"]
 
 
 def _trust(row: Row) -> Row:
@@ -252,9 +263,30 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     return report
 
 
+#: Columns ``tallies.csv`` adds to the ``tallies`` table's: the client-round's best attack
+#: (highest SSIM) set against its prior baseline.
+ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", "prior_ssim",
+                      "prior_psnr", "gain_ssim", "gain_psnr")
+
+
+def _attack_csv(attack: Row | None) -> Row:
+    if attack is None:
+        return dict.fromkeys(ATTACK_CSV_COLUMNS)
+    prior = _loads(attack["prior_json"]) or {}
+    return {"attack": attack["attack"], "attack_ssim": attack["ssim"],
+            "attack_psnr": attack["psnr"], "prior_baseline": prior.get("baseline"),
+            "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
+            "gain_ssim": attack["gain_ssim"], "gain_psnr": attack["gain_psnr"]}
+
+
 def _write_tallies_csv(store: AuditStore, path: Path) -> None:
-    rows = _completed(store, "tallies")
+    attacks: dict[tuple[int, int], list[Row]] = defaultdict(list)
+    for attack in _completed(store, "attacks"):
+        attacks[attack["round"], attack["client_id"]].append(attack)
+    rows = [{**t, **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
+            for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
+    columns += ATTACK_CSV_COLUMNS
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
