@@ -96,6 +96,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
         clients, "ssim", "best attack SSIM",
         "Best attack SSIM per client and round (higher = more leaked)",
         cumulative=False, log=False, unit_range=True,
+        reference=("prior_ssim", "prior baseline (mean over clients)"),
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"

@@ -27,6 +27,7 @@ from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
+from fedpriv.audit.vacuity import vacuous_bounds
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
@@ -255,6 +256,8 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "verification": _verification_summary(tallies, run["config"]),
         "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
+    for client in report["clients"]:
+        client["vacuous"] = vacuous_bounds(client, run["config"])
     if problems is not None:
         report["integrity"] = {
             "ok": not any(p.severity == "error" for p in problems),
