@@ -9,6 +9,7 @@ from skimage.metrics import structural_similarity
 
 from attacks.prior import BASELINES, PublicPrior, prior_baseline
 from attacks.result import AttackResult
+from fedpriv.audit.pairing import PAIRED_AS_STORED, pair_attack
 from strategies.attack_schedule import attack_scores
 
 # four 1×8×8 public images: two of class 0 (dark left half), two of class 1 (dark right half)
@@ -59,8 +60,10 @@ def test_attack_row_carries_prior_and_gain_and_fills_unmatched_images_with_the_p
     assert set(row["prior"]["baselines"]) == set(BASELINES)
     np.testing.assert_allclose(aligned[0], truth[0])
     np.testing.assert_allclose(aligned[1:], np.stack(guess[1:]), rtol=1e-6)
-    # the stored MSE is the mean over the stored (aligned) pairs: the report's pairing check
+    # the stored MSE is the mean over the stored (aligned) pairs, unmatched ones included: the
+    # report's pairing check reproduces it as stored
     assert row["mse"] == pytest.approx(float(((aligned - truth) ** 2).mean()), rel=1e-6)
+    assert pair_attack(truth, aligned, row["mse"]).status == PAIRED_AS_STORED
 
 
 def test_without_public_data_there_is_no_prior():
