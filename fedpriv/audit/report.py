@@ -303,8 +303,9 @@ def _panel(store: AuditStore, attack: Row) -> Panel | None:
     pairing = load_pairing(store, attack)
     if pairing is None:
         return None
-    ssim = attack["ssim"]
+    ssim, prior = attack["ssim"], _prior_ssim(attack)
     caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
+    caption += "" if prior is None else f"\nprior SSIM {prior:.3f}"
     caption += "" if pairing.paired else "\n(columns not paired)"
     return Panel(f"client {attack['client_id']}", caption, pairing.originals,
                  pairing.reconstructions)
