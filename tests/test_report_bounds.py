@@ -55,6 +55,8 @@ def test_abp_bounds_above_sqrt_log_2_are_vacuous_not_drawn():
     reason = vacuous_bounds(report["clients"][0], CONFIG)["abp_bound"]
     assert "at most √log 2" in reason and "1.5e+18" in reason
     assert "abp_bound" not in vacuous_bounds({"abp_bound": 0.5}, CONFIG)
+    unbounded = vacuous_bounds({"abp_bound": "inf", "log_bayes_capacity": math.inf}, CONFIG)
+    assert unbounded == {}  # ∞ is no bound at all, which the page says apart
     assert math.isclose(ABP_MAX**2, math.log(2))
 
 

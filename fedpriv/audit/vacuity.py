@@ -51,15 +51,16 @@ def _number(value: Any) -> float | None:
 
 def vacuous_bounds(client: Mapping[str, Any], config: Mapping[str, Any]) -> dict[str, str]:
     """The client's bounds that lie beyond their quantity's range, each with the reason:
-    ``abp_bound`` and ``log_bayes_capacity`` (module docstring)."""
+    ``abp_bound`` and ``log_bayes_capacity`` (module docstring). An infinite value is no
+    bound at all (the report says ∞), not a vacuous one, and is left out."""
     out = {}
     abp = _number(client.get("abp_bound"))
-    if abp is not None and abp > ABP_MAX:
+    if abp is not None and ABP_MAX < abp < math.inf:
         out["abp_bound"] = (f"vacuous: an ABP value is at most √log 2 ≈ {ABP_MAX:.3f}; the "
                             f"bound {abp:.3g} exceeds it")
     space = log_secret_space(config)
     log_c = _number(client.get("log_bayes_capacity"))
-    if space is not None and log_c is not None and log_c > space[0]:
+    if space is not None and log_c is not None and space[0] < log_c < math.inf:
         out["log_bayes_capacity"] = (
             f"vacuous: no release leaks more than log |secret space| ≤ {space[0]:,.0f} nats "
             f"({space[1]}); log C = {log_c:,.4g} nats exceeds it")
