@@ -7,7 +7,12 @@ averaged over channels — *not* the wavelet SSIM some attack frameworks call "S
 Reconstructions come in unknown order, so they are first matched to the true images by a
 minimum-cost assignment on pairwise MSE (``scipy.optimize.linear_sum_assignment``).
 
-This is the only place, with :mod:`attacks.bayes_estimate`, that sees ground truth.
+Every true image counts in every mean: one the attack returned no reconstruction for is scored
+as the prior baseline's guess for it (:mod:`attacks.prior`), so returning fewer images than the
+batch gains nothing on those images instead of vanishing from the mean.
+
+This is the only place, with :mod:`attacks.bayes_estimate` and :mod:`attacks.prior`, that sees
+ground truth.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ __all__ = [
     "image_ssim",
     "label_accuracy",
     "match_reconstructions",
+    "pair_scores",
+    "paired_ssim",
     "relative_leakage",
     "score_reconstruction",
 ]
@@ -44,7 +51,8 @@ def image_ssim(a: np.ndarray, b: np.ndarray) -> float:
     return float(metrics.structural_similarity(a, b, data_range=1.0, channel_axis=0, win_size=win))
 
 
-def _paired_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
+def paired_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
+    """SSIM of each aligned pair of ``(n, C, H, W)`` images in [0, 1]."""
     return np.array([image_ssim(a, b) for a, b in zip(images, truth, strict=True)])
 
 
@@ -72,8 +80,10 @@ def relative_leakage(ssim_reconstruction: np.ndarray, ssim_prior: np.ndarray) ->
     """Relative data leakage value (SSIM(recon, x) − SSIM(prior, x)) / SSIM(prior, x).
 
     As in NVFlare's gradient-inversion leakage study (Hatamizadeh et al. 2023, "Do gradient
-    inversion attacks make federated learning unsafe?", §III-D). NaN where SSIM(prior, x) ≤ 0,
-    for which the ratio is meaningless.
+    inversion attacks make federated learning unsafe?", §III-D). fedpriv's "prior" is the prior
+    baseline of :mod:`attacks.prior` (what the attacker guesses without the update), not the
+    attack's random start, which would overstate leakage. NaN where SSIM(prior, x) ≤ 0, for
+    which the ratio is meaningless.
     """
     recon = np.asarray(ssim_reconstruction, dtype=np.float64)
     prior = np.asarray(ssim_prior, dtype=np.float64)
@@ -83,8 +93,12 @@ def relative_leakage(ssim_reconstruction: np.ndarray, ssim_prior: np.ndarray) ->
 
 @dataclass(frozen=True, eq=False)
 class ReconstructionScore:
-    """Per-true-image scores, in truth order; NaN for true images left unmatched (when the
-    attacker reconstructed fewer images than the batch held, e.g. under Poisson sampling)."""
+    """Per-true-image scores, in truth order.
+
+    A true image left unmatched (the attacker reconstructed fewer images than the batch held,
+    e.g. under Poisson sampling) scores as the prior's guess for it when a prior was given,
+    NaN otherwise; ``prior_*`` are the prior guesses' own scores (None without a prior).
+    """
 
     order: np.ndarray
     mse: np.ndarray
@@ -92,6 +106,9 @@ class ReconstructionScore:
     ssim: np.ndarray
     relative_leakage: np.ndarray | None
     label_accuracy: float | None
+    prior_mse: np.ndarray | None = None
+    prior_psnr: np.ndarray | None = None
+    prior_ssim: np.ndarray | None = None
 
     @property
     def matched(self) -> int:
@@ -100,14 +117,25 @@ class ReconstructionScore:
 
     @property
     def best(self) -> int | None:
-        """Index of the true image that leaked most (highest SSIM); None if none matched."""
-        return int(np.nanargmax(self.ssim)) if self.matched else None
+        """Index of the matched true image that leaked most (highest SSIM); None if none."""
+        if not self.matched:
+            return None
+        return int(np.nanargmax(np.where(self.order >= 0, self.ssim, -np.inf)))
 
     def summary(self) -> dict[str, float | int | str | None]:
-        """Batch means over matched images, the best (max-leak) image's scores, label
-        accuracy and relative leakage; NaN where nothing was matched."""
+        """Batch means over every true image (unmatched ones at the prior's score, or left out
+        without a prior), the best (max-leak) image's scores, label accuracy, relative leakage
+        against the prior, and the prior's means with the gains (score − prior; None without a
+        prior); NaN where nothing was scored."""
         b, rel = self.best, self.relative_leakage
         pick = (lambda a: float(a[b])) if b is not None else (lambda a: math.nan)
+        prior = {"prior_mse": None, "prior_psnr": None, "prior_ssim": None,
+                 "gain_ssim": None, "gain_psnr": None}
+        if self.prior_ssim is not None:
+            prior = {"prior_mse": _mean(self.prior_mse), "prior_psnr": _mean(self.prior_psnr),
+                     "prior_ssim": _mean(self.prior_ssim),
+                     "gain_ssim": _mean(self.ssim - self.prior_ssim),
+                     "gain_psnr": _mean(_difference(self.psnr, self.prior_psnr))}
         return {
             "mse": _mean(self.mse),
             "psnr": _mean(self.psnr),
@@ -121,8 +149,15 @@ class ReconstructionScore:
             "label_accuracy": self.label_accuracy,
             "relative_leakage": None if rel is None else _mean(rel),
             "best_relative_leakage": None if rel is None else pick(rel),
+            **prior,
             "ssim_kind": SSIM_KIND,
         }
+
+
+def _difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a − b`` elementwise, 0 where both are the same infinity (an exact image twice)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(a == b, 0.0, a - b)
 
 
 def _mean(values: np.ndarray) -> float:
@@ -130,17 +165,17 @@ def _mean(values: np.ndarray) -> float:
     return float(finite_or_inf.mean()) if finite_or_inf.size else math.nan
 
 
-def _pair_scores(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, ...]:
-    """MSE, PSNR, SSIM of aligned image pairs."""
+def pair_scores(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, ...]:
+    """MSE, PSNR, SSIM of aligned pairs of ``(n, C, H, W)`` images in [0, 1]."""
     pairs = list(zip(recon, true, strict=True))
     mse = np.array([metrics.mean_squared_error(t, r) for r, t in pairs])
     with np.errstate(divide="ignore"):
         psnr = np.array([metrics.peak_signal_noise_ratio(t, r, data_range=1.0) for r, t in pairs])
-    return mse, psnr, _paired_ssim(recon, true)
+    return mse, psnr, paired_ssim(recon, true)
 
 
-def _in_truth_order(values: np.ndarray, hit: np.ndarray) -> np.ndarray:
-    out = np.full(len(hit), np.nan)
+def _in_truth_order(values: np.ndarray, hit: np.ndarray, fill: np.ndarray | None) -> np.ndarray:
+    out = np.full(len(hit), np.nan) if fill is None else np.array(fill, dtype=np.float64)
     out[hit] = values
     return out
 
@@ -160,23 +195,29 @@ def score_reconstruction(
     ----------
     reconstructions, truth
         ``(n, C, H, W)`` and ``(m, C, H, W)`` images in ``data_range``; with ``n < m`` the
-        ``m − n`` true images not matched get NaN scores.
+        ``m − n`` true images not matched score as the prior's guess (NaN without a prior).
     prior
-        The attack's starting images, aligned with ``reconstructions``; enables the relative
-        leakage value.
+        The prior baseline's guess for each true image, ``(m, C, H, W)`` in truth order
+        (:func:`attacks.prior.prior_baseline`): what the attacker knew without the update.
+        Enables the prior's scores, the gains and the relative leakage value against it.
     recovered_labels, true_labels
         Enable the label-recovery accuracy (multiset match).
     """
     recon, true = _unit(reconstructions, data_range), _unit(truth, data_range)
     order = match_reconstructions(recon, true)
     hit = order >= 0
-    mse, psnr, ssim = _pair_scores(recon[order[hit]], true[hit])
+    mse, psnr, ssim = pair_scores(recon[order[hit]], true[hit])
+    base: tuple[np.ndarray | None, ...] = (None, None, None)
     rel = None
     if prior is not None:
-        prior_ssim = _paired_ssim(_unit(prior, data_range)[order[hit]], true[hit])
-        rel = _in_truth_order(relative_leakage(ssim, prior_ssim), hit)
+        guess = _unit(prior, data_range)
+        if guess.shape != true.shape:
+            raise ValueError(f"prior of shape {guess.shape} for truth of shape {true.shape}")
+        base = pair_scores(guess, true)
+    scores = [_in_truth_order(v, hit, b) for v, b in zip((mse, psnr, ssim), base, strict=True)]
+    if prior is not None:
+        rel = relative_leakage(scores[2], base[2])
     labels = None
     if recovered_labels is not None and true_labels is not None and len(true_labels):
         labels = label_accuracy(recovered_labels, true_labels)
-    scores = (_in_truth_order(v, hit) for v in (mse, psnr, ssim))
-    return ReconstructionScore(order, *scores, rel, labels)
+    return ReconstructionScore(order, *scores, rel, labels, *base)

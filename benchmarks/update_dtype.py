@@ -65,7 +65,7 @@ def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
             views = [ServerView.from_update(model, theta, d, update.report) for d in (wide, half)]
             jobs = [attack_job(cfg.audit, "iga", view, update.round, update.client_id)
                     for view in views]
-            scored = [attack_scores(r, truth["images"], truth["labels"])[0]
+            scored = [attack_scores(r, truth["images"], truth["labels"], None)[0]  # no prior
                       for r in run_attacks(jobs, progress=False)]
             nonzero = np.concatenate([w.ravel() for w in wide]) != 0
             rel = np.abs(np.concatenate([(h - w).ravel() for h, w in zip(half, wide, strict=True)])

@@ -22,18 +22,26 @@ from typing import Any
 import numpy as np
 
 from attacks.bayes_estimate import estimate_bayesian_privacy
+from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
-from attacks.scoring import score_reconstruction
+from attacks.scoring import pair_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
+from fedpriv.data import Dataset
 from fedpriv.training.config import TrainConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
-           "undeclared_view", "unscored_row"]
+           "public_prior", "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
+
+
+def public_prior(dataset: Dataset) -> PublicPrior:
+    """The public data of the prior baselines: the server's held-out evaluation split, which
+    the server holds to evaluate the global model (never a client's training records)."""
+    return PublicPrior(dataset.test_x.numpy(), dataset.test_y.numpy())
 
 
 def attack_job(
@@ -54,12 +62,20 @@ def attack_job(
 
 
 def attack_scores(
-    result: AttackResult, images: np.ndarray, labels: np.ndarray
+    result: AttackResult, images: np.ndarray, labels: np.ndarray, public: PublicPrior | None
 ) -> tuple[dict[str, Any], np.ndarray]:
     """The ``attacks`` row of a result scored against the true images (privacy-math.md §7), and
-    the reconstructions in the truth's order (blank where a true image got none)."""
+    the reconstructions in the truth's order.
+
+    With the ``public`` data the row carries ``prior`` (the reference baseline's MSE, PSNR and
+    SSIM, its name, the public source, and every baseline's scores: :mod:`attacks.prior`) and
+    the gains ``gain_ssim``, ``gain_psnr`` (score − prior); a true image the attack returned no
+    reconstruction for is scored, and stored, as the reference's guess for it. Without public
+    data there is no prior (None) and such an image is stored blank and left out of the means.
+    """
+    baseline = None if public is None else prior_baseline(images, result.labels, public)
     scored = score_reconstruction(
-        result.reconstructions, images, prior=result.prior,
+        result.reconstructions, images, prior=None if baseline is None else baseline.images,
         recovered_labels=result.labels, true_labels=labels,
     )
     score = scored.summary()
@@ -67,9 +83,13 @@ def attack_scores(
         "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
         "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
         **{k: score[k] for k in ("mse", "psnr", "ssim", "best_mse", "best_psnr", "best_ssim",
-                                 "label_accuracy", "relative_leakage")},
+                                 "label_accuracy", "relative_leakage", "gain_ssim",
+                                 "gain_psnr")},
+        "prior": None if baseline is None else _prior(score, baseline, public, images),
     }  # fmt: skip
     aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
+    if baseline is not None:
+        aligned[:] = baseline.images
     matched = scored.order >= 0
     aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
@@ -95,6 +115,23 @@ def unscored_row(result: AttackResult) -> dict[str, Any]:
     return {"attack": result.attack, "iterations": result.iterations,
             "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
             "seconds": result.seconds}
+
+
+def _prior(score: dict[str, Any], baseline: PriorBaseline, public: PublicPrior,
+           images: np.ndarray) -> dict[str, Any]:
+    """The ``prior`` JSON of an attack row: the reference's means, and every baseline's."""
+    every = {}
+    for name in BASELINES:
+        scores = pair_scores(np.clip(baseline.guesses[name], 0.0, 1.0),
+                             np.clip(np.asarray(images, np.float64), 0.0, 1.0))
+        every[name] = {k: float(np.mean(v)) for k, v in zip(("mse", "psnr", "ssim"), scores,
+                                                             strict=True)}
+    return {"baseline": baseline.baseline, "mse": score["prior_mse"],
+            "psnr": score["prior_psnr"], "ssim": score["prior_ssim"],
+            "matched": score["matched"], "batch_size": score["batch_size"],
+            "public": public.source, "public_size": len(public.images), "baselines": every,
+            "oracle": "pool_oracle picks the public image closest to each true image: an "
+                      "upper bound for any guess from the pool, not an attack"}
 
 
 @dataclass
@@ -131,10 +168,14 @@ class AttackPlan:
         Number of training records (candidate pools draw distractors from them).
     device
         Where the attacks run (the run's ``device`` key).
+    public
+        The public data the prior baselines use (:mod:`attacks.prior`); None scores no prior.
     """
 
-    def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu") -> None:
+    def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu",
+                 public: PublicPrior | None = None) -> None:
         self.audit = audit
+        self.public = public
         self.train_size = train_size
         self.device = device
         self.pending: list[PendingAttack] = []
@@ -199,7 +240,7 @@ class AttackPlan:
                 yield Outcome(item.client_id, unscored_row(result), result.reconstructions)
                 continue
             images, labels = truth(item.truth_ids)
-            row, recon = attack_scores(result, images, labels)
+            row, recon = attack_scores(result, images, labels, self.public)
             log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
                      result.attack, row["ssim"], row["mse"])
             yield Outcome(item.client_id, row, recon)

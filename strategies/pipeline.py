@@ -40,7 +40,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
-from strategies.attack_schedule import AttackPlan, undeclared_view
+from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 
@@ -125,7 +125,7 @@ class AuditPipeline:
         self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
                                     audit.pac_beta)
         self.exhausted: set[int] = set()  # clients that declined for their ε budget
-        self.plan = AttackPlan(audit, len(dataset.train_y), device)
+        self.plan = AttackPlan(audit, len(dataset.train_y), device, public_prior(dataset))
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
         self._round = RoundIdentities.start(num_clients, self.node_clients)
         self._written: set[int] = set()  # clients with an updates row this round

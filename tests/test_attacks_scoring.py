@@ -70,17 +70,20 @@ def test_relative_leakage_formula():
     assert math.isnan(relative_leakage([0.9], [-0.1])[0])
 
 
-def test_relative_leakage_in_scores_uses_the_matched_prior():
+def test_relative_leakage_in_scores_is_against_the_prior_of_each_true_image():
     truth = _truth(2)
-    prior = np.stack([truth[1] * 0.5 + 0.25, truth[0] * 0.5 + 0.1])  # aligned with recon
+    prior = np.stack([truth[0] * 0.5 + 0.25, truth[1] * 0.5 + 0.1])  # in truth order
     recon = truth[::-1].copy()
     score = score_reconstruction(recon, truth, prior=prior)
-    prior_ssim = [
-        structural_similarity(prior[1][0], truth[0][0], data_range=1.0),
-        structural_similarity(prior[0][0], truth[1][0], data_range=1.0),
-    ]
-    expected = (1.0 - np.array(prior_ssim)) / np.array(prior_ssim)
-    np.testing.assert_allclose(score.relative_leakage, expected, rtol=1e-6)
+    prior_ssim = np.array([
+        structural_similarity(prior[0][0], truth[0][0], data_range=1.0),
+        structural_similarity(prior[1][0], truth[1][0], data_range=1.0),
+    ])
+    np.testing.assert_allclose(score.prior_ssim, prior_ssim, rtol=1e-6)
+    np.testing.assert_allclose(score.relative_leakage, (1.0 - prior_ssim) / prior_ssim, rtol=1e-6)
+    summary = score.summary()
+    assert summary["gain_ssim"] == pytest.approx(float(np.mean(1.0 - prior_ssim)))
+    assert summary["prior_ssim"] == pytest.approx(float(prior_ssim.mean()))
 
 
 def test_label_accuracy_is_a_multiset_match():
@@ -94,13 +97,38 @@ def test_label_accuracy_is_a_multiset_match():
     assert score.label_accuracy == 0.5
 
 
-def test_fewer_reconstructions_than_true_images_leave_nan_scores():
+def test_fewer_reconstructions_than_true_images_leave_nan_scores_without_a_prior():
     truth = _truth(3)
-    score = score_reconstruction(truth[2:3].copy(), truth, prior=np.full((1, 1, 16, 16), 0.3))
+    score = score_reconstruction(truth[2:3].copy(), truth)
     assert score.order.tolist() == [-1, -1, 0] and score.matched == 1
     assert np.isnan(score.ssim[:2]).all() and score.ssim[2] == pytest.approx(1.0)
     summary = score.summary()
     assert summary["ssim"] == pytest.approx(1.0) and summary["best_index"] == 2
     assert (summary["matched"], summary["batch_size"]) == (1, 3)
+    assert summary["gain_ssim"] is None and summary["prior_ssim"] is None
     empty = score_reconstruction(truth, truth[:0]).summary()
     assert empty["matched"] == 0 and empty["best_index"] is None and math.isnan(empty["ssim"])
+
+
+def test_unmatched_true_images_count_at_the_prior_in_every_mean():
+    """One perfect reconstruction of a batch of 3: the two missing images score as the prior's
+    guess, so the mean SSIM is (1 + p0 + p1) / 3, not 1, and the gain is (1 − p2) / 3."""
+    truth = _truth(3)
+    prior = np.full(truth.shape, 0.3)
+    score = score_reconstruction(truth[2:3].copy(), truth, prior=prior)
+    p = np.array([structural_similarity(np.full((16, 16), 0.3), t[0], data_range=1.0)
+                  for t in truth])
+    mse = np.array([np.mean((0.3 - t) ** 2) for t in truth])
+    summary = score.summary()
+    assert summary["matched"] == 1 and summary["best_index"] == 2
+    assert summary["ssim"] == pytest.approx((1.0 + p[0] + p[1]) / 3)
+    assert summary["mse"] == pytest.approx((mse[0] + mse[1]) / 3)
+    assert summary["gain_ssim"] == pytest.approx((1.0 - p[2]) / 3)
+    assert summary["prior_ssim"] == pytest.approx(p.mean())
+    np.testing.assert_allclose(score.relative_leakage[:2], 0.0, atol=1e-12)
+
+
+def test_a_prior_of_the_wrong_shape_is_refused():
+    truth = _truth(3)
+    with pytest.raises(ValueError, match="prior of shape"):
+        score_reconstruction(truth, truth, prior=truth[:2])

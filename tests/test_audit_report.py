@@ -40,6 +40,9 @@ def _images(seed, n=4):
     return blobs.reshape(n, 256)
 
 
+PRIOR_SSIM = 0.3
+
+
 def _write_round(store, rnd, rng):
     store.begin_round(rnd)
     store.write_global(rnd, [rng.normal(size=(50, 256)), rng.normal(size=(10, 50))])
@@ -58,7 +61,9 @@ def _write_round(store, rnd, rng):
         for k, ssim in enumerate(SSIMS[rnd, client]):
             recon = np.clip(truth + rng.normal(scale=0.3 * (1 - ssim), size=truth.shape), 0, 1)
             result = {"attack": ("iga", "dlg")[k], "ssim": ssim, "mse": 1 - ssim, "psnr": 10.0,
-                      "label_accuracy": 1.0, "relative_leakage": ssim / 2}  # fmt: skip
+                      "label_accuracy": 1.0, "relative_leakage": ssim / 2,
+                      "prior": {"baseline": "mean", "ssim": PRIOR_SSIM, "psnr": 9.0, "mse": 0.1},
+                      "gain_ssim": ssim - PRIOR_SSIM, "gain_psnr": 1.0}  # fmt: skip
             store.write_attack(rnd, client, result, {"images": recon})
         store.write_tally(rnd, client, {
             "epsilon": 0.5 * rnd, "delta": 1e-5, "accountant": "pld", "route": "rdp",
@@ -159,6 +164,18 @@ def test_files(report, run_dir):
     assert [(int(row["round"]), int(row["client_id"])) for row in rows] == expected
     assert [float(row["epsilon"]) for row in rows] == [0.5 * r for r, _ in expected]
     assert {row["mbp_bound"] for row in rows if row["client_id"] == "0"} == {"inf"}
+    for row in rows:  # the client-round's best attack against its prior
+        best = max(SSIMS[int(row["round"]), int(row["client_id"])])
+        assert float(row["attack_ssim"]) == pytest.approx(best)
+        assert float(row["gain_ssim"]) == pytest.approx(best - PRIOR_SSIM)
+        assert (row["prior_baseline"], float(row["prior_ssim"])) == ("mean", PRIOR_SSIM)
+    for client in on_disk["clients"]:
+        attack = client["attack"]
+        assert attack["gain"]["ssim"] == pytest.approx(attack["ssim"] - PRIOR_SSIM)
+        assert attack["prior"]["baseline"] == "mean"
+        assert {p["prior_ssim"] for p in client["per_round"] if p["ssim"] is not None} == {
+            PRIOR_SSIM}
+        assert "√log 2" in client["vacuous"]["abp_bound"]  # the fixture's ABP bound is 2
     from matplotlib.image import imread
 
     image = imread(run_dir / "reconstructions_round2.png")

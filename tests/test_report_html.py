@@ -155,7 +155,7 @@ def test_clients_are_listed_worst_first(full):
 def test_few_clients_get_one_labelled_line_each(full):
     page, report, _ = full
     labels = svg_text(svgs(page)["epsilon"])
-    assert all(f"client {c['client_id']}" in labels for c in report["clients"])
+    assert all(f"client {c['client_id']} (gaussian)" in labels for c in report["clients"])
     assert "median" not in labels
 
 
@@ -198,8 +198,8 @@ def test_infinite_clients_are_named_not_drawn():
         entry["epsilon"] = "inf"
     fig = per_client_figure(report["clients"], "epsilon", "ε", "t", cumulative=True)
     assert fig.note == "∞ (not drawn) for client 2."
-    assert {"client 0", "client 1"} <= set(svg_text(fig.svg.decode()))
-    assert "client 2" not in svg_text(fig.svg.decode())
+    assert {"client 0 (gaussian)", "client 1 (gaussian)"} <= set(svg_text(fig.svg.decode()))
+    assert "client 2 (gaussian)" not in svg_text(fig.svg.decode())
     for c in report["clients"]:
         for entry in c["per_round"]:
             entry["epsilon"] = math.inf

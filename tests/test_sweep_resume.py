@@ -25,7 +25,7 @@ RAW = {
     "sweep": {"epsilons": [10, 2], "mechanisms": ["gaussian", "vmf"], "attack_iterations": 5},
 }
 CONTRACT = ("mechanism", "epsilon", "noise_multiplier", "kappa", "laplace_scale", "accuracy",
-            "mse", "ssim", "log_capacity")
+            "mse", "ssim", "log_capacity", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -47,7 +47,9 @@ class StubRunner:
         vmf = cfg.mechanism.name == "vmf"
         shift = 0.01 * cfg.seed  # seeds differ a little
         attack = {"attack_id": 1, "round": 1, "mse": (0.3 if vmf else 0.1) + shift,
-                  "ssim": 0.2, "psnr": 10.0, "best_ssim": 0.4, "label_accuracy": 1.0}
+                  "ssim": 0.2, "psnr": 10.0, "best_ssim": 0.4, "label_accuracy": 1.0,
+                  "prior": {"baseline": "class_mean", "ssim": 0.5, "psnr": 14.0},
+                  "gain": {"ssim": -0.3, "psnr": -4.0}}
         clients = [{"client_id": c, "epsilon": 0.5, "attack": attack if c == 0 else None}
                    for c in range(cfg.data.num_clients)]
         return {"accuracy": [0.5, 0.2 if vmf else 0.8], "clients": clients, "wall_seconds": 1.0}
@@ -120,6 +122,8 @@ def test_rows_csv_and_json_follow_the_contract(finished):
     with open(out / RESULTS_CSV, newline="", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     assert tuple(table[0]) == ROW_KEYS and len(table) == 4
+    assert {(r["prior_ssim"], r["gain_ssim"], r["gain_psnr"]) for r in table} == {
+        ("0.5", "-0.3", "-4.0")}
     with open(out / RUNS_CSV, newline="", encoding="utf-8") as f:
         assert len(list(csv.DictReader(f))) == 4
     saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
@@ -166,6 +170,9 @@ def test_study_states_what_the_rows_say(finished):
     assert "VMF MSE 0.3 vs Gaussian 0.1" in text
     assert "VMF has the higher MSE at 2, the lower SSIM at 0 and the lower accuracy at 2" in text
     assert "Calibrated ε ≤ target in 4/4 cells" in text
+    assert "| prior SSIM | gain SSIM |" in text
+    assert "SSIM gain of the reconstruction over the prior baseline" in text
+    assert "ranges over [-0.3, -0.3]" in text
     assert "One seed per cell" in text
     by = {(r["mechanism"], r["epsilon"]): r for r in result["rows"]}
     vmf, gauss = by[("vmf", 2.0)], by[("gaussian", 2.0)]

@@ -25,7 +25,7 @@ ROUNDS = 3
 
 
 def _run(tmp_path: Path, name: str, overrides: list[str], app) -> dict:  # noqa: ANN001
-    cfg = load_config(ADVERSARIES, overrides)
+    cfg = load_config(ADVERSARIES, [f"rounds={ROUNDS}", *overrides])  # the preset runs 10
     return run_federation(LocalGrid(app, cfg.data.num_clients), cfg, tmp_path / name)
 
 

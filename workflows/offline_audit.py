@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from attacks.prior import PublicPrior
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
@@ -41,8 +42,15 @@ from fedpriv.config import Config
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.schema import apply_override
-from strategies.attack_schedule import attack_job, attack_scores, undeclared_view, unscored_row
+from strategies.attack_schedule import (
+    attack_job,
+    attack_scores,
+    public_prior,
+    undeclared_view,
+    unscored_row,
+)
 from strategies.canary_audit import CanaryAuditor
+from strategies.server_run import dataset_of
 from workflows.config import config_from_dict
 
 __all__ = ["audit_run"]
@@ -128,7 +136,19 @@ def _canary_bounds(
     return out
 
 
-def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, Any]:
+def _public(cfg: Config) -> PublicPrior | None:
+    """The run's public data for the prior baselines (the evaluation split), or None, logged,
+    where this machine does not have the data set: the attacks are then scored without a
+    prior."""
+    try:
+        return public_prior(dataset_of(cfg))
+    except InputError as exc:
+        log.warning("no public data for the prior baselines (%s): scored without a prior", exc)
+        return None
+
+
+def _record(store: AuditStore, update: UpdateRecord, result: Any,
+            public: PublicPrior | None) -> dict[str, Any]:
     """Score ``result`` against the stored true batch if any, write it, return its summary."""
     try:
         truth = store.load_ground_truth(update.round, update.client_id)
@@ -137,7 +157,7 @@ def _record(store: AuditStore, update: UpdateRecord, result: Any) -> dict[str, A
     if truth is None or "images" not in truth or "labels" not in truth:
         row, recon = unscored_row(result), result.reconstructions
     else:
-        row, recon = attack_scores(result, truth["images"], truth["labels"])
+        row, recon = attack_scores(result, truth["images"], truth["labels"], public)
     attack_id = store.write_attack(update.round, update.client_id, row, {"images": recon})
     return {"attack_id": attack_id, "round": update.round, "client_id": update.client_id,
             "scored": "ssim" in row, **row}  # fmt: skip
@@ -233,8 +253,9 @@ def _attack(
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
+    public = _public(cfg)
     summaries = [
-        _record(store, update, result)
+        _record(store, update, result, public)
         for (update, _), result in zip(jobs, results, strict=True)
     ]
     return summaries, skipped

@@ -4,6 +4,7 @@ reconstructions in the pairing the scorer used (:mod:`fedpriv.audit.pairing`).""
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +34,9 @@ SCORE_KEYS = (
     "best_ssim",
     "label_accuracy",
     "relative_leakage",
+    "prior_ssim",
+    "gain_ssim",
+    "gain_psnr",
 )
 _PIXELS = 64  # an image's height on the page, about
 log = logging.getLogger(__name__)
@@ -113,6 +117,11 @@ def _best_per_client_round(attacks: Sequence[Row]) -> list[Row]:
     return sorted(best.values(), key=lambda a: (-(a["ssim"] or -1.0), a["round"], a["client_id"]))
 
 
+def _prior_ssim(attack: Row) -> float | None:
+    text = attack.get("prior_json")
+    return None if text is None else json.loads(text)["ssim"]
+
+
 def attack_views(
     store: StoreReader, attacks: Sequence[Row], limit: int = MAX_DRAWN
 ) -> list[AttackView]:
@@ -129,7 +138,8 @@ def attack_views(
         png, pairing = drawn.get(a["attack_id"], (None, None))
         views.append(AttackView(
             round=a["round"], client_id=a["client_id"], attack=a["attack"],
-            scores={k: a.get(k) for k in SCORE_KEYS}, png=png,
+            scores={**{k: a.get(k) for k in SCORE_KEYS}, "prior_ssim": _prior_ssim(a)},
+            png=png,
             pairing=None if pairing is None else pairing.status,
             note="" if pairing is None else pairing.note,
             images=0 if pairing is None else len(pairing.reconstructions),

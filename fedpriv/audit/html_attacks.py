@@ -28,7 +28,11 @@ _HEADERS = [
     ("MSE", ""), ("PSNR dB", "mean of per-image PSNRs"), ("SSIM", ""),
     ("best MSE", "best restart, judged with the truth (an oracle)"), ("best PSNR", ""),
     ("best SSIM", ""), ("label acc.", "labels recovered"),
-    ("rel. leakage", "SSIM gain over the attack's random start"),
+    ("rel. leakage", "(SSIM − prior SSIM) / prior SSIM"),
+    ("prior SSIM", "what the attacker guesses without the update: the better of the public "
+                   "mean image and the class means of the recovered labels"),
+    ("gain SSIM", "SSIM − prior SSIM; every true image counts, unmatched ones at the prior"),
+    ("gain PSNR", "PSNR − prior PSNR, dB"),
     ("images", "how the drawn images were paired"),
 ]  # fmt: skip
 _PAIRING_NOTE = (
@@ -48,7 +52,8 @@ def _caption(v: AttackView) -> str:
     return (
         f"round {v.round} · client {v.client_id} · {esc(v.attack)} — MSE "
         f"{cell(s.get('mse'), 3)}, PSNR {cell(s.get('psnr'), 3)} dB, SSIM "
-        f"{cell(s.get('ssim'), 3)}<br>{min(v.images, MAX_COLUMNS)} of {v.images} image(s); "
+        f"{cell(s.get('ssim'), 3)} (prior {cell(s.get('prior_ssim'), 3)}, gain "
+        f"{cell(s.get('gain_ssim'), 3)})<br>{min(v.images, MAX_COLUMNS)} of {v.images} image(s); "
         f"{pairing}"
     )
 
@@ -91,6 +96,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
         clients, "ssim", "best attack SSIM",
         "Best attack SSIM per client and round (higher = more leaked)",
         cumulative=False, log=False, unit_range=True,
+        reference=("prior_ssim", "prior baseline (mean over clients)"),
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"

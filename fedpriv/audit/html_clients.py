@@ -49,6 +49,18 @@ def _verification(client: Row) -> Any:
     return Markup(f'<span class="nw">{esc(v.get("status"))}{p}</span>')
 
 
+def _bound(key: str) -> Callable[[Row], Any]:
+    """A bound as reported, or "vacuous" with the reason where it is beyond its quantity's
+    range (:mod:`fedpriv.audit.vacuity`)."""
+    def value(client: Row) -> Any:
+        reason = (client.get("vacuous") or {}).get(key)
+        if reason is None:
+            return client.get(key)
+        return Markup(f'<span class="nw" title="{esc(reason)}">vacuous '
+                      f"({cell(client.get(key), 3)})</span>")
+    return value
+
+
 def _budget(key: str) -> Callable[[Row], Any]:
     return lambda c: (c.get("budget") or {}).get(key)
 
@@ -69,11 +81,13 @@ _COLUMNS: list[Column] = [
     ("T", "noisy releases composed", lambda c: c.get("releases")),
     ("log C round", "log Bayes capacity of the last round (nats)",
      lambda c: _last(c, "log_capacity_round")),
-    ("log C", "cumulative log Bayes capacity (nats)", lambda c: c.get("log_bayes_capacity")),
+    ("log C", "cumulative log Bayes capacity (nats); vacuous above log |secret space|",
+     _bound("log_bayes_capacity")),
     ("threat", "record- or batch-level secret", lambda c: c.get("threat_model")),
     ("MBP bound", "", lambda c: c.get("mbp_bound")),
     ("MBP est.", "largest estimate observed", lambda c: c.get("mbp_estimate")),
-    ("ABP bound", "", lambda c: c.get("abp_bound")),
+    ("ABP bound", "vacuous above √log 2 ≈ 0.833, the largest ABP value",
+     _bound("abp_bound")),
     ("ABP est.", "largest estimate observed", lambda c: c.get("abp_estimate")),
     ("best SSIM", "most leaking attack", lambda c: (c.get("attack") or {}).get("ssim")),
 ]  # fmt: skip

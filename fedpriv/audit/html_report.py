@@ -21,13 +21,21 @@ from fedpriv.audit.html_glossary import glossary
 from fedpriv.audit.html_page import Section, cell, embed, esc, page, table
 from fedpriv.audit.html_run import header_html, run_section
 from fedpriv.audit.series import field_value, worst_first
+from fedpriv.audit.vacuity import log_secret_space
 
 __all__ = ["render_report_html"]
 
 Row = Mapping[str, Any]
 
 
-def _privacy(clients: Sequence[Row]) -> Section:
+def _secret_space(config: Row) -> tuple[float, str] | None:
+    space = log_secret_space(config)
+    if space is None:
+        return None
+    return space[0], f"log |secret space| ≤ {space[0]:,.0f} nats (above: vacuous)"
+
+
+def _privacy(clients: Sequence[Row], config: Row) -> Section:
     delta = next((c.get("delta") for c in clients if c.get("delta") is not None), None)
     threat = next((c.get("threat_model") for c in clients if c.get("threat_model")), "record")
     budgets = [field_value(c.get("budget"), "epsilon_budget") for c in clients]
@@ -39,7 +47,8 @@ def _privacy(clients: Sequence[Row]) -> Section:
         epsilon_bounds_figure(clients),
         rf.per_client_figure(
             clients, "log_capacity_cumulative", "cumulative log Bayes capacity (nats)",
-            f"Cumulative log Bayes capacity per client ({threat}-level)", cumulative=True),
+            f"Cumulative log Bayes capacity per client ({threat}-level)", cumulative=True,
+            ceiling=_secret_space(config)),
         rf.bayes_figure(clients),
     ]  # fmt: skip
     body = (
@@ -76,7 +85,7 @@ def render_report_html(
         run_section(report, clients),
         ("meaning", "What these numbers mean", glossary(clients, docs)),
         ("utility", "Accuracy and loss", utility),
-        _privacy(clients),
+        _privacy(clients, report.get("config") or {}),
         clients_section(clients),
         verification_section(clients),
         attacks_section(clients, attacks),

@@ -11,7 +11,9 @@ same order, and drawing them column by column pairs wrong images.
 against the stored batch MSE: first the stored order itself, then the same minimum-cost
 assignment (``scipy.optimize.linear_sum_assignment``) against the whole stored ground truth.
 A pairing counts as recovered only when its mean MSE reproduces the scorer's to a relative
-1e-6; otherwise the images are returned unpaired, and say so.
+1e-6; otherwise the images are returned unpaired, and say so. A true image the attack
+returned no reconstruction for is stored with the prior baseline's guess in its column and
+scored as that guess (``attacks.prior``), so it counts in the stored MSE like any other.
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
+from fedpriv.audit.vacuity import vacuous_bounds
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
@@ -88,6 +89,9 @@ def _attack_summary(attack: Row | None) -> Row | None:
     pseudo = attack["pseudo_gradient"]
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
     summary["estimate"] = _loads(attack["estimate_json"])
+    summary["prior"] = _loads(attack["prior_json"])
+    summary["gain"] = (None if summary["prior"] is None
+                       else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
     return summary
 
 
@@ -110,9 +114,17 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "mbp_bound": row.get("mbp_bound"), "abp_bound": row.get("abp_bound"),
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
+            "prior_ssim": _prior_ssim(best),
+            "gain_ssim": None if best is None else best["gain_ssim"],
             **_trust(row),
         })  # fmt: skip
     return series
+
+
+def _prior_ssim(attack: Row | None) -> float | None:
+    """The SSIM of the attack's reference prior baseline (None where none was scored)."""
+    prior = None if attack is None else _loads(attack["prior_json"])
+    return None if prior is None else prior["ssim"]
 
 
 def _trust(row: Row) -> Row:
@@ -249,6 +261,8 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "verification": _verification_summary(tallies, run["config"]),
         "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
+    for client in report["clients"]:
+        client["vacuous"] = vacuous_bounds(client, run["config"])
     if problems is not None:
         report["integrity"] = {
             "ok": not any(p.severity == "error" for p in problems),
@@ -257,9 +271,30 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     return report
 
 
+#: Columns ``tallies.csv`` adds to the ``tallies`` table's: the client-round's best attack
+#: (highest SSIM) set against its prior baseline.
+ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", "prior_ssim",
+                      "prior_psnr", "gain_ssim", "gain_psnr")
+
+
+def _attack_csv(attack: Row | None) -> Row:
+    if attack is None:
+        return dict.fromkeys(ATTACK_CSV_COLUMNS)
+    prior = _loads(attack["prior_json"]) or {}
+    return {"attack": attack["attack"], "attack_ssim": attack["ssim"],
+            "attack_psnr": attack["psnr"], "prior_baseline": prior.get("baseline"),
+            "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
+            "gain_ssim": attack["gain_ssim"], "gain_psnr": attack["gain_psnr"]}
+
+
 def _write_tallies_csv(store: AuditStore, path: Path) -> None:
-    rows = _completed(store, "tallies")
+    attacks: dict[tuple[int, int], list[Row]] = defaultdict(list)
+    for attack in _completed(store, "attacks"):
+        attacks[attack["round"], attack["client_id"]].append(attack)
+    rows = [{**t, **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
+            for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
+    columns += ATTACK_CSV_COLUMNS
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
@@ -273,8 +308,9 @@ def _panel(store: AuditStore, attack: Row) -> Panel | None:
     pairing = load_pairing(store, attack)
     if pairing is None:
         return None
-    ssim = attack["ssim"]
+    ssim, prior = attack["ssim"], _prior_ssim(attack)
     caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
+    caption += "" if prior is None else f"\nprior SSIM {prior:.3f}"
     caption += "" if pairing.paired else "\n(columns not paired)"
     return Panel(f"client {attack['client_id']}", caption, pairing.originals,
                  pairing.reconstructions)

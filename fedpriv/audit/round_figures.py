@@ -2,9 +2,10 @@
 quantity per client (ε, log Bayes capacity, Bayesian privacy, attack SSIM).
 
 Up to :data:`MAX_LINES` clients are drawn one line each
-(:func:`~fedpriv.audit.plot_style.line_style`); more are drawn as a band (range, quartiles,
-median) with the worst client named. Every function returns None when the report holds
-nothing to draw.
+(:func:`~fedpriv.audit.plot_style.line_style`), labelled with their mechanism; clients of one
+mechanism with identical values are drawn as one line with their count, and a client with no
+value gets no legend entry. More clients are drawn as a band (range, quartiles, median) with
+the worst client named. Every function returns None when the report holds nothing to draw.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from fedpriv.audit.plot_style import (
     svg_bytes,
 )
 from fedpriv.audit.series import Series, band, client_series, field_value
+from fedpriv.audit.vacuity import ABP_MAX
 
 __all__ = ["MAX_LINES", "bayes_figure", "per_client_figure", "utility_figure"]
 
@@ -34,10 +36,28 @@ _STYLES = ("-", "--", ":", "-.")
 Row = Mapping[str, Any]
 
 
-def _lines(ax: Any, series: Series) -> None:
-    for i, (cid, row) in enumerate(zip(series.client_ids, series.values, strict=True)):
+def _groups(series: Series, mechanisms: Mapping[int, str]) -> list[tuple[list[int], np.ndarray]]:
+    """Clients with some finite value, grouped where mechanism and values are identical."""
+    groups: dict[tuple[str, bytes], tuple[list[int], np.ndarray]] = {}
+    for cid, row in zip(series.client_ids, series.values, strict=True):
+        if not np.isfinite(row).any():
+            continue
+        key = (mechanisms.get(cid, ""), np.nan_to_num(row, nan=-1.2345e300).tobytes())
+        groups.setdefault(key, ([], row))[0].append(cid)
+    return list(groups.values())
+
+
+def _label(ids: list[int], mechanisms: Mapping[int, str]) -> str:
+    mechanism = mechanisms.get(ids[0])
+    name = id_list(ids, limit=4) + (f" ({mechanism})" if mechanism else "")
+    return name + (f", {len(ids)} identical" if len(ids) > 1 else "")
+
+
+def _lines(ax: Any, series: Series, mechanisms: Mapping[int, str]) -> None:
+    for i, (ids, row) in enumerate(_groups(series, mechanisms)):
         ok = np.isfinite(row)
-        ax.plot(series.rounds[ok], row[ok], label=f"client {cid}", linewidth=1.4, **line_style(i))
+        ax.plot(series.rounds[ok], row[ok], label=_label(ids, mechanisms),
+                linewidth=1.4 + 0.6 * (len(ids) > 1), **line_style(i))
 
 
 def _band(ax: Any, series: Series) -> None:
@@ -70,11 +90,16 @@ def _band(ax: Any, series: Series) -> None:
         )
 
 
-def _draw(ax: Any, series: Series, ylabel: str, log: bool | None = None) -> None:
+def _mechanisms(clients: Sequence[Row]) -> dict[int, str]:
+    return {int(c["client_id"]): c["mechanism"] for c in clients if c.get("mechanism")}
+
+
+def _draw(ax: Any, series: Series, ylabel: str, log: bool | None = None,
+          mechanisms: Mapping[int, str] | None = None) -> None:
     """Lines, or a band beyond :data:`MAX_LINES` clients, of a bounded series on ``ax``; a
     log y-axis when ``log``, or where it helps when ``log`` is None."""
     if len(series.client_ids) <= MAX_LINES:
-        _lines(ax, series)
+        _lines(ax, series, mechanisms or {})
     else:
         _band(ax, series)
     finish_rounds(ax, series.rounds, series.values if log is None else np.array([]), ylabel)
@@ -130,11 +155,16 @@ def per_client_figure(
     budgets: Sequence[float] = (),
     log: bool | None = None,
     unit_range: bool = False,
+    reference: tuple[str, str] | None = None,
+    ceiling: tuple[float, str] | None = None,
 ) -> Figure | None:
     """``key`` of every client over rounds (lines, or a band beyond :data:`MAX_LINES`);
     ``budgets`` are drawn as horizontal lines; ``log`` forces the y-scale (None: a log scale
     where it helps); ``unit_range`` shows a score such as SSIM on [0, 1] (lower if a value
-    is negative), so that near 1 reads as near 1."""
+    is negative), so that near 1 reads as near 1; ``reference = (key, label)`` draws that
+    per-round field's mean over clients as a grey dashed line (an attack's prior baseline);
+    ``ceiling = (value, label)`` draws the quantity's largest meaningful value (a bound above
+    it is vacuous) as a dotted line."""
     series = client_series(clients, key, cumulative=cumulative)
     shown, note = series.bounded(), _unbounded_note(series)
     if not np.isfinite(shown.values).any():
@@ -148,12 +178,41 @@ def per_client_figure(
             linewidth=1.0,
             label=f"budget {budget:g}",
         )
-    _draw(ax, shown, ylabel, log)
+    if reference is not None:
+        _reference(ax, client_series(clients, reference[0]), reference[1])
+    if ceiling is not None:
+        ax.axhline(ceiling[0], color="#555555", linestyle=":", linewidth=1.0, label=ceiling[1])
+    _draw(ax, shown, ylabel, log, _mechanisms(clients))
     if unit_range:
         finite = shown.values[np.isfinite(shown.values)]
         ax.set_ylim(min(0.0, float(finite.min())) - 0.02, 1.02)
     ax.set_title(title)
     return Figure(key, title, svg_bytes(fig), note)
+
+
+def _reference(ax: Any, series: Series, label: str) -> None:
+    """The mean over clients of ``series`` per round, as a grey dashed line."""
+    with np.errstate(invalid="ignore"):
+        counts = np.isfinite(series.values).sum(axis=0)
+        mean = np.where(counts > 0, np.nansum(np.where(np.isfinite(series.values),
+                                                       series.values, 0.0), axis=0)
+                        / np.maximum(counts, 1), np.nan)
+    ok = np.isfinite(mean)
+    if ok.any():
+        ax.plot(series.rounds[ok], mean[ok], color="#777777", linestyle="--", marker="_",
+                linewidth=1.6, label=label)
+
+
+def _within_abp_range(series: Series, label: str) -> tuple[Series, str]:
+    """The series with ABP values above √log 2 (vacuous bounds; ∞ is handled apart) left
+    undrawn, and a note naming those clients."""
+    values = series.values.copy()
+    beyond = np.isfinite(values) & (values > ABP_MAX)
+    vacuous = [c for c, row in zip(series.client_ids, beyond, strict=True) if row.any()]
+    values[beyond] = np.nan
+    note = (f"{label}: vacuous (above √log 2 ≈ {ABP_MAX:.3f}, the largest ABP value; not "
+            f"drawn) for {id_list(vacuous)}." if vacuous else "")
+    return Series(series.client_ids, series.rounds, values), note
 
 
 @styled
@@ -168,6 +227,9 @@ def bayes_figure(clients: Sequence[Row]) -> Figure | None:
         series = client_series(clients, key, cumulative=cumulative)
         note = _unbounded_note(series)
         notes += [f"{label}: {note}"] if note else []
+        if key.startswith("abp"):
+            series, note = _within_abp_range(series, label)
+            notes += [note] if note else []
         if np.isfinite(series.bounded().values).any():
             panels.append((series.bounded(), label))
     title = "Bayesian privacy bounds and estimates over rounds"
@@ -175,6 +237,9 @@ def bayes_figure(clients: Sequence[Row]) -> Figure | None:
         return Figure("bayesian-privacy", title, None, " ".join(notes)) if notes else None
     fig, axes = new_figure(len(panels), height=2.8)
     for ax, (series, label) in zip(axes, panels, strict=True):
-        _draw(ax, series, label)
+        if label.startswith("ABP"):
+            ax.axhline(ABP_MAX, color="#555555", linestyle=":", linewidth=1.0,
+                       label="√log 2: largest ABP value")
+        _draw(ax, series, label, mechanisms=_mechanisms(clients))
         ax.set_title(label)
     return Figure("bayesian-privacy", title, svg_bytes(fig), " ".join(notes))

@@ -35,10 +35,11 @@ APPLICATION_ID = 0x66647076
 #: :meth:`fedpriv.protocol.ClientReport.to_config` mapping), which live audit, ``--resume`` and
 #: offline audit all read; the columns beside it are derived from it for SQL readers. Version 6
 #: names the unit of privacy of every tally (``unit``, ``neighbouring``), adds the client-level
-#: ε against the aggregate (``epsilon_central``) and its client rate, and adds the
-#: ``undeclared`` update status (a reply without a report, from a stock Flower client, audited
-#: and aggregated) and failure kind (such a reply refused under ``audit.undeclared =
-#: "refuse"``).
+#: ε against the aggregate (``epsilon_central``) and its client rate, adds the ``undeclared``
+#: update status (a reply without a report, from a stock Flower client, audited and aggregated)
+#: and failure kind (such a reply refused under ``audit.undeclared = "refuse"``), and sets every
+#: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
+#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``.
 SCHEMA_VERSION = 6
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -63,11 +64,11 @@ TALLY_FIELDS = (
     "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
     "epsilon_budget", "unit", "neighbouring", "epsilon_central", "client_rate",
 )  # fmt: skip
-#: Keys accepted in ``write_attack(result=...)`` (``estimate`` is stored as JSON).
+#: Keys accepted in ``write_attack(result=...)`` (``estimate`` and ``prior`` are stored as JSON).
 ATTACK_FIELDS = (
     "attack", "iterations", "restarts", "pseudo_gradient", "mse", "psnr", "ssim", "best_mse",
     "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",
-    "abp_estimate", "estimate", "seconds",
+    "abp_estimate", "estimate", "seconds", "prior", "gain_ssim", "gain_psnr",
 )  # fmt: skip
 
 
@@ -205,6 +206,9 @@ CREATE TABLE attacks (
     mbp_estimate REAL,
     abp_estimate REAL,
     estimate_json TEXT,
+    prior_json TEXT,
+    gain_ssim REAL,
+    gain_psnr REAL,
     tensor_id INTEGER REFERENCES tensors (tensor_id),
     seconds REAL,
     created REAL NOT NULL

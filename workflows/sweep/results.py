@@ -41,7 +41,7 @@ __all__ = [
 
 PARAMETER_COLUMNS = tuple(release_class(name).parameter_name for name in accountable())
 MEASURED = ("accuracy", "mse", "psnr", "ssim", "best_ssim", "relative_leakage",
-            "label_accuracy")
+            "label_accuracy", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr")
 """Quantities measured per run, averaged over seeds with a 95% interval in a cell row."""
 _CELL_KEYS = (
     "cell", "mechanism", "epsilon", "target_epsilon", "achieved_epsilon", "epsilon_per_epoch",
@@ -95,8 +95,17 @@ def student_t_interval(values: Sequence[float]) -> tuple[float | None, float | N
     return mean, (None if se is None else float(t.ppf(0.975, n - 1) * se))
 
 
+def _flat_attack(attack: Mapping[str, Any]) -> dict[str, Any]:
+    """A client's best attack with its prior baseline's and its gain's SSIM and PSNR as
+    columns (``prior_ssim``, ``gain_ssim``, …; None where no prior was scored)."""
+    prior, gain = attack.get("prior") or {}, attack.get("gain") or {}
+    return {**attack, **{f"{part}_{k}": src.get(k) for part, src in (("prior", prior),
+                                                                     ("gain", gain))
+                         for k in ("ssim", "psnr")}}
+
+
 def _attack_scores(report: Mapping[str, Any]) -> dict[str, Any]:
-    attacks = [c["attack"] for c in report.get("clients", []) if c.get("attack")]
+    attacks = [_flat_attack(c["attack"]) for c in report.get("clients", []) if c.get("attack")]
     out: dict[str, Any] = {"attacked_updates": len(attacks)}
     for key in MEASURED[1:]:
         mean, se, _ = _mean_se([a.get(key) for a in attacks])
