@@ -27,7 +27,8 @@ from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.leakage.game import GAME_ATTACK
 
-__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores"]
+__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
+           "game_outcome"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -70,6 +71,43 @@ def attack_scores(
     matched = scored.order >= 0
     aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def game_outcome(
+    audit: AuditConfig, rnd: int, client_id: int, view: ServerView,
+    batch: tuple[np.ndarray, np.ndarray], pool: tuple[np.ndarray, np.ndarray],
+) -> Outcome | None:
+    """The identification game on a client's release (privacy-math.md §13), seeded by (audit
+    seed, round, client): its ``attacks`` row (``empirical_leakage`` and the MBP/ABP estimates
+    with intervals from the same game in ``estimate``), the tally's estimates, and a violation
+    when the lower end lies above the declared mechanism's bound. None where it does not apply
+    (:func:`attacks.game.identification_game`)."""
+    from fedpriv.mechanisms import build_mechanism
+
+    declared = build_mechanism(view.mechanism, view.mechanism_params)
+    settings = GameSettings(audit.game_trials, audit.game_confidence,
+                            audit.seed + 1000 * rnd + client_id)
+    game = identification_game(view, declared, batch, pool, settings)
+    if game is None:
+        return None
+    leakage = game.summary()
+    row = {
+        "attack": GAME_ATTACK, "iterations": 0, "restarts": game.trials,
+        "mbp_estimate": game.mbp, "abp_estimate": game.abp,
+        "estimate": {"empirical_leakage": leakage, "mbp_interval": list(game.mbp_interval),
+                     "abp_interval": list(game.abp_interval),
+                     "bound_used": "Bayes capacity on the candidates, min(log C, log M)"},
+    }  # fmt: skip
+    violation = None
+    if game.exceeds_bound:
+        violation = (f"identification game: log(M·P) >= {game.log_lower:.3g} at "
+                     f"{game.confidence:.0%} confidence exceeds the declared mechanism's "
+                     f"log Bayes capacity {game.log_bound:.3g} ({game.successes}/"
+                     f"{game.trials} correct among {game.candidates} candidates)")
+    log.info("round %d client %d game: log(M·P) %s in [%s, %.3g], bound %.3g", rnd, client_id,
+             leakage["log_value"], leakage["log_lower"], game.log_upper, game.log_bound)
+    return Outcome(client_id, row, None, {"mbp_estimate": game.mbp, "abp_estimate": game.abp},
+                   violation)
 
 
 @dataclass
@@ -196,37 +234,8 @@ class AttackPlan:
                 yield self._estimate(item, bayes[item.client_id], truth, bound(item.client_id))
 
     def _game(self, rnd: int, item: PendingAttack, truth: Truth) -> Outcome | None:
-        """The identification game on the client's release (privacy-math.md §13): its
-        ``empirical_leakage``, and the MBP/ABP estimates with intervals from the same game."""
-        from fedpriv.mechanisms import build_mechanism
-
-        audit = self.audit
-        declared = build_mechanism(item.view.mechanism, item.view.mechanism_params)
-        settings = GameSettings(audit.game_trials, audit.game_confidence,
-                                audit.seed + 1000 * rnd + item.client_id)
-        game = identification_game(item.view, declared, truth(item.truth_ids),
-                                   truth(item.game_ids), settings)
-        if game is None:
-            return None
-        leakage = game.summary()
-        row = {
-            "attack": GAME_ATTACK, "iterations": 0, "restarts": game.trials,
-            "mbp_estimate": game.mbp, "abp_estimate": game.abp,
-            "estimate": {"empirical_leakage": leakage, "mbp_interval": list(game.mbp_interval),
-                         "abp_interval": list(game.abp_interval),
-                         "bound_used": "Bayes capacity on the candidates, min(log C, log M)"},
-        }  # fmt: skip
-        violation = None
-        if game.exceeds_bound:
-            violation = (f"identification game: log(M·P) >= {game.log_lower:.3g} at "
-                         f"{game.confidence:.0%} confidence exceeds the declared mechanism's "
-                         f"log Bayes capacity {game.log_bound:.3g} ({game.successes}/"
-                         f"{game.trials} correct among {game.candidates} candidates)")
-        log.info("round %d client %d game: log(M·P) %s in [%s, %.3g], bound %.3g", rnd,
-                 item.client_id, leakage["log_value"], leakage["log_lower"],
-                 game.log_upper, game.log_bound)
-        return Outcome(item.client_id, row, None,
-                       {"mbp_estimate": game.mbp, "abp_estimate": game.abp}, violation)
+        return game_outcome(self.audit, rnd, item.client_id, item.view, truth(item.truth_ids),
+                            truth(item.game_ids))
 
     def _estimate(self, item: PendingAttack, runs: list[AttackResult], truth: Truth,
                   bound: float) -> Outcome:
