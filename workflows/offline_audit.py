@@ -206,8 +206,8 @@ def audit_run(
                 out["canaries"] = _canary_bounds(store, cfg, rounds, clients, canary_method,
                                                  canary_confidence)
             if attacks or not canaries:
-                out["attacks"], out["games"], skipped = _attack(store, cfg, attacks, rounds, clients,
-                                                  iterations, executor, progress)
+                out["attacks"], out["games"], skipped = _attack(
+                    store, cfg, attacks, rounds, clients, iterations, executor, progress)
                 out["not_stored"] = [{"round": u.round, "client_id": u.client_id}
                                      for u in skipped]
             report = write_report(store, problems=verify(store.run_dir, hashes=False))
