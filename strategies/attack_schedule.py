@@ -225,11 +225,10 @@ class AttackPlan:
             log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
                      result.attack, row["ssim"], row["mse"])
             yield Outcome(item.client_id, row, recon)
-        for item in pending:
-            if item.game_ids:
-                game = self._game(rnd, item, truth)
-                if game is not None:
-                    yield game
+        for item in pending:  # the game's estimates, else (no game applies) the K runs'
+            game = self._game(rnd, item, truth) if item.game_ids else None
+            if game is not None:
+                yield game
             elif item.client_id in bayes:
                 yield self._estimate(item, bayes[item.client_id], truth, bound(item.client_id))
 
