@@ -130,6 +130,8 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "mbp_bound": row.get("mbp_bound"), "abp_bound": row.get("abp_bound"),
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
+            "empirical_leakage": _game([a for a in attacks if a["round"] == rnd])[
+                "empirical_leakage"],
             **_trust(row),
         })  # fmt: skip
     return series
