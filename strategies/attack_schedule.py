@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from attacks.bayes_estimate import estimate_bayesian_privacy
+from attacks.game import GameSettings, identification_game
 from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
@@ -29,10 +30,11 @@ from attacks.scoring import pair_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.data import Dataset
+from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.training.config import TrainConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
-           "public_prior", "undeclared_view", "unscored_row"]
+           "game_outcome", "public_prior", "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -134,6 +136,43 @@ def _prior(score: dict[str, Any], baseline: PriorBaseline, public: PublicPrior,
                       "upper bound for any guess from the pool, not an attack"}
 
 
+def game_outcome(
+    audit: AuditConfig, rnd: int, client_id: int, view: ServerView,
+    batch: tuple[np.ndarray, np.ndarray], pool: tuple[np.ndarray, np.ndarray],
+) -> Outcome | None:
+    """The identification game on a client's release (privacy-math.md §13), seeded by (audit
+    seed, round, client): its ``attacks`` row (``empirical_leakage`` and the MBP/ABP estimates
+    with intervals from the same game in ``estimate``), the tally's estimates, and a violation
+    when the lower end lies above the declared mechanism's bound. None where it does not apply
+    (:func:`attacks.game.identification_game`)."""
+    from fedpriv.mechanisms import build_mechanism
+
+    declared = build_mechanism(view.mechanism, view.mechanism_params)
+    settings = GameSettings(audit.game_trials, audit.game_confidence,
+                            audit.seed + 1000 * rnd + client_id)
+    game = identification_game(view, declared, batch, pool, settings)
+    if game is None:
+        return None
+    leakage = game.summary()
+    row = {
+        "attack": GAME_ATTACK, "iterations": 0, "restarts": game.trials,
+        "mbp_estimate": game.mbp, "abp_estimate": game.abp,
+        "estimate": {"empirical_leakage": leakage, "mbp_interval": list(game.mbp_interval),
+                     "abp_interval": list(game.abp_interval),
+                     "bound_used": "Bayes capacity on the candidates, min(log C, log M)"},
+    }  # fmt: skip
+    violation = None
+    if game.exceeds_bound:
+        violation = (f"identification game: log(M·P) >= {game.log_lower:.3g} at "
+                     f"{game.confidence:.0%} confidence exceeds the declared mechanism's "
+                     f"log Bayes capacity {game.log_bound:.3g} ({game.successes}/"
+                     f"{game.trials} correct among {game.candidates} candidates)")
+    log.info("round %d client %d game: log(M·P) %s in [%s, %.3g], bound %.3g", rnd, client_id,
+             leakage["log_value"], leakage["log_lower"], game.log_upper, game.log_bound)
+    return Outcome(client_id, row, None, {"mbp_estimate": game.mbp, "abp_estimate": game.abp},
+                   violation)
+
+
 @dataclass
 class PendingAttack:
     """An update scheduled for attack at the end of its round: the view, the ids of the true
@@ -144,6 +183,7 @@ class PendingAttack:
     view: ServerView
     truth_ids: list[int]
     pool_ids: list[int] = field(default_factory=list)
+    game_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -155,6 +195,7 @@ class Outcome:
     row: dict[str, Any]
     reconstruction: np.ndarray | None = None
     tally: dict[str, Any] | None = None
+    violation: str | None = None
 
 
 class AttackPlan:
@@ -195,7 +236,19 @@ class AttackPlan:
         """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty)."""
         truth = list(truth_ids)
         pool = self._pool(rnd, client_id, truth) if truth else []
-        self.pending.append(PendingAttack(client_id, view, truth, pool))
+        self.pending.append(PendingAttack(client_id, view, truth, pool,
+                                          self._game_pool(rnd, client_id, truth)))
+
+    def _game_pool(self, rnd: int, cid: int, truth: list[int]) -> list[int]:
+        """The identification game's ``M − 1`` distractors (privacy-math.md §13), seeded by
+        (audit seed, round, client, 13) so a resumed or offline run draws the same."""
+        audit = self.audit
+        if not audit.game_trials or not truth:
+            return []
+        others = np.setdiff1d(np.arange(self.train_size), truth)
+        k = min(audit.game_candidates - 1, len(others))
+        rng = np.random.default_rng([audit.seed, rnd, cid, 13])
+        return rng.choice(others, size=k, replace=False).tolist()
 
     def _pool(self, rnd: int, cid: int, truth: list[int]) -> list[int]:
         """The true batch plus distractors from the rest of the training set (§6), drawn from a
@@ -244,9 +297,16 @@ class AttackPlan:
             log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
                      result.attack, row["ssim"], row["mse"])
             yield Outcome(item.client_id, row, recon)
-        for item in pending:
-            if item.client_id in bayes:
+        for item in pending:  # the game's estimates, else (no game applies) the K runs'
+            game = self._game(rnd, item, truth) if item.game_ids else None
+            if game is not None:
+                yield game
+            elif item.client_id in bayes:
                 yield self._estimate(item, bayes[item.client_id], truth, bound(item.client_id))
+
+    def _game(self, rnd: int, item: PendingAttack, truth: Truth) -> Outcome | None:
+        return game_outcome(self.audit, rnd, item.client_id, item.view, truth(item.truth_ids),
+                            truth(item.game_ids))
 
     def _estimate(self, item: PendingAttack, runs: list[AttackResult], truth: Truth,
                   bound: float) -> Outcome:

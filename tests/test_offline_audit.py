@@ -35,10 +35,20 @@ def run_dir(tmp_path_factory):
 def _live(run_dir, rnd: int, client: int) -> dict:  # noqa: ANN001
     with AuditStore.open(run_dir, readonly=True) as store:
         [row] = store.query(
-            "SELECT * FROM attacks WHERE round = ? AND client_id = ? ORDER BY attack_id LIMIT 1",
+            "SELECT * FROM attacks WHERE round = ? AND client_id = ? AND attack != 'game' "
+            "ORDER BY attack_id LIMIT 1",
             (rnd, client),
         )
     return row
+
+
+def _game(run_dir, rnd: int, client: int) -> dict:  # noqa: ANN001
+    import json
+
+    with AuditStore.open(run_dir, readonly=True) as store:
+        rows = store.query("SELECT estimate_json FROM attacks WHERE round = ? AND client_id = ? "
+                           "AND attack = 'game' ORDER BY attack_id LIMIT 1", (rnd, client))
+    return json.loads(rows[0]["estimate_json"])["empirical_leakage"]
 
 
 def test_offline_attack_reproduces_the_live_one(run_dir):
@@ -48,9 +58,15 @@ def test_offline_attack_reproduces_the_live_one(run_dir):
     live = _live(run_dir, 2, 1)
     assert {k: attack[k] for k in SCORES} == {k: live[k] for k in SCORES}
     with AuditStore.open(run_dir, readonly=True) as store:
-        stored = store.query("SELECT count(*) AS n FROM attacks WHERE round = 2 AND client_id = 1")
+        stored = store.query("SELECT count(*) AS n FROM attacks WHERE round = 2 AND client_id = 1 "
+                             "AND attack != 'game'")
         assert stored[0]["n"] == 2  # the live row and the offline one
         assert store.load_reconstruction(attack["attack_id"])["images"].shape == (1, 1, 16, 16)
+    [game] = result["games"]  # the identification game (§13), live and offline alike
+    leakage = game["estimate"]["empirical_leakage"]
+    assert leakage["log_lower"] <= leakage["log_bound"]
+    assert {k: leakage[k] for k in ("trials", "confidence")} == {
+        k: _game(run_dir, 2, 1)[k] for k in ("trials", "confidence")}
 
 
 def test_cli_attacks_the_selection_and_rebuilds_the_report(run_dir, capsys):

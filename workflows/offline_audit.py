@@ -26,6 +26,7 @@ accepted and inconsistent ones, pooled per client over the selected rounds — w
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import sqlite3
 from collections.abc import Sequence
@@ -38,6 +39,7 @@ from attacks.prior import PublicPrior
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
+from fedpriv.audit.config import AuditConfig
 from fedpriv.config import Config
 from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
@@ -45,6 +47,7 @@ from fedpriv.schema import apply_override
 from strategies.attack_schedule import (
     attack_job,
     attack_scores,
+    game_outcome,
     public_prior,
     undeclared_view,
     unscored_row,
@@ -203,6 +206,8 @@ def audit_run(
     -------
     dict
         ``run_dir``, ``attacks`` (one summary per attack run: round, client, scores),
+        ``games`` (one identification game per selected update with a stored true batch:
+        its ``attacks`` row, ``empirical_leakage`` in ``estimate``),
         ``canaries`` (with ``canaries=True``: per client-round the round's bound, the canary's
         formal ε, the status and the bound pooled so far), ``not_stored`` (round and client of
         each selected accepted update whose arrays the run's ``audit.store_updates`` did not
@@ -219,13 +224,13 @@ def audit_run(
         try:
             cfg = config_from_dict(store.run_info()["config"])
             out: dict[str, Any] = {"run_dir": str(store.run_dir), "attacks": [],
-                                   "not_stored": []}
+                                   "games": [], "not_stored": []}
             if canaries:
                 out["canaries"] = _canary_bounds(store, cfg, rounds, clients, canary_method,
                                                  canary_confidence)
             if attacks or not canaries:
-                out["attacks"], skipped = _attack(store, cfg, attacks, rounds, clients,
-                                                  iterations, executor, progress)
+                out["attacks"], out["games"], skipped = _attack(
+                    store, cfg, attacks, rounds, clients, iterations, executor, progress)
                 out["not_stored"] = [{"round": u.round, "client_id": u.client_id}
                                      for u in skipped]
             report = write_report(store, problems=verify(store.run_dir, hashes=False))
@@ -237,9 +242,9 @@ def audit_run(
 def _attack(
     store: AuditStore, cfg: Config, attacks: Sequence[str] | None, rounds: Rounds,
     clients: Sequence[int] | None, iterations: int | None, executor: str, progress: bool,
-) -> tuple[list[dict[str, Any]], list[UpdateRecord]]:
-    """Run the attacks on the selected stored updates; their summaries, and the selected
-    updates the storage policy did not keep."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[UpdateRecord]]:
+    """Run the attacks and the identification games on the selected stored updates; their
+    summaries, and the selected updates the storage policy did not keep."""
     audit = cfg.audit
     if iterations is not None:
         audit = dataclasses.replace(audit, iterations=iterations)
@@ -258,4 +263,58 @@ def _attack(
         _record(store, update, result, public)
         for (update, _), result in zip(jobs, results, strict=True)
     ]
-    return summaries, skipped
+    return summaries, _games(store, audit, views), skipped
+
+
+def _true_records(store: AuditStore) -> dict[tuple[int, int], tuple[list, np.ndarray, np.ndarray]]:
+    """Every stored true batch: (round, client) → (record ids, images, labels)."""
+    out = {}
+    for row in store.query("SELECT round, client_id, record_ids_json FROM ground_truth"):
+        try:
+            arrays = store.load_ground_truth(row["round"], row["client_id"])
+        except KeyError:
+            continue
+        if "images" in arrays and "labels" in arrays:
+            out[(row["round"], row["client_id"])] = (
+                json.loads(row["record_ids_json"]), arrays["images"], arrays["labels"])
+    return out
+
+
+def _games(
+    store: AuditStore, audit: AuditConfig, views: list[tuple[UpdateRecord, ServerView]]
+) -> list[dict[str, Any]]:
+    """The identification game (privacy-math.md §13) on every selected update whose true batch
+    the store holds. Offline the distractors are the run's other stored true records (the
+    live game draws them from the whole training set; the store holds no more), drawn with
+    the live seeds; a violation is recorded as a failure, as live."""
+    truths = _true_records(store) if audit.game_trials else {}
+    out = []
+    for update, view in views:
+        own = truths.get((update.round, update.client_id))
+        if own is None:
+            continue
+        ids, images, labels = own
+        pool: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+        for other_ids, x, y in truths.values():
+            for j, rid in enumerate(other_ids):
+                if rid not in ids:
+                    pool.setdefault(rid, (x[j], y[j]))
+        if not pool:
+            continue
+        keys = sorted(pool, key=str)
+        rng = np.random.default_rng([audit.seed, update.round, update.client_id, 13])
+        pick = rng.choice(len(keys), size=min(audit.game_candidates - 1, len(keys)),
+                          replace=False)
+        chosen = [pool[keys[i]] for i in pick]
+        outcome = game_outcome(audit, update.round, update.client_id, view, (images, labels),
+                               (np.stack([c[0] for c in chosen]),
+                                np.array([c[1] for c in chosen])))
+        if outcome is None:
+            continue
+        attack_id = store.write_attack(update.round, update.client_id, outcome.row)
+        if outcome.violation is not None:
+            store.record_failure(update.round, "inconsistent", outcome.violation,
+                                 client_id=update.client_id)
+        out.append({"attack_id": attack_id, "round": update.round,
+                    "client_id": update.client_id, "scored": False, **outcome.row})
+    return out

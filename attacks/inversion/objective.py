@@ -25,6 +25,14 @@ __all__ = [
 ]
 
 
+def _clips_each_example(view: ServerView) -> bool:
+    """Whether the view's declared mechanism clips each example's gradient (public)."""
+    from fedpriv.mechanisms import build_mechanism
+
+    mechanism = build_mechanism(view.mechanism, view.mechanism_params)
+    return getattr(mechanism, "clip_bounds", None) is not None and mechanism.level == "record"
+
+
 class InversionProblem:
     """The model at θ, the released gradient g̃ and the input domain of one view, on
     ``device``, where the attack's optimisation runs."""
@@ -37,14 +45,24 @@ class InversionProblem:
         self.input_shape = view.input_shape
         self.num_classes = view.num_classes
         self.low, self.high = view.data_range
+        self.clipped = _clips_each_example(view)
 
-    def gradient(self, images: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    def gradient(
+        self, images: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, ...]:
         """∇θ of the batch-mean cross-entropy at ``images``, differentiable in the inputs.
 
-        ``targets`` are class indices (int64) or class probabilities (soft labels).
+        ``targets`` are class indices (int64) or class probabilities (soft labels);
+        ``weights`` (positive, one per image) scale each example's loss: the clip factors
+        ``min(1, C/‖g_i‖)`` of a clipped release, which the attack estimates.
         """
-        loss = F.cross_entropy(self.model(images), targets)
+        if weights is None:
+            loss = F.cross_entropy(self.model(images), targets)
+        else:
+            losses = F.cross_entropy(self.model(images), targets, reduction="none")
+            loss = (weights * losses).mean()
         return torch.autograd.grad(loss, self.params, create_graph=True)
+
 
     def clamp_(self, images: torch.Tensor) -> torch.Tensor:
         """Project onto the data range in place."""

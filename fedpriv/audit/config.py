@@ -85,6 +85,10 @@ class AuditConfig:
     bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
     bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
     bayes_distractors: int = rule(*bounded_count(0, 100_000), default=15)
+    game_trials: int = rule(*bounded_count(0, 1_000_000, " (0 disables the identification "
+                                                        "game)"), default=1000)
+    game_candidates: int = rule(*bounded_count(2, 100_000), default=16)
+    game_confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
     undeclared: str = rule(
         *one_of("aggregate", "refuse"), default="aggregate",

@@ -61,6 +61,16 @@ def _bound(key: str) -> Callable[[Row], Any]:
     return value
 
 
+def _game(client: Row) -> str | None:
+    """``log(M·P̂) [lower, upper] ≤ bound`` of the identification game (docs/leakage.md)."""
+    g = client.get("empirical_leakage")
+    if not isinstance(g, Mapping):
+        return None
+    relation = ">" if g.get("exceeds_bound") else "≤"
+    return (f"{cell(g.get('log_value'), 3)} [{cell(g.get('log_lower'), 3)}, "
+            f"{cell(g.get('log_upper'), 3)}] {relation} {cell(g.get('log_bound'), 3)}")
+
+
 def _budget(key: str) -> Callable[[Row], Any]:
     return lambda c: (c.get("budget") or {}).get(key)
 
@@ -102,6 +112,9 @@ _OPTIONAL: dict[str, list[Column]] = {
                       ("confidence", "of the lower bound", _lower("confidence")),
                       ("method", "of the lower bound", _lower("method"))],
     "verification": [("verification", "declared mechanism vs update", _verification)],
+    "empirical_leakage": [("log M·P (game)", "identification game: log(M·P̂) over M candidates "
+                           "with its Clopper-Pearson interval, against the declared release's "
+                           "log Bayes capacity on them (nats)", _game)],
     "epsilon_central": [("ε aggregate", "client level: ε against a third party that sees only "
                          "the aggregate (add/remove of a client, Poisson-sampled at the client "
                          "rate, every round)", lambda c: c.get("epsilon_central")),

@@ -32,6 +32,7 @@ from fedpriv.audit.vacuity import vacuous_bounds
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps
+from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.validate import check_out_dir
 
 __all__ = [
@@ -77,6 +78,7 @@ def _loads(text: str | None) -> Any:
 
 def _best(attacks: list[Row]) -> Row | None:
     """The attack with the highest SSIM (the earliest among equals; None-SSIM ones last)."""
+    attacks = [a for a in attacks if a["attack"] != GAME_ATTACK]
     if not attacks:
         return None
     return max(attacks, key=lambda a: (a["ssim"] is not None, a["ssim"] or 0.0, -a["attack_id"]))
@@ -93,6 +95,25 @@ def _attack_summary(attack: Row | None) -> Row | None:
     summary["gain"] = (None if summary["prior"] is None
                        else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
     return summary
+
+
+def _game(attacks: list[Row]) -> Row:
+    """``empirical_leakage`` (privacy-math.md §13): the client's identification game with the
+    highest lower end (``exceeds_bound`` when it lies above ``log_bound``), and the intervals
+    of the game with the largest MBP estimate. Nones without a game."""
+    games = [(a, _loads(a["estimate_json"])) for a in attacks if a["attack"] == GAME_ATTACK]
+    if not games:
+        return {"empirical_leakage": None, "mbp_interval": None, "abp_interval": None}
+    row, est = max(games, key=lambda g: _lower_or_inf(g[1]["empirical_leakage"]))
+    leakage = est["empirical_leakage"]
+    exceeds = leakage["log_lower"] is not None and leakage["log_lower"] > leakage["log_bound"]
+    _, worst = max(games, key=lambda g: g[0]["mbp_estimate"] or 0.0)
+    return {"empirical_leakage": {**leakage, "round": row["round"], "exceeds_bound": exceeds},
+            "mbp_interval": worst["mbp_interval"], "abp_interval": worst["abp_interval"]}
+
+
+def _lower_or_inf(leakage: Row) -> float:
+    return -float("inf") if leakage["log_lower"] is None else leakage["log_lower"]
 
 
 def _worst(key: str, rows: Iterable[Row]) -> float | None:
@@ -116,6 +137,8 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "ssim": None if best is None else best["ssim"],
             "prior_ssim": _prior_ssim(best),
             "gain_ssim": None if best is None else best["gain_ssim"],
+            "empirical_leakage": _game([a for a in attacks if a["round"] == rnd])[
+                "empirical_leakage"],
             **_trust(row),
         })  # fmt: skip
     return series
@@ -201,6 +224,7 @@ def _client(
         "abp_bound": last.get("abp_bound"),
         "mbp_estimate": _worst("mbp_estimate", [*tallies, *attacks]),
         "abp_estimate": _worst("abp_estimate", [*tallies, *attacks]),
+        **_game(attacks),
         "attack": _attack_summary(_best(attacks)),
         **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
         "verification": _verification(tallies),

@@ -1,0 +1,82 @@
+"""The identification game on a client's release: honest and under-noising clients (§13)."""
+
+from __future__ import annotations
+
+import pytest
+from attacks_support import digits
+
+from attacks.game import GameSettings, identification_game
+from attacks.simulate import simulate_view
+from fedpriv.mechanisms import build_mechanism
+
+BATCH, POOL = digits(list(range(8))), digits(list(range(100, 115)))  # M = 16 candidates
+SETTINGS = GameSettings(trials=400, confidence=0.95, seed=3)
+
+
+def _game(name: str, used: dict, declared: dict, **view_kwargs):
+    view = simulate_view("paper-mlp", *BATCH, mechanism=name, mechanism_params=used, seed=1,
+                         **view_kwargs)
+    batch = tuple(t.numpy() for t in BATCH)
+    pool = tuple(t.numpy() for t in POOL)
+    return identification_game(view, build_mechanism(name, declared), batch, pool, SETTINGS)
+
+
+def test_honest_gaussian_client_stays_below_its_bound():
+    params = {"noise_multiplier": 2.0, "clip": 1.0}
+    game = _game("gaussian", params, params)
+    assert game.candidates == 16 and game.trials == 400
+    assert game.log_lower <= game.log_bound
+    assert not game.exceeds_bound
+
+
+def test_under_noising_client_is_caught():
+    """Declares σ = 2, adds σ/10: the game's lower end lies above the declared bound."""
+    game = _game("gaussian", {"noise_multiplier": 0.2, "clip": 1.0},
+                 {"noise_multiplier": 2.0, "clip": 1.0})
+    assert game.exceeds_bound
+    assert game.log_lower > game.log_bound
+
+
+def test_noiseless_release_is_identified_at_log_m():
+    game = _game("clip", {"clip": 1.0}, {"clip": 1.0})
+    assert game.successes == game.trials
+    assert game.log_value == pytest.approx(game.log_bound)  # no capacity bound: log M
+    assert not game.exceeds_bound
+
+
+@pytest.mark.parametrize(("name", "params", "kwargs"), [
+    ("gaussian", {"noise_multiplier": 1.0}, {"local_steps": 2}),
+    ("vmf", {"kappa": 10.0}, {}),
+])
+def test_game_does_not_apply(name, params, kwargs):
+    assert _game(name, params, params, **kwargs) is None
+
+
+def test_run_reports_empirical_leakage_and_marks_an_under_noising_client(tmp_path):
+    """In a run: every attacked client reports ``empirical_leakage``; the honest one stays
+    below its bound, the one that adds a tenth of its declared noise is marked inconsistent."""
+    from reliability_support import QUICKSTART, LocalGrid
+
+    from clients.client_app import app
+    from strategies.server_run import run_federation
+    from workflows.config import load_config
+
+    cfg = load_config(QUICKSTART, [
+        "rounds=1", "data.num_clients=2", "train.local_steps=1", "train.batch_size=8",
+        "mechanism.noise_multiplier=2.0", "audit.ground_truth=true", "audit.attacks=['idlg']",
+        "audit.iterations=5", "audit.game_trials=300",
+        "adversary=[{clients = [1], behaviour = 'under-noise', factor = 0.1}]",
+    ])  # fmt: skip
+    report = run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")
+    clients = {c["client_id"]: c for c in report["clients"]}
+    keys = {"log_value", "log_lower", "log_upper", "log_bound", "candidates", "trials",
+            "confidence"}
+    honest, cheat = clients[0]["empirical_leakage"], clients[1]["empirical_leakage"]
+    assert keys <= honest.keys() and keys <= cheat.keys()
+    assert honest["trials"] == 300 and honest["candidates"] == cfg.audit.game_candidates
+    assert honest["log_lower"] <= honest["log_bound"] and not honest["exceeds_bound"]
+    assert cheat["exceeds_bound"]
+    assert any("identification game" in f["message"] for f in clients[1]["failures"])
+    assert not any("identification game" in f["message"] for f in clients[0]["failures"])
+    lo, hi = clients[0]["mbp_interval"]
+    assert lo <= clients[0]["mbp_estimate"] <= hi
