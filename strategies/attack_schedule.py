@@ -40,9 +40,12 @@ log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
 
 
-def public_prior(dataset: Dataset) -> PublicPrior:
+def public_prior(dataset: Dataset) -> PublicPrior | None:
     """The public data of the prior baselines: the server's held-out evaluation split, which
-    the server holds to evaluate the global model (never a client's training records)."""
+    the server holds to evaluate the global model (never a client's training records); None
+    where the server holds none (a user's own app: attacks there are unscored anyway)."""
+    if len(dataset.test_y) == 0:
+        return None
     return PublicPrior(dataset.test_x.numpy(), dataset.test_y.numpy())
 
 
