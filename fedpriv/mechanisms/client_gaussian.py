@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ClientGaussianMechanism", "ClientGaussianRelease", "clip_update"]
 
+
 @dataclass(frozen=True)
 class ClientGaussianRelease(GaussianRelease):
     """One client-level release ``Δ̄ + N(0, σ²S²I)`` as the server meets it: replace-one
@@ -66,37 +67,9 @@ class ClientGaussianRelease(GaussianRelease):
     mechanism: ClassVar[str] = "client-gaussian"
 
     @property
-    def _replace_one(self) -> float:
-        """The Gaussian noise multiplier of the replace-one pair: ``σ/2``."""
+    def accounted_noise(self) -> float:
+        """The Gaussian noise multiplier of the replace-one pair: ``σ/2`` (shift ``2S``)."""
         return self.noise_multiplier / 2.0
-
-    def rdp(self, orders: np.ndarray) -> np.ndarray:
-        from fedpriv.accounting.rdp import gaussian_rdp
-
-        return gaussian_rdp(orders, self._replace_one)
-
-    def subsampled_rdp(self, orders: tuple[float, ...], sample_rate: float) -> np.ndarray:
-        from fedpriv.accounting.dp_library import gaussian_subsampled_rdp
-
-        return gaussian_subsampled_rdp(orders, self._replace_one, sample_rate)
-
-    def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> object:
-        from fedpriv.accounting.dp_library import gaussian_pld
-
-        return gaussian_pld(self._replace_one, sample_rate, discretization, steps=steps)
-
-    def grid_need(self, sample_rate: float, steps: int) -> object:
-        from fedpriv.accounting.dp_library import gaussian_grid_need
-
-        return gaussian_grid_need(self._replace_one, sample_rate, steps)
-
-    def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
-        from fedpriv.leakage.tradeoff import gaussian_tradeoff
-
-        return gaussian_tradeoff(alpha, 1.0 / self._replace_one)
-
-    def gaussian_equivalent(self, dim: int) -> float:
-        return self._replace_one
 
     def central(self) -> Release:
         """The release as a third party that sees only the aggregate meets it: add/remove of a

@@ -53,30 +53,36 @@ class GaussianRelease(Release):
     def calibration_start(cls, dim: int | None) -> GaussianRelease:
         return cls(1.0)
 
+    @property
+    def accounted_noise(self) -> float:
+        """The noise multiplier of the neighbouring pair the accountant composes: ``σ`` for
+        add/remove-one of a record (a subclass with other neighbours overrides it)."""
+        return self.noise_multiplier
+
     def rdp(self, orders: np.ndarray) -> np.ndarray:
         from fedpriv.accounting.rdp import gaussian_rdp
 
-        return gaussian_rdp(orders, self.noise_multiplier)
+        return gaussian_rdp(orders, self.accounted_noise)
 
     def subsampled_rdp(self, orders: tuple[float, ...], sample_rate: float) -> np.ndarray:
         from fedpriv.accounting.dp_library import gaussian_subsampled_rdp
 
-        return gaussian_subsampled_rdp(orders, self.noise_multiplier, sample_rate)
+        return gaussian_subsampled_rdp(orders, self.accounted_noise, sample_rate)
 
     def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
         from fedpriv.accounting.dp_library import gaussian_pld
 
-        return gaussian_pld(self.noise_multiplier, sample_rate, discretization, steps=steps)
+        return gaussian_pld(self.accounted_noise, sample_rate, discretization, steps=steps)
 
     def grid_need(self, sample_rate: float, steps: int) -> Any:
         from fedpriv.accounting.dp_library import gaussian_grid_need
 
-        return gaussian_grid_need(self.noise_multiplier, sample_rate, steps)
+        return gaussian_grid_need(self.accounted_noise, sample_rate, steps)
 
     def tradeoff(self, alpha: np.ndarray) -> np.ndarray:
         from fedpriv.leakage.tradeoff import gaussian_tradeoff
 
-        return gaussian_tradeoff(alpha, 1.0 / self.noise_multiplier)
+        return gaussian_tradeoff(alpha, 1.0 / self.accounted_noise)
 
     def log_bayes_capacity(self, dim: int, radius: float) -> float:
         from fedpriv.leakage.capacity import log_capacity_gaussian
@@ -84,7 +90,7 @@ class GaussianRelease(Release):
         return log_capacity_gaussian(dim, radius, self.noise_multiplier)
 
     def gaussian_equivalent(self, dim: int) -> float:
-        return self.noise_multiplier
+        return self.accounted_noise
 
 
 @dataclass(frozen=True)
