@@ -9,6 +9,7 @@
   way Flower's simulation engine does (``vce_api.worker``). It runs
   :func:`strategies.server_run.run_federation` in seconds, without Ray; ``stop_at`` raises
   :class:`Killed` when a round's train messages are sent, as a crash would.
+* :func:`run_on_ray` — the same federation on Flower's simulation engine (Ray).
 """
 
 from __future__ import annotations
@@ -129,3 +130,28 @@ class LocalGrid(Grid):
         except Exception as exc:  # noqa: BLE001 - Flower's simulation does the same
             reason = f"{type(exc)}:<'{exc}'>"
             return Message(Error(code=0, reason=reason), reply_to=msg)
+
+
+def run_on_ray(cfg, client_app: ClientApp, num_supernodes: int, run_dir: Path) -> dict:  # noqa: ANN001
+    """:func:`strategies.server_run.run_federation` behind a ServerApp on Flower's simulation
+    engine (Ray) with ``client_app`` on ``num_supernodes`` nodes; the run's result."""
+    import warnings
+
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    from strategies.server_run import run_federation
+    from workflows.simulation import _backend_config
+
+    result: dict = {}
+    server = ServerApp()
+
+    @server.main()
+    def _main(grid: Grid, context: Context) -> None:
+        result.update(run_federation(grid, cfg, run_dir))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        run_simulation(server_app=server, client_app=client_app, num_supernodes=num_supernodes,
+                       backend_name="ray", backend_config=_backend_config(cfg))
+    return result

@@ -8,11 +8,9 @@ Flower's simulation engine (Ray) to check what Flower does with a ClientApp that
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
-from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
+from reliability_support import QUICKSTART, LocalGrid, faulty_client_app, run_on_ray
 
 from fedpriv.audit import AuditStore
 from strategies.server_run import run_federation
@@ -114,26 +112,9 @@ def test_tallies_count_only_accepted_releases(faulty_run):
 def test_flower_simulation_turns_a_raising_clientapp_into_an_error_reply(tmp_path):
     """On Ray, an exception in the ClientApp reaches the server as an error reply (Flower's
     ``ClientAppException``); the round goes on with the others."""
-    from flwr.app import Context
-    from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation import run_simulation
-
-    from workflows.simulation import _backend_config
-
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3",
-                                                  "train.local_steps=2"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=2"])
     plan = {(0, 1): "raise", (1, 2): "nan", (2, 2): "shape"}
-    result: dict = {}
-    server = ServerApp()
-
-    @server.main()
-    def _main(grid: Grid, context: Context) -> None:
-        result.update(run_federation(grid, cfg, tmp_path / "run"))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        run_simulation(server_app=server, client_app=faulty_client_app(plan), num_supernodes=3,
-                       backend_name="ray", backend_config=_backend_config(cfg))
+    result = run_on_ray(cfg, faulty_client_app(plan), 3, tmp_path / "run")
     assert result["status"] == "completed" and result["rounds"] == 2
     failures = {(f["round"], f["kind"]): f for f in result["failures"]}
     assert set(failures) == {(1, "exception"), (2, "non-finite"), (2, "shape")}

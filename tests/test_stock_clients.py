@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import stock_client
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, run_on_ray
 
 from fedpriv.audit import AuditStore
 from fedpriv.protocol import ClientReport, ProtocolError, server_config
@@ -185,26 +185,8 @@ def test_fedpriv_audit_attacks_stored_undeclared_updates_again(stock_run, tmp_pa
 @pytest.mark.slow
 def test_stock_clients_on_flowers_ray_simulation(tmp_path):
     """The same on Flower's simulation engine (Ray): random node ids, real error handling."""
-    import warnings
-
-    from flwr.app import Context
-    from flwr.serverapp import Grid, ServerApp
-    from flwr.simulation import run_simulation
-
-    from workflows.simulation import _backend_config
-
     cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=2"])
-    result: dict = {}
-    server = ServerApp()
-
-    @server.main()
-    def _main(grid: Grid, context: Context) -> None:
-        result.update(run_federation(grid, cfg, tmp_path / "run"))
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        run_simulation(server_app=server, client_app=stock_client.app, num_supernodes=3,
-                       backend_name="ray", backend_config=_backend_config(cfg))
+    result = run_on_ray(cfg, stock_client.app, 3, tmp_path / "run")
     assert result["status"] == "completed" and result["failures"] == []
     assert [(c["client_id"], c["guarantee"], c["rounds_participated"])
             for c in result["clients"]] == [(c, "undeclared", 2) for c in (3, 4, 5)]
