@@ -187,7 +187,7 @@ def run_attack(
         attack=name,
         reconstructions=trial.reconstructions,
         labels=trial.labels,
-        prior=trial.prior,
+        start=trial.start,
         loss=trial.loss,
         iterations=iterations,
         restarts=restarts,

@@ -21,7 +21,7 @@ class AttackResult:
         float32 array ``(n, C, H, W)`` in the data range, in no particular order.
     labels
         Recovered label of each reconstruction, int64 ``(n,)``.
-    prior
+    start
         The starting images of the kept restart, same shape as ``reconstructions``.
     loss
         Final gradient-matching loss of the kept restart.
@@ -40,7 +40,7 @@ class AttackResult:
     attack: str
     reconstructions: np.ndarray
     labels: np.ndarray
-    prior: np.ndarray
+    start: np.ndarray
     loss: float
     iterations: int
     restarts: int
@@ -68,5 +68,5 @@ class Trial:
 
     reconstructions: np.ndarray
     labels: np.ndarray
-    prior: np.ndarray
+    start: np.ndarray
     loss: float

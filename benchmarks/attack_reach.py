@@ -33,16 +33,17 @@ PUBLIC = slice(1000, None)  # the public pool of the priors: never in a batch he
 
 
 def _baselines(images: Any, labels: Any, pool: Any, pool_labels: Any) -> dict[str, float]:
-    """Mean SSIM of the public mean image and of the true class's public mean image."""
+    """Mean SSIM of the public mean image and of the true class's public mean image
+    (:class:`attacks.prior.PublicPrior`, the baselines the live scoring uses)."""
     import numpy as np
 
+    from attacks.prior import PublicPrior
     from attacks.scoring import image_ssim
 
-    mean = pool.mean(axis=0)
-    class_means = {c: pool[pool_labels == c].mean(axis=0) for c in np.unique(pool_labels)}
+    public = PublicPrior(pool, pool_labels)
     return {
-        "prior_mean_ssim": float(np.mean([image_ssim(mean, x) for x in images])),
-        "prior_class_mean_ssim": float(np.mean([image_ssim(class_means[int(y)], x)
+        "prior_mean_ssim": float(np.mean([image_ssim(public.mean, x) for x in images])),
+        "prior_class_mean_ssim": float(np.mean([image_ssim(public.class_mean(int(y)), x)
                                                 for x, y in zip(images, labels, strict=True)])),
     }
 
@@ -64,7 +65,7 @@ def cell(batch: int, mechanism: str, iterations: int) -> dict[str, Any]:
     start = time.perf_counter()
     result = run_attack("iga", view, iterations=iterations, seed=0)
     seconds = time.perf_counter() - start
-    score = score_reconstruction(result.reconstructions, x.numpy(), prior=result.prior,
+    score = score_reconstruction(result.reconstructions, x.numpy(),
                                  recovered_labels=result.labels,
                                  true_labels=y.numpy()).summary()
     pool = upsample_digits(bunch.images[PUBLIC]).numpy()

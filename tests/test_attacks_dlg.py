@@ -18,7 +18,7 @@ def test_tiny_case_is_recovered(name):
     assert score.mse[0] < 1e-4
     assert result.labels.tolist() == y.tolist()
     assert result.loss < 1e-6
-    assert not np.array_equal(result.prior, result.reconstructions)
+    assert not np.array_equal(result.start, result.reconstructions)
 
 
 def test_dlg_batch_two_recovers_both_in_some_order():

@@ -83,8 +83,8 @@ def test_same_seed_same_result():
     b = run_attack("iga", view, iterations=10, seed=4)
     c = run_attack("iga", view, iterations=10, seed=5)
     np.testing.assert_array_equal(a.reconstructions, b.reconstructions)
-    np.testing.assert_array_equal(a.prior, b.prior)
-    assert not np.array_equal(a.prior, c.prior)
+    np.testing.assert_array_equal(a.start, b.start)
+    assert not np.array_equal(a.start, c.start)
 
 
 def test_clipping_costs_iga_little_with_clip_weights_and_clip_aware_labels():

@@ -49,7 +49,7 @@ def test_every_attack_returns_a_complete_result(view, name):
     assert torch.get_num_threads() == before
     assert torch.equal(torch.get_rng_state(), rng)  # only the attack's own generator is used
     assert isinstance(result, AttackResult)
-    assert result.reconstructions.shape == (3, 1, 16, 16) == result.prior.shape
+    assert result.reconstructions.shape == (3, 1, 16, 16) == result.start.shape
     assert result.labels.shape == (3,) and result.labels.dtype.kind == "i"
     assert (result.attack, result.iterations, result.restarts, result.seed) == (name, 2, 2, 1)
     assert result.seconds > 0 and not result.pseudo_gradient

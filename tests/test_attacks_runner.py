@@ -24,7 +24,7 @@ def _same(a, b) -> None:
     assert a.attack == b.attack and a.loss == b.loss
     np.testing.assert_array_equal(a.reconstructions, b.reconstructions)
     np.testing.assert_array_equal(a.labels, b.labels)
-    np.testing.assert_array_equal(a.prior, b.prior)
+    np.testing.assert_array_equal(a.start, b.start)
 
 
 def test_inline_matches_direct_calls_in_job_order(capsys):

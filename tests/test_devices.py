@@ -72,7 +72,7 @@ def test_training_and_attacks_run_on_cuda():
         on_gpu = run_attack(name, view, iterations=5, seed=0, device="cuda")
         on_cpu = run_attack(name, view, iterations=5, seed=0, device="cpu")
         assert on_gpu.reconstructions.shape == on_cpu.reconstructions.shape
-        assert (on_gpu.prior == on_cpu.prior).all()  # random starts drawn on the CPU
+        assert (on_gpu.start == on_cpu.start).all()  # random starts drawn on the CPU
 
 
 def test_attacks_take_the_device_key():

@@ -166,9 +166,9 @@ class AnalyticLabels:
 
 
 def uniform_images(problem: InversionProblem, n: int, gen: torch.Generator) -> torch.Tensor:
-    """Uniform random images in the data range: the attack's starting point (prior).
+    """Uniform random images in the data range: the attack's starting point.
 
-    The reference codes draw N(0, 1); uniform keeps the prior inside the scored range.
+    The reference codes draw N(0, 1); uniform keeps the start inside the scored range.
     Drawn on the CPU generator (the same start on every device), then moved to the device.
     """
     u = torch.rand((n, *problem.input_shape), generator=gen)
@@ -225,7 +225,7 @@ class GradientMatcher:
         """One restart: a fresh start drawn from ``generator``, ``iterations`` optimiser steps;
         its loss is the final distance, without the regularisers."""
         x = self.initialise(problem, num_images, generator).requires_grad_(True)
-        prior = _to_numpy(x, problem)
+        start = _to_numpy(x, problem)
         trial_labels = labels.start(problem, num_images, generator)
         # a clipped release weighs example i by its clip factor: free positive weights e^ω_i
         log_w = (torch.zeros(num_images, device=problem.device, requires_grad=True)
@@ -253,7 +253,7 @@ class GradientMatcher:
         return Trial(
             reconstructions=_to_numpy(x, problem),
             labels=trial_labels.found(),
-            prior=prior,
+            start=start,
             loss=float(distance().detach()),
         )
 
