@@ -77,7 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     # dp-accounting logs through absl each RDP order it drops for not converging (harmless: the
-    # order is excluded from the minimum); keep those out of the progress output.
+    # order is excluded from the minimum). fedpriv.accounting.dp_library logs each distinct one
+    # once; the command line keeps even that out of the progress output.
     logging.getLogger("absl").setLevel(logging.ERROR)
     # ours at INFO, libraries at WARNING
     for package in ("fedpriv", "strategies", "clients", "attacks"):

@@ -23,10 +23,7 @@ the server the first noisy release of training (module :mod:`workflows.sweep.run
 
 from __future__ import annotations
 
-import logging
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -210,25 +207,12 @@ def sweep_setting(cfg: Config, batch_size: int | None = None) -> SweepSetting:
                         cfg.audit.delta, cfg.audit.accountant, sizes, dataset.num_classes, shape)
 
 
-@contextmanager
-def _quiet_absl() -> Iterator[None]:
-    """dp-accounting logs one absl warning per skipped fractional order: keep stderr readable."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def _account(setting: SweepSetting, release: Release, steps: int) -> Any:
     """The accountant's result for ``steps`` releases at the setting's rate and δ."""
     from fedpriv.accounting import ReleaseEvent, epsilon
 
-    with _quiet_absl():
-        event = ReleaseEvent(release, setting.sample_rate, steps)
-        return epsilon([event], setting.delta, accountant=setting.accountant)
+    event = ReleaseEvent(release, setting.sample_rate, steps)
+    return epsilon([event], setting.delta, accountant=setting.accountant)
 
 
 def _per_epoch(setting: SweepSetting, release: Release) -> float:
@@ -247,11 +231,10 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> C
     from fedpriv.accounting import calibrate
 
     try:
-        with _quiet_absl():
-            template = release_class(mechanism, "sweep.mechanisms").calibration_start(setting.dim)
-            cal = calibrate(template, target_epsilon, delta=setting.delta,
-                            sample_rate=setting.sample_rate, steps=setting.steps,
-                            accountant=setting.accountant)
+        template = release_class(mechanism, "sweep.mechanisms").calibration_start(setting.dim)
+        cal = calibrate(template, target_epsilon, delta=setting.delta,
+                        sample_rate=setting.sample_rate, steps=setting.steps,
+                        accountant=setting.accountant)
     except InputError as exc:  # name the config key behind the calibration's own name
         key = {"target_epsilon": "sweep.epsilons", "accountant": "audit.accountant"}
         raise InputError(key.get(exc.key, exc.key), exc.value,
