@@ -110,7 +110,9 @@ class GaussianMechanism(ClippedMechanism):
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
         noise = clipped_sum.new_empty(clipped_sum.shape).normal_(generator=generator)
-        return (clipped_sum + self.noise_std * noise) / batch_size
+        # (Σḡ + σC·z) / L in place, in that order: the same rounding as the out-of-place
+        # expression, without two temporaries of size p
+        return noise.mul_(self.noise_std).add_(clipped_sum).div_(batch_size)
 
     def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
         """The noise-norm sandwich and the noise-law test (σ = 0 is checked like ``clip``)."""
