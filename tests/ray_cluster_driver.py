@@ -2,6 +2,8 @@
 
 * ``nodes ADDRESS COUNT TIMEOUT`` — wait until COUNT nodes with CPUs are alive; print them as
   one JSON line (:func:`ray_cluster_support.alive_nodes`);
+* ``join ADDRESS`` — print as JSON where "auto" leads and what ``ray.init(ADDRESS,
+  num_cpus=1)`` says (:func:`ray_cluster_support.join_checks`);
 * ``simulate TRACE HOLD_ROUND FEDPRIV-ARGS...`` — ``fedpriv FEDPRIV-ARGS`` (the command
   line's own ``main``) with the ClientApp of :func:`ray_cluster_support.traced_client_app`
   (writing to TRACE, holding round HOLD_ROUND's train messages) in place of fedpriv's; its exit
@@ -15,12 +17,15 @@ A script, not a module: the trace mod must live in an importable module
 import json
 import sys
 
-from ray_cluster_support import alive_nodes, traced_client_app
+from ray_cluster_support import alive_nodes, join_checks, traced_client_app
 
 
 def main(argv: list[str]) -> int:
     if argv[0] == "nodes":
         print(json.dumps(alive_nodes(argv[1], int(argv[2]), float(argv[3]))))
+        return 0
+    if argv[0] == "join":
+        print(json.dumps(join_checks(argv[1])))
         return 0
     if argv[0] == "simulate":
         import workflows.simulation

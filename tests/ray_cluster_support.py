@@ -44,9 +44,11 @@ OBJECT_STORE_BYTES = 80 * 2**20  # Ray's floor is 75 MiB; the runs move a few MB
 
 
 def ray_env(home: Path) -> dict[str, str]:
-    """The environment of every process of a cluster living under ``home``."""
+    """The environment of every process of a cluster living under ``home``: no
+    ``PYTHONPATH``, so the actors find the app only through what Flower ships them."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "RAY_ADDRESS")}
     return {
-        **os.environ, MARKER: str(home), "PYTHONPATH": str(ROOT),
+        **env, MARKER: str(home), "RAY_TMPDIR": str(home),
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0",
         "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "OMP_NUM_THREADS": "1",
@@ -69,9 +71,9 @@ class RayCluster:
         self.hosts: dict[str, Host] = {}
         self.address = ""
 
-    def _start(self, name: str, host: Host, args: list[str]) -> None:
+    def _start(self, name: str, host: Host, args: list[str], temp_dir: Path) -> None:
         argv = [str(BIN / "ray"), "start", "--block", "--node-ip-address", host.address,
-                "--temp-dir", str(self.home / name), "--disable-usage-stats",
+                "--temp-dir", str(temp_dir), "--disable-usage-stats",
                 "--object-store-memory", str(OBJECT_STORE_BYTES), *args]  # fmt: skip
         with (self.home / f"{name}.log").open("ab") as log:
             self.group.start(name, host.command(argv), env=self.env, cwd=self.home, stdout=log)
@@ -79,27 +81,36 @@ class RayCluster:
 
     def start_head(self, host: Host, num_cpus: int = 0) -> str:
         """``ray start --head`` on ``host``, no dashboard, ``num_cpus`` CPUs (0: the head
-        runs no client actor); returns the cluster's address."""
+        runs no client actor); returns the cluster's address. Its temp dir is
+        ``HOME/ray``, so its address file is where ``ray.init("auto")`` looks with
+        ``RAY_TMPDIR=HOME`` (the clusters' environment), not in the machine's ``/tmp/ray``."""
         self._start("head", host, ["--head", "--port", str(GCS_PORT), "--num-cpus",
-                                   str(num_cpus), "--include-dashboard=false"])  # fmt: skip
+                                   str(num_cpus), "--include-dashboard=false"],
+                    self.home / "ray")  # fmt: skip
         self.address = f"{host.address}:{GCS_PORT}"
         return self.address
 
     def add_worker(self, name: str, host: Host, num_cpus: int = 1) -> None:
         """``ray start --address HEAD`` on ``host`` with ``num_cpus`` CPUs."""
-        self._start(name, host, ["--address", self.address, "--num-cpus", str(num_cpus)])
+        self._start(name, host, ["--address", self.address, "--num-cpus", str(num_cpus)],
+                    self.home / name)
 
     def start_on_head(self, name: str, args: list[str]) -> subprocess.Popen:
         """Start ``python tests/ray_cluster_driver.py ARGS`` on the head's host as child
         ``name`` of the group, its output in ``HOME/NAME.log``."""
         argv = self.hosts["head"].command([sys.executable, str(DRIVER), *args])
         with (self.home / f"{name}.log").open("ab") as log:
-            return self.group.start(name, argv, env=self.env, cwd=self.home, stdout=log)
+            return self.group.start(name, argv, env=self._driver_env(), cwd=self.home,
+                                    stdout=log)  # fmt: skip
+
+    def _driver_env(self) -> dict[str, str]:
+        """The drivers import this checkout (its root first on ``sys.path``)."""
+        return {**self.env, "PYTHONPATH": str(ROOT)}
 
     def run_on_head(self, args: list[str], *, timeout: float) -> subprocess.CompletedProcess:
         """``python tests/ray_cluster_driver.py ARGS`` on the head's host (waits for it)."""
         argv = self.hosts["head"].command([sys.executable, str(DRIVER), *args])
-        return subprocess.run(argv, env=self.env, cwd=self.home, capture_output=True,
+        return subprocess.run(argv, env=self._driver_env(), cwd=self.home, capture_output=True,
                               text=True, timeout=timeout)  # fmt: skip
 
     def wait_nodes(self, count: int, timeout: float = PATIENCE) -> list[dict[str, Any]]:
@@ -156,9 +167,47 @@ def alive_nodes(address: str, count: int, timeout: float) -> list[dict[str, Any]
 HOLD_LIMIT = 1200.0  # seconds a held message waits for its release before going on
 
 
+def join_checks(address: str) -> dict[str, str]:
+    """How this host joins the cluster at ``address``: the GCS address that fedpriv's pre-run
+    check and ``ray.init("auto")`` resolve "auto" to, and what ``ray.init(address,
+    num_cpus=1)`` says (Flower's ``init-args-num-cpus`` does this): exception type and
+    message, or "accepted"."""
+    import ray
+
+    from workflows.simulation import check_ray_address
+
+    check_ray_address("auto")
+    ray.init(address="auto", log_to_driver=False, logging_level="WARNING")
+    auto = ray.get_runtime_context().gcs_address
+    ray.shutdown()
+    try:
+        ray.init(address=address, num_cpus=1, log_to_driver=False, logging_level="WARNING")
+    except Exception as exc:  # noqa: BLE001 - reported, not handled
+        return {"auto": auto, "num_cpus": f"{type(exc).__name__}: {exc}"}
+    ray.shutdown()
+    return {"auto": auto, "num_cpus": "accepted"}
+
+
+HOLD_LIMIT = 1200.0  # seconds a held message waits for its release before going on
+
+
+def refused_num_cpus(address: str) -> str:
+    """What ``ray.init(address, num_cpus=1)`` says when joining a running cluster (Flower's
+    ``init-args-num-cpus`` does this): the exception's type and message."""
+    import ray
+
+    try:
+        ray.init(address=address, num_cpus=1, log_to_driver=False, logging_level="WARNING")
+    except Exception as exc:  # noqa: BLE001 - reported, not handled
+        return f"{type(exc).__name__}: {exc}"
+    ray.shutdown()
+    return "accepted"
+
+
 def trace_mod(path: str, hold_round: int = 0) -> Callable:
     """A client mod appending ``{"phase", "partition", "round", "type", "node_id", "ip",
-    "pid"}`` to ``path`` when a message arrives ("begin") and when its reply leaves ("end").
+    "pid", "app_file"}`` to ``path`` when a message arrives ("begin") and when its reply
+    leaves ("end"); ``app_file`` is where the actor imported ``clients.client_app`` from.
 
     Train messages of round ``hold_round`` (0: none) wait after "begin" until the file
     ``PATH.release`` exists, so that a test can act while they are in flight.
@@ -167,13 +216,15 @@ def trace_mod(path: str, hold_round: int = 0) -> Callable:
     def write(phase: str, msg: Any, context: Any) -> dict[str, Any]:
         import ray
 
+        import clients.client_app
+
         ctx = ray.get_runtime_context()
         config = msg.content["config"] if "config" in msg.content else {}
         entry = {
             "phase": phase, "partition": int(context.node_config["partition-id"]),
             "round": int(config.get("server-round", 0)), "type": msg.metadata.message_type,
             "node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
-            "pid": os.getpid(),
+            "pid": os.getpid(), "app_file": clients.client_app.__file__,
         }  # fmt: skip
         with open(path, "a") as out:  # one short O_APPEND write per line
             out.write(json.dumps(entry) + "\n")

@@ -29,6 +29,7 @@ from ray_cluster_support import MARKER, ROOT, RayCluster, read_trace
 
 from workflows.deploy.netns import NetnsNetwork, netns_unavailable
 from workflows.deploy.processes import ProcessGroup, kill_pids, processes_with_env
+from workflows.simulation import ray_address_file
 
 UNAVAILABLE = netns_unavailable()
 pytestmark = [
@@ -39,7 +40,7 @@ pytestmark = [
 CLIENTS, ROUNDS, HOLD = 4, 4, 2
 SETS = [f"data.num_clients={CLIENTS}", f"rounds={ROUNDS}", "train.local_steps=2",
         "simulation.client_cpus=1"]  # fmt: skip
-RAY_ADDRESS_FILE = Path("/tmp/ray/ray_current_cluster")  # where `ray.init("auto")` looks
+RAY_ADDRESS_FILE = ray_address_file()  # where `ray.init("auto")` looks from this process
 ACTOR_LOST = ("ActorDiedError", "ActorUnavailableError", "RayActorError")
 
 
@@ -120,6 +121,13 @@ def test_simulation_on_a_three_node_ray_cluster_survives_a_lost_worker(
         cluster.add_worker("w2", w2)
         nodes = {n["ip"]: n for n in cluster.wait_nodes(2)}
         assert sorted(nodes) == [head.address, w1.address, w2.address]
+        # "auto" finds the cluster through its address file (fedpriv's pre-run check and Ray
+        # alike); joining with a CPU count (Flower's init-args-num-cpus) is refused
+        joined = cluster.run_on_head(["join", address], timeout=PATIENCE)
+        said = json.loads(joined.stdout.splitlines()[-1]) if joined.returncode == 0 else {}
+        assert said.get("auto") == address, joined.stderr[-3000:]
+        assert said["num_cpus"].startswith("ValueError: When connecting to an existing "
+                                           "cluster, num_cpus and num_gpus must not"), said
         sets = [*SETS, f"simulation.ray_address='{address}'"]
         driver = _driver(cluster, "driver", trace, HOLD, [
             str(ROOT / "configs" / "quickstart.toml"), "--out", str(run_dir), "--json",
@@ -156,6 +164,9 @@ def test_simulation_on_a_three_node_ray_cluster_survives_a_lost_worker(
     assert set().union(*served.values()) == set(range(CLIENTS))
     assert {t["node_id"] for t in first} <= {nodes[w1.address]["node_id"],
                                              nodes[w2.address]["node_id"]}  # fmt: skip
+    # the actors imported the app from this checkout, through the PYTHONPATH Flower ships
+    # (the Ray nodes run without one)
+    assert {t["app_file"] for t in first} == {str(ROOT / "clients" / "client_app.py")}
     # nothing ran on W2 after it was killed; W1 answered its held message
     assert not [t for t in first if t["ip"] == w2.address and t["phase"] == "end"
                 and t["round"] >= HOLD]  # fmt: skip
