@@ -13,6 +13,8 @@ iteration, per batch size; the simulation start-up), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
 ``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
+``ray_queue`` (Flower's per-node message scan against fedpriv's one pass: one pass alone at 10 to
+10,000 nodes, and seconds and driver CPU seconds per round on Ray at 10 / 100 / 1,000 clients),
 ``html_report`` (report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
 load average before and after it; a section that fails is reported with its error and the
@@ -20,9 +22,9 @@ others still run. Nothing in a section asserts a time. ``--quick`` takes under 1
 2 idle cores.
 
 ``--smoke`` runs every part of every section at the smallest size that runs its code (one or
-two repeats, two clients, two rounds; ``fedpriv simulate`` on Ray once in ``simulation`` and
-once in ``scaling``, one client actor each; ``paper_cell`` checks its simulation without
-starting Ray) and prints the same object. It measures nothing: it checks that the benchmarks
+two repeats, two clients, two rounds; ``fedpriv simulate`` on Ray once in ``simulation``, in
+``scaling`` and in ``ray_queue``, one client actor each; ``paper_cell`` checks its simulation
+without starting Ray) and prints the same object. It measures nothing: it checks that the benchmarks
 still run, and exits with status 1 when a section failed or a run inside one did
 (:func:`errors`). The default test suite runs it (``tests/test_benchmarks_smoke.py``). See
 benchmarks/README.md.
@@ -136,6 +138,12 @@ def _scaling(size: str) -> dict[str, Any]:
             "float16_attack": update_dtype(iterations=5 if smoke else None)}
 
 
+def _ray_queue(size: str) -> dict[str, Any]:
+    from benchmarks.ray_queue import measure
+
+    return measure(size == "quick", smoke=size == "smoke")
+
+
 def _html_report(size: str) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -155,6 +163,7 @@ SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
     "simulation": _simulation,
     "canaries": _canaries,
     "scaling": _scaling,
+    "ray_queue": _ray_queue,
     "html_report": _html_report,
 }
 
@@ -296,6 +305,15 @@ def _scaling_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _ray_queue_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  one pass, {row['nodes']} nodes, {row['loop']}: "
+             f"{_median(row['later_cpu_s'])} CPU s" for row in r["tick"]]
+    lines += [f"  {key}: {_median(_get(p, 'round_seconds'))} s/round, "
+              f"{_median(_get(p, 'driver_cpu_seconds'))} driver CPU s/round"
+              for key, p in r["pooled"].items()]
+    return [*lines, f"  ratios: {r['ratios']}"]
+
+
 def headlines(result: dict[str, Any]) -> list[str]:
     """A short human summary of :func:`run`'s object."""
     m = result["machine"]
@@ -326,6 +344,7 @@ def headlines(result: dict[str, Any]) -> list[str]:
         "canaries": lambda r: [f"  {k}: " + ", ".join(f"{n} {_median(v)}" for n, v in row.items())
                                for k, row in r["rows"].items()],
         "scaling": _scaling_lines,
+        "ray_queue": _ray_queue_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

@@ -17,6 +17,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,23 +70,39 @@ RAY_JOIN_TIMEOUT = 10.0
 """Seconds to wait for a Ray cluster named by ``simulation.ray_address`` to answer."""
 
 
+def ray_address_file() -> Path:
+    """The file in which ``ray start`` leaves its cluster's address for ``ray.init("auto")``:
+    ``ray/ray_current_cluster`` under ``$RAY_TMPDIR``, else ``$TMPDIR`` on Linux, else ``/tmp``
+    (Ray 2.55, ``ray/_common/utils.py``: ``get_default_system_temp_dir``)."""
+    if "RAY_TMPDIR" in os.environ:
+        base = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        base = os.environ["TMPDIR"]
+    else:
+        base = "/tmp"
+    return Path(base) / "ray" / "ray_current_cluster"
+
+
 def check_ray_address(address: str, timeout: float = RAY_JOIN_TIMEOUT) -> None:
     """Refuse a ``simulation.ray_address`` that does not answer within ``timeout`` seconds.
 
-    ``"auto"`` is resolved as Ray resolves it, through ``/tmp/ray/ray_current_cluster`` (a file
-    a killed cluster leaves behind, naming a dead head: ``ray.init`` would then wait forever).
-    A ``ray://`` client address is checked at its host and port the same way.
+    ``"auto"`` is resolved as Ray resolves it: ``$RAY_ADDRESS`` when set, else the address in
+    :func:`ray_address_file` (which a killed cluster leaves behind, naming a dead head:
+    ``ray.init`` would then wait forever; and without the file Ray's "auto" joins any Ray
+    instance running on the machine, another user's private one included). A ``ray://``
+    client address is checked at its host and port the same way.
     """
     import socket
 
     key = "simulation.ray_address"
     target = address
     if address == "auto":
-        current = Path(os.environ.get("RAY_TMPDIR", "/tmp/ray")) / "ray_current_cluster"
-        if not current.is_file():
+        current = ray_address_file()
+        target = os.environ.get("RAY_ADDRESS") or ""
+        if not target and not current.is_file():
             raise InputError(key, address, "an address of a running Ray cluster (no cluster "
                              f"found: {current} does not exist); leave it empty for a private Ray")
-        target = current.read_text().strip()
+        target = target or current.read_text().strip()
     host, _, port = target.removeprefix("ray://").rpartition(":")
     try:
         socket.create_connection((host, int(port)), timeout=timeout).close()
@@ -255,6 +272,7 @@ def _run_on_ray(
     from flwr.simulation import run_simulation
 
     from strategies.server_run import run_federation
+    from workflows.flower_queue import indexed_message_queue
 
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
@@ -274,7 +292,7 @@ def _run_on_ray(
             raise
 
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), indexed_message_queue():  # O(N), not O(N²), per tick
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(
                 server_app=server_app,

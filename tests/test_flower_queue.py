@@ -1,0 +1,111 @@
+"""workflows.flower_queue hands out, tick by tick, exactly the messages Flower's own loop
+(``get_message_ins(node, limit=1)`` for every node) hands out, in the same order, and deletes
+the same expired ones; the patch is in place only inside its ``with`` block."""
+
+from __future__ import annotations
+
+import threading
+import time
+from queue import Queue
+
+from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID
+from flwr.proto.task_pb2 import Task  # pylint: disable=E0611
+from flwr.server.superlink.fleet.vce import vce_api
+from flwr.server.superlink.linkstate import LinkStateFactory
+from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
+from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
+from flwr.supercore.object_store import ObjectStoreFactory
+from flwr.supercore.run import Run
+from flwr.supercore.task_identity import TaskIdentity
+from flwr.superlink.federation import NoOpFederationManager
+from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+from workflows.flower_queue import indexed_message_queue, one_pass_queue, undelivered_per_node
+
+NODES = 7
+# (node index, tag): several messages for some nodes, none for node 5, node 3's first expired
+PUSHED = [(0, "a"), (1, "b"), (0, "c"), (2, "d"), (3, "expired"), (3, "e"), (6, "f"),
+          (0, "g"), (4, "h"), (6, "i"), (1, "j")]  # fmt: skip
+
+
+def _state_with_messages():
+    """An in-memory state as the simulation builds it, with :data:`PUSHED` stored through the
+    grid; returns (state, node id → partition)."""
+    factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(),
+                               ObjectStoreFactory())  # fmt: skip
+    run_id = generate_rand_int_from_bytes(RUN_ID_NUM_BYTES)
+    run = Run.create_empty(run_id=run_id)
+    run.primary_task_id, run.federation_id = 7, NOOP_FEDERATION_ID
+    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
+    state = factory.state()
+    state.run_ids[run_id] = RunRecord(run=run)
+    state.task_store[7] = Task(task_id=7, run_id=run_id)
+    nodes = vce_api._register_nodes(NODES, factory)
+    ids = list(nodes)
+    grid = InMemoryGrid(state_factory=factory)
+    grid.set_run(run)
+    messages = [Message(RecordDict({"config": ConfigRecord({"tag": tag})}), dst_node_id=ids[i],
+                        message_type="train", group_id="1") for i, tag in PUSHED]  # fmt: skip
+    grid.push_messages(messages)
+    for msg in state.message_ins_store.values():  # one message's time to live is over
+        if msg.content["config"]["tag"] == "expired":
+            msg.metadata.created_at -= msg.metadata.ttl + 1
+    return state, nodes
+
+
+def _tags(messages) -> list[str]:  # noqa: ANN001
+    return [m.content["config"]["tag"] for m in messages]
+
+
+def _flower_tick(state, nodes) -> list[Message]:  # noqa: ANN001
+    """One pass of Flower's own loop (``vce_api.add_messages_to_queue``)."""
+    return [m for node in nodes for m in state.get_message_ins(node_id=node, limit=1)]
+
+
+def test_one_pass_hands_out_what_flowers_loop_hands_out():
+    flower, nodes = _state_with_messages()
+    ours, our_nodes = _state_with_messages()
+    ticks = []
+    while True:
+        want, got = _flower_tick(flower, nodes), undelivered_per_node(ours, our_nodes)
+        assert _tags(got) == _tags(want)
+        assert all(m.metadata.delivered_at for m in got)
+        ticks.append(_tags(got))
+        if not want:
+            break
+    # one message per node and tick, in node order, each node's in the order pushed
+    assert ticks == [["a", "b", "d", "e", "h", "f"], ["c", "j", "i"], ["g"], []]
+    for state in (flower, ours):  # both deleted the expired message, and only that one
+        assert "expired" not in _tags(state.message_ins_store.values())
+        assert len(state.message_ins_store) == len(PUSHED) - 1
+
+
+def test_later_messages_follow_once_the_first_are_deleted():
+    flower, nodes = _state_with_messages()
+    ours, our_nodes = _state_with_messages()
+    for _ in range(4):  # replies are pulled: the grid deletes the messages they answer
+        want, got = _flower_tick(flower, nodes), undelivered_per_node(ours, our_nodes)
+        assert _tags(got) == _tags(want)
+        flower.delete_messages({m.metadata.message_id for m in want})
+        ours.delete_messages({m.metadata.message_id for m in got})
+    assert not flower.message_ins_store and not ours.message_ins_store
+
+
+def test_the_queue_thread_and_the_patch():
+    state, nodes = _state_with_messages()
+    queue: Queue = Queue()
+    stop = threading.Event()
+    thread = threading.Thread(target=one_pass_queue, args=(state, queue, nodes, stop))
+    thread.start()
+    deadline = time.monotonic() + 60
+    while queue.qsize() < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    thread.join()
+    assert _tags(queue.get() for _ in range(queue.qsize())) == ["a", "b", "d", "e", "h", "f"]
+    original = vce_api.add_messages_to_queue
+    with indexed_message_queue():
+        assert vce_api.add_messages_to_queue is one_pass_queue
+    assert vce_api.add_messages_to_queue is original
