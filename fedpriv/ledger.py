@@ -2,7 +2,10 @@
 
 Flower-free and store-free: the auditing server folds each accepted round of a client into the
 ledger and writes the returned tally; ``--resume`` rebuilds the ledger by folding the stored
-rounds again, in the same order, which gives the same tallies. Per client it keeps
+rounds again, in the same order, which gives the same tallies. A fold is all or nothing, and the
+server first asks :meth:`PrivacyLedger.unaccountable` whether the round's declared releases can
+be folded at all (the run's accountant over the client's history: a reply's claim the
+accountant cannot account is that client's failure, never the run's end). Per client it keeps
 
 * the accountant's ledger of :class:`~fedpriv.accounting.events.ReleaseEvent` — cumulative ε at
   δ over every release (privacy-math.md §3);

@@ -4,11 +4,14 @@
 :class:`~fedpriv.protocol.ClientReport` once and checks everything the server can check without
 statistics — the message shape Flower's aggregation needs, the report's fields, the client's
 identity (a partition id in range, not already used this round, the same one its node claimed
-before), the update's shapes and finiteness, the aggregation weight. Whatever fails becomes a
-:class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious client
-is one recorded failure and the round goes on. A client that declined to train (its ε budget,
-``ClientReport.declined``) sends its report alone; once its identity checks pass it is a
-:class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
+before), the update's names, shapes, dtypes and finiteness, the aggregation weight and the
+protocol's metrics (:data:`TRAIN_METRICS`: finite numbers where present). Whatever fails
+becomes a :class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious
+client is one recorded failure and the round goes on. Once the round's replies are checked,
+:func:`conform` gives the accepted ones one schema (record names, the metrics they all share),
+so that no reply can make the inner strategy refuse the round. A client that declined to
+train (its ε budget, ``ClientReport.declined``) sends its report alone; once its identity checks
+pass it is a :class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
 
 A reply without a report (no ``meta`` ConfigRecord: a stock Flower ClientApp, such as Flower's
 quickstart-pytorch) is *undeclared*: it claims no partition id, so its node gets a client id of

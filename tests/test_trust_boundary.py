@@ -174,3 +174,27 @@ def test_the_accountant_that_refused_is_the_runs() -> None:
         assert unaccountable(events, 1e-5, accountant="rdp") is None
         if name != "gaussian":
             assert unaccountable(events, 1e-5, accountant="pld") is not None
+
+
+def test_a_failed_fold_leaves_the_ledger_as_it_was() -> None:
+    """The fold is all or nothing: a declaration the PLD accountant refuses raises, and the
+    client's tallies are those of a ledger that never saw it (an independent ledger)."""
+    from fedpriv.errors import InputError
+    from fedpriv.ledger import PrivacyLedger
+
+    honest = build_mechanism("laplace", {"laplace_scale": 1.0}).release(100)
+    hostile = build_mechanism("laplace", {"laplace_scale": 1e-4}).release(100)
+    args = {"sample_rate": 0.1, "batch_size": 8, "dim": 100}
+    ledger, reference = PrivacyLedger(1e-5, "pld"), PrivacyLedger(1e-5, "pld")
+    for each in (ledger, reference):
+        each.fold(1, 0, honest, steps=3, verification="consistent", **args)
+    assert ledger.unaccountable(0, honest, steps=3, **args) is None
+    reason = ledger.unaccountable(0, hostile, steps=1, **args)
+    assert reason is not None and "laplace_scale" in reason
+    with pytest.raises(InputError):
+        ledger.fold(2, 0, hostile, steps=1, verification="consistent", **args)
+    assert ledger.tally(0) == reference.tally(0)
+    assert ledger.clients[0].rounds == [1] and len(ledger.clients[0].accountant.events) == 1
+    assert 7 not in ledger.clients  # asking about a new client does not create it
+    assert ledger.unaccountable(7, hostile, steps=1, **args) is not None
+    assert 7 not in ledger.clients
