@@ -2,7 +2,10 @@
 
 Flower-free and store-free: the auditing server folds each accepted round of a client into the
 ledger and writes the returned tally; ``--resume`` rebuilds the ledger by folding the stored
-rounds again, in the same order, which gives the same tallies. Per client it keeps
+rounds again, in the same order, which gives the same tallies. A fold is all or nothing, and the
+server first asks :meth:`PrivacyLedger.unaccountable` whether the round's declared releases can
+be folded at all (the run's accountant over the client's history: a reply's claim the
+accountant cannot account is that client's failure, never the run's end). Per client it keeps
 
 * the accountant's ledger of :class:`~fedpriv.accounting.events.ReleaseEvent` — cumulative ε at
   δ over every release (privacy-math.md §3);
@@ -51,11 +54,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, epsilon
+from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, accountable, epsilon
+from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
@@ -138,11 +142,15 @@ class PrivacyLedger:
         ``verification`` is the round's verdict on the update against its declaration
         (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
         ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated);
-        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`)."""
+        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`).
+
+        The fold is all or nothing: it is computed on a copy of the client's ledger, which
+        replaces it only once the row is complete, so a release the accounting fails on
+        (:meth:`unaccountable` says why beforehand) leaves the client's tallies as they were."""
         steps = check_dim("steps", steps)
         if unit not in NEIGHBOURS:
             raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
-        ledger = self._ledger(client_id)
+        ledger = self._copy(client_id)
         ledger.unit = unit
         if unit == "client":
             ledger.central = release.central()
@@ -155,10 +163,41 @@ class PrivacyLedger:
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
         ledger.unverified |= verification != "consistent"
-        row = self.tally(client_id, accuracy=accuracy)
+        row = self._row(ledger, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)
+        self.clients[client_id] = ledger
         return row
+
+    def unaccountable(
+        self, client_id: int, release: Release, *, steps: int, sample_rate: float,
+        batch_size: float, dim: int, unit: str = "record",
+    ) -> str | None:
+        """Why this round's releases cannot be folded into the client's tallies, in one line
+        (None: they can): the run's accountant cannot account the client's ledger with them
+        (:func:`fedpriv.accounting.accountable.unaccountable`), or another part of the tally
+        fails on them (capacity, MBP bound, client-level ε). Asked before :meth:`fold`, with
+        the same arguments; the ledger is left as it was. The server records a reason as the
+        client's failure (kind ``unaccountable``, docs/trust.md §1)."""
+        previous = self.clients.get(client_id)
+        history = () if previous is None else previous.accountant.events
+        try:
+            events = [*history, ReleaseEvent(release, sample_rate, steps)]
+        except InputError as exc:
+            return f"{exc.key} = {exc.value!r}: expected {exc.allowed}"
+        reason = accountable.unaccountable(events, self.delta, accountant=self.accountant)
+        if reason is not None:
+            return reason
+        trial = PrivacyLedger(self.delta, self.accountant, self.threat_model, self.pac_beta)
+        trial.client_rates = dict(self.client_rates)
+        if previous is not None:
+            trial.clients[client_id] = previous
+        try:  # on a ledger of its own: fold replaces the client's entry only when it succeeds
+            trial.fold(0, client_id, release, steps=steps, sample_rate=sample_rate,
+                       batch_size=batch_size, dim=dim, unit=unit)
+        except Exception as exc:  # noqa: BLE001 - any failure to tally a claim is the claim's
+            return f"the tally of this declaration fails: {type(exc).__name__}: {exc}"
+        return None
 
     def fold_undeclared(self, rnd: int, client_id: int) -> dict[str, Any]:
         """Record a round in which the client released an update without a report (a stock
@@ -176,7 +215,10 @@ class PrivacyLedger:
         (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
         budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
         fields (no release to state them of)."""
-        ledger = self._ledger(client_id)
+        return self._row(self._ledger(client_id), accuracy)
+
+    def _row(self, ledger: ClientLedger, accuracy: float | None) -> dict[str, Any]:
+        """:meth:`tally` of one client's ledger."""
         acct = ledger.accountant.result(self.delta)
         broken = ledger.inconsistent or ledger.undeclared
         mbp = math.inf if broken else ledger.mbp_bound
@@ -219,6 +261,14 @@ class PrivacyLedger:
 
     def _ledger(self, client_id: int) -> ClientLedger:
         return self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
+
+    def _copy(self, client_id: int) -> ClientLedger:
+        """A copy of the client's ledger (a new one for a new client) that :meth:`fold` may
+        change without touching the ledger until it succeeds."""
+        ledger = self.clients.get(client_id)
+        if ledger is None:
+            return ClientLedger(ClientAccountant(self.accountant))
+        return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds))
 
     @staticmethod
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:

@@ -22,6 +22,7 @@ from flwr.serverapp.strategy import Result, Strategy
 from fedpriv.errors import InputError
 from fedpriv.protocol import RELEASES_KEY, encode_releases
 from strategies.pipeline import AuditPipeline
+from strategies.replies import conform
 
 __all__ = ["AuditingStrategy"]
 
@@ -126,7 +127,7 @@ class AuditingStrategy(Strategy):
         if not accepted:
             return None, None
         try:
-            return self.inner.aggregate_train(server_round, [r.message for r in accepted])
+            return self.inner.aggregate_train(server_round, conform(accepted))
         except (InconsistentMessageReplies, ValueError) as exc:
             self.auditor.record_failure(absolute, "malformed",
                                         f"{type(self.inner).__name__} could not aggregate: {exc}")

@@ -35,12 +35,15 @@ from typing import Any
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message
 
+from fedpriv.accounting import ReleaseEvent
+from fedpriv.accounting.accountable import unaccountable
 from fedpriv.audit.config import AuditConfig
 from fedpriv.canaries import (
     CanaryDesign,
     EpsilonLowerBound,
     canary_displacement,
     canary_epsilon,
+    canary_events,
     estimate,
     inclusion,
     one_run_test,
@@ -118,6 +121,17 @@ class CanaryAuditor:
         return round_design(self.seed, client, rnd, dim, enabled=s.enabled, count=s.count,
                             kind=s.kind, sensitivity=mechanism.sensitivity,
                             norm_ord=mechanism.norm_ord, additive=mechanism.additive)
+
+    def unaccountable(self, rnd: int, client: int, report: ClientReport, dim: int) -> str | None:
+        """Why the canary ε of this client-round (:func:`fedpriv.canaries.canary_epsilon`: the
+        round's releases without subsampling) cannot be accounted by the run's accountant;
+        None when it can, or when the client inserted no canaries."""
+        if self.design(rnd, client, report.mechanism, dim) is None:
+            return None
+        events = canary_events([ReleaseEvent(report.mechanism.release(dim), 1.0,
+                                             report.local_steps)])
+        reason = unaccountable(events, self.delta, accountant=self.accountant)
+        return None if reason is None else f"the round's canary epsilon: {reason}"
 
     def without_canaries(
         self, rnd: int, client: int, report: ClientReport, arrays: Sequence[np.ndarray],

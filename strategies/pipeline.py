@@ -235,6 +235,22 @@ class AuditPipeline:
                 self.store.write_tally(rnd, cid, {**tally,
                                                   "epsilon_budget": report.epsilon_budget})
 
+    def _unaccountable(self, rnd: int, cid: int, report: ClientReport, dim: int) -> str | None:
+        """Why the run cannot account what the report declares (None: it can), asked before
+        anything of the reply is stored, scored or folded: the ledger with this round's
+        releases (:meth:`~fedpriv.ledger.PrivacyLedger.unaccountable`: the run's accountant
+        over the client's history, its capacity and bounds, the PAC accuracy) and, with
+        canaries, the round's canary ε (:meth:`CanaryAuditor.unaccountable`)."""
+        try:
+            release = report.mechanism.release(dim)
+            self._accuracy(report, dim)
+        except Exception as exc:  # noqa: BLE001 - a declaration the tally cannot read
+            return f"{type(exc).__name__}: {exc}"
+        return (self.ledger.unaccountable(
+            cid, release, steps=report.releases, sample_rate=report.release_rate,
+            batch_size=report.secret_batch, dim=dim, unit=report.mechanism.level)
+            or self.canaries.unaccountable(rnd, cid, report, dim))
+
     def _accuracy(self, report: ClientReport, dim: int) -> float | None:
         """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``;
         the divisor is ``q·n`` (= min(L, n)), as in training."""
@@ -256,10 +272,15 @@ class AuditPipeline:
             self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: "
                                         "record ids outside the training set", report))
             return False
+        dim = int(sum(a.size for a in reply.arrays))
+        unaccounted = self._unaccountable(rnd, cid, report, dim)
+        if unaccounted is not None:
+            self._reject(rnd, Rejection(reply.node_id, cid, "unaccountable",
+                                        f"unaccountable declaration: {unaccounted}", report))
+            return False
         self._written.add(cid)
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
         flat = np.concatenate([d.ravel() for d in delta])
-        dim = flat.size
         clean = self.canaries.without_canaries(rnd, cid, report, reply.arrays)
         arrays = reply.arrays if clean is None else clean
         canary = self.canaries.score(rnd, cid, report, flat)
@@ -274,10 +295,22 @@ class AuditPipeline:
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
+        release = report.mechanism.release(dim)
+        try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
+            tally = self.ledger.fold(
+                rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
+                batch_size=report.secret_batch, dim=dim, verification=verdict.status,
+                accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
+            )
+        except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
+            self._written.discard(cid)
+            self._reject(rnd, Rejection(reply.node_id, cid, "unaccountable",
+                                        "unaccountable declaration: the tally fails: "
+                                        f"{type(exc).__name__}: {exc}", report))
+            return False
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)
-        release = report.mechanism.release(dim)
         row = _update_row(report, reply.node_id, release)
         if not consistent:
             row.update(status="inconsistent", error=verdict.reason)
@@ -289,11 +322,6 @@ class AuditPipeline:
         stored = encode_update(delta, audit.update_dtype) if kept else None
         self.store.write_update(rnd, cid, stored, row)
         truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
-        tally = self.ledger.fold(
-            rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
-            batch_size=report.secret_batch, dim=dim, verification=verdict.status,
-            accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
-        )
         lower = None if canary is None else canary.lower
         self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
                                           "epsilon_lower": lower,

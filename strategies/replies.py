@@ -4,11 +4,14 @@
 :class:`~fedpriv.protocol.ClientReport` once and checks everything the server can check without
 statistics — the message shape Flower's aggregation needs, the report's fields, the client's
 identity (a partition id in range, not already used this round, the same one its node claimed
-before), the update's shapes and finiteness, the aggregation weight. Whatever fails becomes a
-:class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious client
-is one recorded failure and the round goes on. A client that declined to train (its ε budget,
-``ClientReport.declined``) sends its report alone; once its identity checks pass it is a
-:class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
+before), the update's names, shapes, dtypes and finiteness, the aggregation weight and the
+protocol's metrics (:data:`TRAIN_METRICS`: finite numbers where present). Whatever fails
+becomes a :class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious
+client is one recorded failure and the round goes on. Once the round's replies are checked,
+:func:`conform` gives the accepted ones one schema (record names, the metrics they all share),
+so that no reply can make the inner strategy refuse the round. A client that declined to
+train (its ε budget, ``ClientReport.declined``) sends its report alone; once its identity checks
+pass it is a :class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
 
 A reply without a report (no ``meta`` ConfigRecord: a stock Flower ClientApp, such as Flower's
 quickstart-pytorch) is *undeclared*: it claims no partition id, so its node gets a client id of
@@ -26,12 +29,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.app import Message
+from flwr.app import Message, MetricRecord
 
 from fedpriv.failures import failure_line
 from fedpriv.protocol import REPORT_RECORD, ClientReport, ReplyError
 
-__all__ = ["UNDECLARED", "AcceptedReply", "Rejection", "RoundIdentities", "check_reply"]
+__all__ = [
+    "TRAIN_METRICS",
+    "UNDECLARED",
+    "WEIGHT_METRIC",
+    "AcceptedReply",
+    "Rejection",
+    "RoundIdentities",
+    "check_reply",
+    "conform",
+]
+
+#: The MetricRecord key of the aggregation weight (Flower's ``weighted_by_key``).
+WEIGHT_METRIC = "num-examples"
+#: The train metrics the protocol knows (docs/protocol.md): the weight, then the loss as
+#: fedpriv's ClientApp and as Flower's templates name it. Each must be a finite number where
+#: present; other keys are dropped before aggregation (:func:`conform`).
+TRAIN_METRICS = (WEIGHT_METRIC, "train-loss", "train_loss")
 
 #: Why an undeclared reply has no guarantee (the store's ``error`` of a refused one, the
 #: verification's reason of an accepted one).
@@ -99,13 +118,44 @@ def _content(msg: Message, names: Sequence[str] | None) -> tuple[Sequence[np.nda
     if len(array_records) != 1 or len(metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
     metrics = next(iter(metric_records.values()))
-    weight = metrics.get("num-examples")
+    weight = metrics.get(WEIGHT_METRIC)
     if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise ReplyError("num-examples", weight, "a number")
+        raise ReplyError(WEIGHT_METRIC, weight, "a number")
+    for key in TRAIN_METRICS[1:]:
+        value = metrics.get(key)
+        if value is not None and not _finite_number(value):
+            raise ReplyError(key, value, "a finite number")
     record = next(iter(array_records.values()))
     if names is not None and list(record.keys()) != list(names):
         raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
     return record.to_numpy_ndarrays(), float(weight)
+
+
+def _finite_number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+def conform(accepted: Sequence[AcceptedReply]) -> list[Message]:
+    """The accepted replies as the inner strategy aggregates them: each message's one
+    ArrayRecord under ``"arrays"`` and one MetricRecord under ``"metrics"`` holding only the
+    :data:`TRAIN_METRICS` that every accepted reply of the round carries (``num-examples``
+    always; a loss only when every reply reports it under the same key). Flower's strategies
+    refuse a round whose replies differ in record names or metric keys ("All MetricRecords must
+    have the same keys"), so without this one reply with an extra or a missing metric would
+    veto everyone's update; other metric keys (a stock client's own) are dropped, not
+    averaged. The messages are changed in place (their ConfigRecords are kept)."""
+    contents = [reply.message.content for reply in accepted]
+    metrics = [next(iter(c.metric_records.values())) for c in contents]
+    shared = [key for key in TRAIN_METRICS if all(key in m for m in metrics)]
+    for content, values in zip(contents, metrics, strict=True):
+        (array_key, arrays), = content.array_records.items()
+        metric_key = next(iter(content.metric_records))
+        del content[array_key]
+        del content[metric_key]
+        content["arrays"] = arrays
+        content["metrics"] = MetricRecord({key: values[key] for key in shared})
+    return [reply.message for reply in accepted]
 
 
 def _conformance(
@@ -168,12 +218,12 @@ def check_reply(
 
     if cid >= identities.num_clients:
         return reject("identity", f"partition id {cid} outside [0, {identities.num_clients - 1}]",
-                      None)
+                      known)
     if known is not None and known != cid:
         return reject("identity", f"node {node} was client {known}, now claims client {cid}",
-                      None)
+                      known)
     if cid in identities.seen:
-        return reject("identity", f"client {cid} already replied this round", None)
+        return reject("identity", f"client {cid} already replied this round", known)
     identities.seen.add(cid)
     identities.node_clients[node] = cid
     if report.declined is not None:
@@ -197,7 +247,7 @@ def _undeclared(
     undeclared_id`), then the same conformance as any update, then ``policy``."""
     cid = identities.undeclared_id(node)
     if cid in identities.seen:
-        return Rejection(node, None, "identity", f"client {cid} already replied this round")
+        return Rejection(node, cid, "identity", f"client {cid} already replied this round")
     identities.seen.add(cid)
     try:
         arrays, weight = _content(msg, names)

@@ -194,6 +194,12 @@ class ClientAccountant:
         """The recorded ledger, oldest first."""
         return tuple(self._events)
 
+    def copy(self) -> ClientAccountant:
+        """An accountant with the same settings and a copy of this ledger."""
+        twin = ClientAccountant(self.accountant, self.route, self.discretization)
+        twin._events = list(self._events)
+        return twin
+
     def record(self, release: Release, sample_rate: float, steps: int) -> ReleaseEvent:
         """Record ``steps`` Poisson-sampled releases at rate ``sample_rate``."""
         event = ReleaseEvent(release, sample_rate, steps)

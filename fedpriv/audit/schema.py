@@ -39,14 +39,16 @@ APPLICATION_ID = 0x66647076
 #: update status (a reply without a report, from a stock Flower client, audited and aggregated)
 #: and failure kind (such a reply refused under ``audit.undeclared = "refuse"``), and sets every
 #: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
-#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``.
-SCHEMA_VERSION = 6
+#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``. Version 7
+#: adds the ``unaccountable`` failure kind: a reply declaring releases the run's accountant
+#: cannot account (docs/trust.md §1), that client's failure instead of the run's end.
+SCHEMA_VERSION = 7
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
 FAILURE_KINDS = (
     "exception", "non-finite", "shape", "malformed", "timeout", "lost-node", "identity",
-    "inconsistent", "declined", "undeclared",
+    "inconsistent", "declined", "undeclared", "unaccountable",
 )  # fmt: skip
 TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
 
