@@ -13,7 +13,9 @@ iteration, per batch size; the simulation start-up), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
 ``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
-``html_report`` (report.html render time and size for 10 to 1,000 clients).
+``html_report`` (report.html render time and size for 10 to 1,000 clients), ``release_steps``
+(steps mode against update mode: bytes and server seconds per reply at the quickstart's 20
+local steps).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
 load average before and after it; a section that fails is reported with its error and the
 others still run. Nothing in a section asserts a time. ``--quick`` takes under 10 minutes on
@@ -136,6 +138,12 @@ def _scaling(size: str) -> dict[str, Any]:
             "float16_attack": update_dtype(iterations=5 if smoke else None)}
 
 
+def _release_steps(size: str) -> dict[str, Any]:
+    from benchmarks.release_steps import measure
+
+    return measure(size == "quick", smoke=size == "smoke")
+
+
 def _html_report(size: str) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -156,6 +164,7 @@ SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
     "canaries": _canaries,
     "scaling": _scaling,
     "html_report": _html_report,
+    "release_steps": _release_steps,
 }
 
 
@@ -331,6 +340,10 @@ def headlines(result: dict[str, Any]) -> list[str]:
             for n, v in r["render"].items()
         ] + ["  write_report: " + ", ".join(f"{k} {_median(v)} s"
                                            for k, v in r["per_round"].items())],
+        "release_steps": lambda r: [
+            f"  {mode}: {r[mode]['bytes_per_reply']:,} bytes, "
+            f"{_median(r[mode]['server_s_per_reply'])} s per reply ({r[mode]['verdicts']})"
+            for mode in ("update", "steps")],
     }
     for name, entry in result["sections"].items():
         lines.append(f"{name} ({entry['seconds']} s, load {entry['load_average_before']} -> "
