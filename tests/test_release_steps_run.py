@@ -1,7 +1,9 @@
 """Steps mode through the real server and ClientApp, in process: an honest client verified with
 every step tested, an under-noiser (× 0.3 at 20 local steps), a client whose steps do not
 compose to its update, and a client whose step releases' record is malformed — each one
-client's outcome, the run completed and the honest update aggregated."""
+client's outcome, the run completed and the honest update aggregated; the attack on the honest
+client (with the ground-truth oracle, so each step's batch size is declared too) sees its first
+step alone."""
 
 from __future__ import annotations
 
@@ -61,9 +63,12 @@ def report(tmp_path_factory):  # noqa: ANN001, ANN201
     preset.write_text(QUICKSTART.read_text() + (
         f'\nrelease = "steps"\n\n[[adversary]]\nclients = [{UNDER}]\n'
         'behaviour = "under-noise"\nfactor = 0.3\n'))
-    cfg = load_config(preset, [f"rounds={ROUNDS}", "data.num_clients=4"])
+    cfg = load_config(preset, [f"rounds={ROUNDS}", "data.num_clients=4",
+                               'audit.attacks=["iga"]', "audit.iterations=3",
+                               f"audit.clients=[{HONEST}]", "audit.ground_truth=true",
+                               "audit.game_trials=0"])
     assert cfg.train.local_steps == 20 and cfg.audit.release == "steps"
-    return run_federation(LocalGrid(_app(), 4), cfg, Path(tmp) / "run")
+    return run_federation(LocalGrid(_app(), 4), cfg, Path(tmp) / "run") | {"dir": tmp / "run"}
 
 
 def _clients(report: dict) -> dict[int, dict]:
@@ -107,3 +112,12 @@ def test_a_malformed_steps_record_is_a_malformed_failure(report) -> None:  # noq
     mine = _failures(report, MALFORMED)
     assert len(mine) == ROUNDS and all(f["kind"] == "malformed" for f in mine), mine
     assert all(STEPS_RECORD in f["message"] for f in mine)
+
+
+def test_the_attack_sees_one_step_not_a_pseudo_gradient(report) -> None:  # noqa: ANN001
+    from fedpriv.audit import AuditStore
+
+    with AuditStore.open(report["dir"]) as store:
+        rows = store.query("SELECT client_id, pseudo_gradient FROM attacks")
+    assert len(rows) == ROUNDS and all(r["client_id"] == HONEST for r in rows), rows
+    assert all(r["pseudo_gradient"] == 0 for r in rows)  # 20 local steps, attacked as one
