@@ -114,8 +114,8 @@ def _content(
     record = next(iter(array_records.values()))
     if names is not None and list(record.keys()) != list(names):
         raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
-    stepped_names = None if stepped is None else (list(record.keys()), stepped)
-    return record.to_numpy_ndarrays(), float(weight), stepped_names
+    named_steps = None if stepped is None else (list(record.keys()), stepped)
+    return record.to_numpy_ndarrays(), float(weight), named_steps
 
 
 def _conformance(

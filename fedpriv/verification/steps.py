@@ -36,7 +36,7 @@ The check allows ``2·e_θ`` after ``k`` steps (the factor 2 covers the second-o
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -118,7 +118,8 @@ def compose_sgd(
     th = np.asarray(theta, np.float64).copy()
     e_th = np.zeros_like(th)
     buf = e_buf = a_buf = None
-    for r in np.asarray(releases, np.float64):
+    for row in releases:  # row by row: never a float64 copy of all k steps
+        r = np.asarray(row, np.float64)
         g, a_g = r + decay * th, np.abs(r) + decay * np.abs(th)
         e_g = decay * e_th + 2 * u * a_g
         d, e_d, a_d = g, e_g, a_g
@@ -188,23 +189,22 @@ def check_composition(
 
 
 def step_updates(declaration: Declaration, releases: np.ndarray,
-                 offset: np.ndarray | None = None) -> list[ClientUpdate]:
+                 offset: np.ndarray | None = None) -> Iterator[ClientUpdate]:
     """Each step's release as a one-step :class:`ClientUpdate` (``Σ r = r_t − offset``, the
     offset being a known, data-independent share of every step such as the canaries'
     ``c/L``). The release is received exactly, so its rounding slack is only the release's
-    own arithmetic (``θ``'s norms enter as 0)."""
+    own arithmetic (``θ``'s norms enter as 0). One at a time: never all ``k`` in float64."""
     d = declaration
     sizes = d.batch_sizes
-    out = []
-    for t, r in enumerate(np.asarray(releases, np.float64)):
+    for t, row in enumerate(releases):
+        r = np.array(row, np.float64)  # owned: fast BLAS norms
         records = record_count(1, batch_sizes=None if sizes is None else (sizes[t],),
                                sampling=d.sampling, local_size=d.local_size,
                                sample_rate=d.sample_rate)
-        summed = r.copy() if offset is None else r - offset  # owned: fast BLAS norms
-        out.append(ClientUpdate(summed=summed, step_scale=d.lr, weight_decay=0.0, steps=1,
-                                batch_size=d.batch_size, records=records,
-                                start_norms=(0.0, 0.0), delta_norms=(0.0, 0.0)))
-    return out
+        summed = r if offset is None else r - offset
+        yield ClientUpdate(summed=summed, step_scale=d.lr, weight_decay=0.0, steps=1,
+                           batch_size=d.batch_size, records=records,
+                           start_norms=(0.0, 0.0), delta_norms=(0.0, 0.0))
 
 
 def _steps_verdict(verdicts: list[Verdict], alpha: float) -> Verdict:
