@@ -141,6 +141,32 @@ def test_noise_times_0_3_at_20_steps_is_caught_in_steps_mode_only() -> None:
         assert failed.statistic["failed"] == K  # every single step is caught
 
 
+def test_a_known_share_of_every_step_is_removed_before_its_test() -> None:
+    """Canaries add ``Σc`` to every step's clipped sum: each release carries ``Σc/L`` beside
+    the data's, which the server knows and removes (``offset``) before testing the step."""
+    torch.manual_seed(5)
+    x, y = torch.rand(N, 1, 16, 16), torch.randint(0, 10, (N,))
+    model = build_model("paper-mlp", (1, 16, 16), 10)
+    theta = [p.detach().numpy().copy() for p in model.parameters()]
+    dim = sum(p.numel() for p in model.parameters())
+    share = torch.zeros(dim)
+    share[:500] = 10.0  # ‖Σc‖ = 224, against the noise's σC√p = 117: far outside the test
+    mechanism = build_mechanism("gaussian", MECHANISMS["gaussian"])
+    result = local_train(model, x, y, mechanism, lr=0.5, local_steps=5, batch_size=L,
+                         sampling="poisson", generator=torch.Generator().manual_seed(5),
+                         canaries=share, keep_releases=True)
+    after = [p.detach().numpy().copy() for p in model.parameters()]
+    report = ClientReport(partition_id=0, server_round=1, local_examples=N, local_steps=5,
+                          lr=0.5, batch_size=float(L), sampling="poisson",
+                          sample_rate=sampling_rate(N, L), mechanism=mechanism)
+    releases = torch.stack(result.releases).numpy()
+    offset = share.numpy().astype(np.float64) / report.divisor
+    kept = verify_steps(report.declaration(), theta, after, releases, mechanism.verify,
+                        alpha=1e-6, offset=offset)
+    assert kept.status == "consistent", kept.reason
+    assert _verify(theta, after, releases, report).status == "inconsistent"
+
+
 def test_adam_is_not_recomposed() -> None:
     theta, after, releases, report = _train(LocalOptimizer("adam"), steps=3)
     verdict = _verify(theta, after, releases, report)
