@@ -92,7 +92,7 @@ def test_the_honest_client_is_verified_with_every_step_tested(report) -> None:  
     parts = {p["test"]: p for p in honest["verification"]["parts"]}
     assert parts["composition"]["status"] == "consistent"
     assert parts["steps"]["status"] == "consistent"
-    assert all(f"step {t}:" in parts["steps"]["reason"] for t in range(1, 21))
+    assert parts["steps"]["reason"].startswith("20 of 20 steps consistent; step 1: ")
     assert not _failures(report, HONEST)
 
 

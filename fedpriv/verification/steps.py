@@ -208,17 +208,23 @@ def step_updates(declaration: Declaration, releases: np.ndarray,
 
 
 def _steps_verdict(verdicts: list[Verdict], alpha: float) -> Verdict:
-    """The per-step verdicts as one part ``"steps"`` (each step named in its reasons)."""
-    named = [dataclasses.replace(v, reason=f"step {t + 1}: {v.reason}")
-             for t, v in enumerate(verdicts)]
-    combined = combine_verdicts(named, test="steps")
-    tested = sum(v.status == "consistent" for v in verdicts)
+    """The per-step verdicts as one part ``"steps"``: its reason counts the steps of the
+    combined status and quotes the first (short whatever ``k``: the report keeps it per
+    client-round); the steps' own verdicts are its parts."""
+    combined = combine_verdicts(verdicts, test="steps")
+    k, status = len(verdicts), combined.status
+    which = [t + 1 for t, v in enumerate(verdicts) if v.status == status]
     failed = [t + 1 for t, v in enumerate(verdicts) if v.status == "inconsistent"]
-    statistic = {"steps": float(len(verdicts)), "tested": float(tested),
+    listed = "" if len(which) == k else " (steps " + ", ".join(map(str, which[:5])) + (
+        ", …" if len(which) > 5 else "") + ")"
+    first = verdicts[which[0] - 1]
+    reason = f"{len(which)} of {k} steps {status}{listed}; step {which[0]}: {first.reason}"
+    statistic = {"steps": float(k), "tested": float(sum(v.status == "consistent"
+                                                          for v in verdicts)),
                  "failed": float(len(failed)), "alpha_per_step": alpha}
     if failed:
         statistic["first_failed"] = float(failed[0])
-    return dataclasses.replace(combined, statistic=statistic)
+    return dataclasses.replace(combined, reason=reason, statistic=statistic)
 
 
 def verify_steps(
