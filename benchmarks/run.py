@@ -15,7 +15,9 @@ iteration, per batch size; the simulation start-up), ``simulation``
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
 ``ray_queue`` (Flower's per-node message scan against fedpriv's one pass: one pass alone at 10 to
 10,000 nodes, and seconds and driver CPU seconds per round on Ray at 10 / 100 / 1,000 clients),
-``html_report`` (report.html render time and size for 10 to 1,000 clients).
+``html_report`` (report.html render time and size for 10 to 1,000 clients), ``release_steps``
+(steps mode against update mode: bytes and server seconds per reply at the quickstart's 20
+local steps).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
 load average before and after it; a section that fails is reported with its error and the
 others still run. Nothing in a section asserts a time. ``--quick`` takes under 10 minutes on
@@ -144,6 +146,12 @@ def _ray_queue(size: str) -> dict[str, Any]:
     return measure(size == "quick", smoke=size == "smoke")
 
 
+def _release_steps(size: str) -> dict[str, Any]:
+    from benchmarks.release_steps import measure
+
+    return measure(size == "quick", smoke=size == "smoke")
+
+
 def _html_report(size: str) -> dict[str, Any]:
     from benchmarks.html_report import measure
 
@@ -165,6 +173,7 @@ SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
     "scaling": _scaling,
     "ray_queue": _ray_queue,
     "html_report": _html_report,
+    "release_steps": _release_steps,
 }
 
 
@@ -350,6 +359,10 @@ def headlines(result: dict[str, Any]) -> list[str]:
             for n, v in r["render"].items()
         ] + ["  write_report: " + ", ".join(f"{k} {_median(v)} s"
                                            for k, v in r["per_round"].items())],
+        "release_steps": lambda r: [
+            f"  {mode}: {r[mode]['bytes_per_reply']:,} bytes, "
+            f"{_median(r[mode]['server_s_per_reply'])} s per reply ({r[mode]['verdicts']})"
+            for mode in ("update", "steps")],
     }
     for name, entry in result["sections"].items():
         lines.append(f"{name} ({entry['seconds']} s, load {entry['load_average_before']} -> "

@@ -11,6 +11,9 @@ loads its parameters. Training runs on the config's ``device``
 
 * ``arrays`` — the new local parameters;
 * ``metrics`` (MetricRecord, averaged by Flower) — ``num-examples``, ``train-loss``;
+* ``step-releases`` (ArrayRecord), only with ``audit.release = "steps"`` — every local step's
+  release, stacked per parameter (:mod:`clients.step_releases`), which the server checks and
+  removes before aggregating;
 * ``meta`` (ConfigRecord, never averaged) — the :class:`fedpriv.protocol.ClientReport` (with its
   protocol version): partition id, steps, learning rate, expected batch size, sampling rate,
   the declared mechanism (the object it trains with) and the local optimiser's settings; the
@@ -47,12 +50,19 @@ from clients.budget import budget_check, record_releases, releases_so_far
 from clients.client_dp import privatize_arrays, update_generator
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
+from clients.step_releases import steps_record
 from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
 from fedpriv.devices import resolve_device
 from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.models import build_model
-from fedpriv.protocol import REPORT_RECORD, ClientReport, GroundTruthOracle, server_config
+from fedpriv.protocol import (
+    REPORT_RECORD,
+    STEPS_RECORD,
+    ClientReport,
+    GroundTruthOracle,
+    server_config,
+)
 from fedpriv.seeding import make_generator
 from fedpriv.training import local_optimizer, local_train, sampling_rate
 
@@ -128,6 +138,8 @@ def train(msg: Message, context: Context) -> Message:
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})
         return Message(content=content, reply_to=msg)
     generator = make_generator(cfg.seed, pid, server_round, device=x.device)
+    # never a client-level mechanism's plain steps: those "releases" would be raw gradients
+    steps_mode = cfg.audit.enabled and cfg.audit.release == "steps" and not report.client_level
     result = local_train(
         model, x, y, mechanism,
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
@@ -136,6 +148,7 @@ def train(msg: Message, context: Context) -> Message:
         optimizer=optimizer,
         canaries=_canaries(cfg, mechanism, pid, server_round, dim,
                            next(model.parameters())),
+        keep_releases=steps_mode,
     )
     record_releases(context, released + report.releases)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
@@ -150,6 +163,8 @@ def train(msg: Message, context: Context) -> Message:
         "metrics": MetricRecord({"num-examples": n, "train-loss": result.loss}),
         REPORT_RECORD: ConfigRecord(report.to_config()),
     })
+    if steps_mode:  # every step's release beside the update (clients/step_releases.py)
+        content[STEPS_RECORD] = steps_record(model, result.releases)
     return Message(content=content, reply_to=msg)
 
 

@@ -233,6 +233,24 @@ def _check_canaries(cfg: Config) -> None:
                              f"releases, and clients use {names}")
 
 
+def _check_release(cfg: Config) -> None:
+    """Steps mode (``audit.release = "steps"``) needs the auditor, which checks and strips the
+    releases before aggregating, and record-level mechanisms: a client-level one trains with
+    plain steps whose "releases" would be raw gradients."""
+    if cfg.audit.release != "steps":
+        return
+    if not cfg.audit.enabled:
+        raise InputError("audit.release", "steps", "'update' while audit.enabled = false (the "
+                         "auditor checks the step releases and removes them before aggregating)")
+    from fedpriv.mechanisms.registry import mechanism_class
+
+    client_level = sorted(n for n in cfg.mechanism.names(cfg.data.num_clients)
+                          if mechanism_class(n).level == "client")
+    if client_level:
+        raise InputError("audit.release", "steps", f"'update' with client-level mechanisms "
+                         f"{client_level}: their local steps are not privatised one by one")
+
+
 def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -> Config:
     """Validate a nested mapping (a parsed TOML document) into a :class:`Config`.
 
@@ -274,6 +292,7 @@ def config_from_dict(raw: Mapping[str, Any], *, carried: Collection[str] = ()) -
     check_optimizer(cfg.train)
     _check_audit_clients(cfg)
     _check_canaries(cfg)
+    _check_release(cfg)
     for section in registry.values():
         if section.check is not None:
             section.check(cfg)

@@ -49,6 +49,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "RELEASES_KEY",
     "REPORT_RECORD",
+    "STEPS_RECORD",
     "ClientReport",
     "GroundTruthOracle",
     "ProtocolError",
@@ -69,6 +70,9 @@ CONFIG_KEY = "fedpriv-config"
 """Train- and evaluate-config key (server → client) of the run's validated config (JSON)."""
 REPORT_RECORD = "meta"
 """Name of the reply's ConfigRecord that holds the report."""
+STEPS_RECORD = "step-releases"
+"""Name of the reply's second ArrayRecord in steps mode (``audit.release = "steps"``): every
+local step's release, per parameter tensor stacked along a leading step axis (docs/protocol.md)."""
 RELEASES_KEY = "fedpriv-releases"
 """Train-config key (server → client) of the releases the auditor accounted per client, sent
 when clients have ε budgets (:func:`encode_releases`)."""

@@ -92,6 +92,9 @@ class StrategyConfig:
 
 def _check(cfg: Config) -> None:
     cfg.strategy.check()
+    if cfg.strategy.name == "fedprox" and cfg.audit.release == "steps":
+        raise InputError("audit.release", "steps", "'update' with strategy.name = 'fedprox': "
+                         "the server recomposes the steps without FedProx's proximal term")
 
 
 register_section("strategy", StrategyConfig, check=_check)

@@ -43,6 +43,13 @@ from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
+from strategies.step_releases import (
+    canary_step_share,
+    first_step_truth,
+    first_step_view,
+    strip_steps,
+    verify_step_reply,
+)
 
 __all__ = ["AuditPipeline", "verify_reply"]
 
@@ -158,10 +165,13 @@ class AuditPipeline:
         with self.store.batch():
             for node, msg in replies:
                 outcome = check_reply(msg, broadcast, self._round, node=node, names=names,
-                                      undeclared=self.audit.undeclared)
+                                      undeclared=self.audit.undeclared,
+                                      steps=self.audit.release == "steps")
                 if isinstance(outcome, Rejection):
                     self._reject(server_round, outcome)
-                elif self._accept(server_round, outcome, broadcast):
+                    continue
+                strip_steps(outcome.message)  # the inner strategy aggregates the update alone
+                if self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
         return sorted(out, key=lambda r: r.client_id)
 
@@ -284,12 +294,17 @@ class AuditPipeline:
         clean = self.canaries.without_canaries(rnd, cid, report, reply.arrays)
         arrays = reply.arrays if clean is None else clean
         canary = self.canaries.score(rnd, cid, report, flat)
+        share = None if reply.releases is None else canary_step_share(
+            self.canaries.design(rnd, cid, report.mechanism, dim), report)
         sketches = self._sketches_of(dim)
         replayed = sketches.replay_of(cid, flat)
         if replayed is not None:
             verdict = Verdict("replay", "inconsistent",
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
+        elif reply.releases is not None:  # steps mode: recomposed, then every step tested
+            verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
+                                        audit.verify_alpha, share)
         else:
             verdict = verify_reply(report, broadcast, arrays, audit.verify_alpha)
         if canary is not None:
@@ -329,6 +344,9 @@ class AuditPipeline:
         if attacked:  # scored against the oracle's truth, or kept unscored without it
             own = delta if clean is None else [a - b for a, b in zip(clean, broadcast, strict=True)]
             view = ServerView.from_update(self._model, broadcast, own, report)
+            if reply.releases is not None:  # the first step's release alone (threat model)
+                view = first_step_view(self._model, broadcast, reply.releases, report, share)
+                truth = first_step_truth(report) if truth else truth
             self.plan.add(rnd, cid, view, truth)
         if clean is not None:
             with_arrays(reply.message, clean)  # aggregate without the canaries

@@ -29,10 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from flwr.app import Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fedpriv.failures import failure_line
-from fedpriv.protocol import REPORT_RECORD, ClientReport, ReplyError
+from fedpriv.protocol import REPORT_RECORD, STEPS_RECORD, ClientReport, ReplyError
+from strategies.step_releases import read_steps
 
 __all__ = [
     "TRAIN_METRICS",
@@ -69,6 +70,7 @@ class AcceptedReply:
     arrays: list[np.ndarray]
     weight: float
     message: Message
+    releases: np.ndarray | None = None  # (k, p) step releases, in steps mode
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,19 @@ class RoundIdentities:
         return self.node_clients[node]
 
 
-def _content(msg: Message, names: Sequence[str] | None) -> tuple[Sequence[np.ndarray], float]:
-    """The update and its weight; ReplyError when the records are not one
-    ArrayRecord (named as broadcast, when ``names`` is given) and one MetricRecord with a
-    number ``num-examples`` (what Flower's aggregation reads)."""
+def _content(
+    msg: Message, names: Sequence[str] | None, steps: bool = False,
+) -> tuple[Sequence[np.ndarray], float, tuple[list[str], ArrayRecord] | None]:
+    """The update, its weight and, with ``steps`` (steps mode), the update's names and the
+    step releases' record, unread; ReplyError when the records are not one ArrayRecord
+    (named as broadcast, when ``names`` is given) — plus the step releases' in steps mode —
+    and one MetricRecord with a number ``num-examples`` (what Flower's aggregation reads)."""
     content = msg.content  # each *_records property builds a new dict: read each once
     array_records, metric_records = content.array_records, content.metric_records
+    stepped = array_records.pop(STEPS_RECORD, None) if steps else None
+    if steps and stepped is None:
+        raise ReplyError(STEPS_RECORD, None, "an ArrayRecord of every step's release "
+                         "(audit.release = 'steps')")
     if len(array_records) != 1 or len(metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
     metrics = next(iter(metric_records.values()))
@@ -128,7 +137,8 @@ def _content(msg: Message, names: Sequence[str] | None) -> tuple[Sequence[np.nda
     record = next(iter(array_records.values()))
     if names is not None and list(record.keys()) != list(names):
         raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
-    return record.to_numpy_ndarrays(), float(weight)
+    named_steps = None if stepped is None else (list(record.keys()), stepped)
+    return record.to_numpy_ndarrays(), float(weight), named_steps
 
 
 def _finite_number(value: object) -> bool:
@@ -182,11 +192,13 @@ def _claimed(config: Mapping | None, identities: RoundIdentities) -> int | None:
 def check_reply(
     msg: Message, broadcast: Sequence[np.ndarray], identities: RoundIdentities,
     node: int | None = None, *, names: Sequence[str] | None = None,
-    undeclared: str = "aggregate",
+    undeclared: str = "aggregate", steps: bool = False,
 ) -> AcceptedReply | Rejection:
     """Check one reply from ``node`` (default: its source) against the round's broadcast θ
     (its array ``names``, when given) and the identities seen so far; ``undeclared``
-    (``audit.undeclared``) says whether a reply without a report is accepted or refused.
+    (``audit.undeclared``) says whether a reply without a report is accepted or refused;
+    ``steps`` (``audit.release = "steps"``) that a declared reply carries its step releases
+    (:func:`strategies.step_releases.read_steps`).
 
     A reply whose identity checks pass binds its node to its partition id and uses the id up
     for this round (a second reply claiming it is rejected), even if it fails a later check.
@@ -202,7 +214,7 @@ def check_reply(
         config = msg.content.config_records[REPORT_RECORD]
         report = ClientReport.from_config(config)
         if report.declined is None:  # a declining client sends its report alone
-            arrays, weight = _content(msg, names)
+            arrays, weight, stepped = _content(msg, names, steps and not report.client_level)
     except ReplyError as exc:
         if known is not None:
             return Rejection(node, known, "malformed", f"malformed reply: {exc}")
@@ -236,7 +248,11 @@ def check_reply(
     if weight != report.local_examples:
         return reject("malformed", f"num-examples = {weight} is not the declared local-examples "
                       f"({report.local_examples})")
-    return AcceptedReply(node, cid, report, list(arrays), weight, msg)
+    releases = None if stepped is None else read_steps(stepped[1], stepped[0], broadcast,
+                                                       report.local_steps)
+    if isinstance(releases, tuple):
+        return reject(*releases)
+    return AcceptedReply(node, cid, report, list(arrays), weight, msg, releases)
 
 
 def _undeclared(
@@ -250,7 +266,7 @@ def _undeclared(
         return Rejection(node, cid, "identity", f"client {cid} already replied this round")
     identities.seen.add(cid)
     try:
-        arrays, weight = _content(msg, names)
+        arrays, weight, _ = _content(msg, names)
     except ReplyError as exc:
         return Rejection(node, cid, "malformed", f"malformed reply: {exc}")
     except Exception as exc:  # noqa: BLE001 - whatever a foreign reply holds is its failure

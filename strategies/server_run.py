@@ -32,6 +32,7 @@ from flwr.serverapp import Grid
 from tqdm import tqdm
 
 from fedpriv.audit import AuditStore, verify, write_report
+from fedpriv.audit.config import check_release_size
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
@@ -193,8 +194,10 @@ def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> 
                             num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device,
                             train=cfg.train)
     arrays = _start_arrays(cfg, store, done)
+    dim = sum(a.size for a in arrays.to_numpy_ndarrays())
+    check_release_size(cfg.audit, cfg.train.local_steps, dim)  # deployments: before round 1
     if done:
-        auditor.restore(dim=sum(a.size for a in arrays.to_numpy_ndarrays()))
+        auditor.restore(dim=dim)
     _strategy(cfg, auditor, done).start(
         grid=grid,
         initial_arrays=arrays,

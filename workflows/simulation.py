@@ -117,7 +117,8 @@ def check_runnable(cfg: Config) -> None:
     The device exists here (``device = "cuda"`` needs CUDA), the attack names are registered,
     the data set loads (a torchvision set's files are under
     ``data.root``), the partition gives every client at least one record, the model builds,
-    every client's mechanism fits the model's layers (``clip_per_layer``), and — with auditing
+    every client's mechanism fits the model's layers (``clip_per_layer``), steps mode's
+    releases fit a reply (``audit.release``), and — with auditing
     on — the accountant can account each distinct mechanism's whole run (``rounds ×
     local_steps`` releases) and, with canaries, a canary's round (the model holds as many
     coordinates as coordinate canaries).
@@ -128,6 +129,7 @@ def check_runnable(cfg: Config) -> None:
         Naming the config key at fault.
     """
     from attacks.registry import check_attack_names
+    from fedpriv.audit.config import check_release_size
     from fedpriv.data import partition_indices
     from fedpriv.devices import resolve_device
     from fedpriv.models import build_model
@@ -145,6 +147,7 @@ def check_runnable(cfg: Config) -> None:
     )
     model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
     layer_sizes = [p.numel() for p in model.parameters()]
+    check_release_size(cfg.audit, cfg.train.local_steps, sum(layer_sizes))
     _check_mechanisms(cfg, [len(p) for p in parts], layer_sizes)
 
 

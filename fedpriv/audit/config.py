@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fedpriv.errors import InputError
 from fedpriv.schema import MAX_SEED, bounded_count, one_of, rule, seed_ok
 
 __all__ = [
@@ -15,6 +16,9 @@ __all__ = [
     "GAUSSIAN_ONLY_METHODS",
     "MAX_ITERATIONS",
     "MAX_RESTARTS",
+    "MAX_STEP_RELEASE_BYTES",
+    "RELEASE_MODES",
+    "check_release_size",
 ]
 
 #: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
@@ -30,6 +34,15 @@ MAX_RESTARTS = 1_000
 #: The accountant of a run (``audit.accountant``) and of ``fedpriv account`` unless told
 #: otherwise: one default, so a noise calibrated by the command gives the run's ε.
 DEFAULT_ACCOUNTANT = "rdp"
+#: What a client sends of its round (``audit.release``): ``update``, its new parameters; or
+#: ``steps``, beside them every local step's release, which the server recomposes and tests one
+#: step at a time (fedpriv/verification/steps.py; docs/trust.md §2, docs/protocol.md).
+RELEASE_MODES = ("update", "steps")
+#: Most bytes of step releases one reply may carry in steps mode (``local_steps × p`` float32
+#: values): 256 MiB, half of Flower's default gRPC message limit (512 MiB), so the update and
+#: the report still fit beside them. Checked before the run (:func:`check_release_size`) and
+#: for every reply before its releases are read (``strategies/step_releases.py``).
+MAX_STEP_RELEASE_BYTES = 256 * 2**20
 
 
 @dataclass(frozen=True)
@@ -95,3 +108,25 @@ class AuditConfig:
     )  # a reply without fedpriv's report (a stock Flower client): docs/protocol.md
     store_updates: str = rule(*one_of("all", "attacked", "none"), default="all")
     update_dtype: str = rule(*one_of("float32", "float16"), default="float32")
+    release: str = rule(
+        *one_of(*RELEASE_MODES), default="update",
+    )  # steps: every local step's release beside the update (docs/trust.md §2)
+
+
+def check_release_size(audit: AuditConfig, local_steps: int, dim: int) -> None:
+    """In steps mode, a reply carries ``local_steps × dim`` float32 releases: at most
+    :data:`MAX_STEP_RELEASE_BYTES`.
+
+    Raises
+    ------
+    InputError
+        Key ``audit.release``, with the estimated bytes per reply.
+    """
+    if audit.release != "steps":
+        return
+    size = 4 * local_steps * dim
+    if size > MAX_STEP_RELEASE_BYTES:
+        raise InputError("audit.release", "steps", f"'update': steps mode would send "
+                         f"{local_steps} steps x {dim} parameters x 4 bytes = {size / 2**20:.0f} "
+                         f"MiB per reply, over the limit of {MAX_STEP_RELEASE_BYTES // 2**20} MiB "
+                         "(fewer train.local_steps or a smaller model)")

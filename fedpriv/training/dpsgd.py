@@ -41,6 +41,7 @@ class LocalResult:
     sample_rate: float
     batch_sizes: list[int] = field(default_factory=list)
     batch_indices: list[list[int]] = field(default_factory=list)
+    releases: list[torch.Tensor] = field(default_factory=list)  # per step, with keep_releases
 
 
 def sample_batch(
@@ -107,6 +108,7 @@ def local_train(
     optimizer: LocalOptimizer | None = None,
     canaries: torch.Tensor | None = None,
     loss: Loss = cross_entropy,
+    keep_releases: bool = False,
 ) -> LocalResult:
     """Run ``local_steps`` private SGD steps on ``(x, y)``, updating ``model`` in place.
 
@@ -130,6 +132,10 @@ def local_train(
         §10; :func:`fedpriv.canaries.canary_sum`).
     loss
         The per-example loss (:mod:`fedpriv.gradients.loss`; cross-entropy by default).
+    keep_releases
+        Keep every step's release (flat, in the parameters' dtype, without the proximal
+        term) in :attr:`LocalResult.releases`: what a client sends in steps mode
+        (``audit.release = "steps"``; fedpriv/verification/steps.py).
     """
     n = x.shape[0]
     ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
@@ -145,6 +151,8 @@ def local_train(
             model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
             canaries=canaries, loss=loss,
         )
+        if keep_releases:
+            result.releases.append(release.detach().to(next(model.parameters()).dtype).clone())
         if anchor is not None:
             release = release + proximal_mu * (_flat(model) - anchor)
         _set_gradients(model, release)

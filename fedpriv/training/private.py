@@ -70,6 +70,7 @@ def private_train(
     loss: Loss = cross_entropy,
     optimizer: LocalOptimizer | None = None,
     sampling: str = "poisson",
+    keep_releases: bool = False,
 ) -> PrivateRound:
     """Run ``local_steps`` DP-SGD steps of ``mechanism`` on ``model`` (in place) and declare them.
 
@@ -95,13 +96,17 @@ def private_train(
         The local optimiser stepping on each release (plain SGD by default), declared too.
     sampling
         ``"poisson"`` (what the accounting assumes) or ``"fixed"``.
+    keep_releases
+        Keep every step's release in ``result.releases``, for a server that asks for them
+        (``audit.release = "steps"``): send them as the reply's ``step-releases`` ArrayRecord
+        (``clients.step_releases.steps_record``; docs/protocol.md).
     """
     x, y = _tensors(data)
     optimizer = optimizer or LocalOptimizer()
     n = int(x.shape[0])
     result = local_train(model, x, y, mechanism, lr=lr, local_steps=local_steps,
                          batch_size=batch_size, sampling=sampling, generator=generator,
-                         optimizer=optimizer, loss=loss)
+                         optimizer=optimizer, loss=loss, keep_releases=keep_releases)
     report = ClientReport(
         partition_id=partition_id, server_round=server_round, local_examples=n,
         local_steps=local_steps, lr=lr, batch_size=float(batch_size), sampling=sampling,
