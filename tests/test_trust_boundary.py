@@ -208,3 +208,39 @@ def test_a_failed_fold_leaves_the_ledger_as_it_was() -> None:
     assert 7 not in ledger.clients  # asking about a new client does not create it
     assert ledger.unaccountable(7, hostile, steps=1, **args) is not None
     assert 7 not in ledger.clients
+
+
+def test_conformed_replies_aggregate_where_flower_refused() -> None:
+    """A fedpriv reply (``train-loss``) beside a stock Flower reply (``train_loss``, a metric of
+    its own, records under other names): Flower's FedAvg refuses them as they came, and
+    aggregates them conformed — weighted by ``num-examples``, with no metric they do not share."""
+    from flwr.app import RecordDict
+    from flwr.serverapp.exception import InconsistentMessageReplies
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from strategies.replies import AcceptedReply, conform
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+
+    def reply(arrays_key: str, metrics_key: str, value: float, metrics: dict) -> AcceptedReply:
+        arrays = [np.full(3, value, np.float32)]
+        content = RecordDict({arrays_key: ArrayRecord({"w": Array(arrays[0])}),
+                              metrics_key: MetricRecord(metrics)})
+        return AcceptedReply(1, 0, None, arrays, metrics["num-examples"],
+                             Message(content, dst_node_id=1, message_type=MessageType.TRAIN))
+
+    def replies() -> list[AcceptedReply]:
+        return [reply("arrays", "metrics", 1.0, {"num-examples": 1, "train-loss": 0.5}),
+                reply("weights", "m", 4.0, {"num-examples": 3, "train_loss": 0.7,
+                                             "accuracy": 0.9})]
+
+    with pytest.raises(InconsistentMessageReplies):
+        FedAvg().aggregate_train(1, [r.message for r in replies()])
+    arrays, metrics = FedAvg().aggregate_train(1, conform(replies()))
+    np.testing.assert_allclose(arrays["w"].numpy(), np.full(3, (1 * 1.0 + 3 * 4.0) / 4))
+    assert dict(metrics) == {}
+    both = [reply("arrays", "metrics", 1.0, {"num-examples": 1, "train-loss": 0.5}),
+            reply("a", "b", 3.0, {"num-examples": 1, "train-loss": 1.5, "extra": [1.0, 2.0]})]
+    _, metrics = FedAvg().aggregate_train(1, conform(both))
+    assert dict(metrics) == {"train-loss": 1.0}
