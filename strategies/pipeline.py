@@ -68,6 +68,20 @@ def verify_reply(
                          report.mechanism.verify, alpha=alpha)
 
 
+def _verified(
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    alpha: float,
+) -> Verdict:
+    """:func:`verify_reply`, where a declaration the tests cannot even evaluate (e.g. ``lr =
+    1e-300``: the update over ``lr`` overflows) is ``inconsistent`` with the update — a claim
+    the server cannot believe is that client's failure, never an exception out of the server."""
+    try:
+        return verify_reply(report, broadcast, arrays, alpha)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
+        return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
+                       f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
+
+
 def _verdict_summary(verdict: Verdict) -> dict:
     """What the report keeps of a verdict: status, reason, p-value, level and the failing or
     deciding parts (one line each)."""
@@ -306,7 +320,7 @@ class AuditPipeline:
             verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                         audit.verify_alpha, share)
         else:
-            verdict = verify_reply(report, broadcast, arrays, audit.verify_alpha)
+            verdict = _verified(report, broadcast, arrays, audit.verify_alpha)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])

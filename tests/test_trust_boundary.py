@@ -5,7 +5,9 @@ aggregated and the hostile one recorded with its client id and kind.
 
 Before: a declaration the PLD accountant cannot account (100,000 local steps, a Laplace scale
 below its PLD's range, a client-level σ whose accounted σ/2 is below the Gaussian PLD's range)
-ended the run with an InputError blaming the user's config; an extra or a missing metric key,
+ended the run with an InputError blaming the user's config (or an OverflowError), and a
+declared learning rate of 1e-300 ended it in the verification (the update over lr overflows); an
+extra or a missing metric key,
 renamed array keys or renamed records made Flower's FedAvg refuse every round ("All
 MetricRecords/ArrayRecords must have the same keys"), so the model never moved for anyone.
 """
@@ -26,10 +28,10 @@ from fedpriv.mechanisms import build_mechanism
 from strategies.server_run import run_federation
 from workflows.config import load_config
 
-NUM_CLIENTS = 17
+NUM_CLIENTS = 19
 SMALL = ["rounds=2", f"data.num_clients={NUM_CLIENTS}", "train.local_steps=1",
          "train.batch_size=8", "audit.accountant=pld"]  # fmt: skip
-HONEST = (0, 16)
+HONEST = (0, 18)
 
 
 def _meta(**changes):  # noqa: ANN003, ANN202
@@ -67,6 +69,12 @@ def _nan(arrays: dict) -> dict:
     return arrays
 
 
+def _tiny_batch(reply: Message) -> None:
+    meta = reply.content["meta"]
+    meta["batch-size"] = 1e-300
+    meta["sample-rate"] = 1e-300 / meta["local-examples"]
+
+
 # partition id -> (what the reply says instead, the failure kind (None: aggregated), words)
 HOSTILE = {
     1: (_meta(**{"mechanism-params": json.dumps({"clip": 1.0, "noise_multiplier": 1e-300})}),
@@ -92,6 +100,8 @@ HOSTILE = {
     13: (_metrics(lambda m: {**m, "train-loss": math.nan}), "malformed", "train-loss"),
     14: (_meta(mechanism="x" * 1_000_000), "malformed", "mechanism"),
     15: (_meta(declined="y" * 1_000_000), "malformed", "declined"),
+    16: (_meta(lr=1e-300), "inconsistent", "cannot be tested"),  # update / lr overflows
+    17: (_tiny_batch, "inconsistent", "less noise than declared"),
 }  # fmt: skip
 AGGREGATED = sorted({*HONEST, *(p for p, (_, kind, _) in HOSTILE.items() if kind is None)})
 
@@ -198,3 +208,39 @@ def test_a_failed_fold_leaves_the_ledger_as_it_was() -> None:
     assert 7 not in ledger.clients  # asking about a new client does not create it
     assert ledger.unaccountable(7, hostile, steps=1, **args) is not None
     assert 7 not in ledger.clients
+
+
+def test_conformed_replies_aggregate_where_flower_refused() -> None:
+    """A fedpriv reply (``train-loss``) beside a stock Flower reply (``train_loss``, a metric of
+    its own, records under other names): Flower's FedAvg refuses them as they came, and
+    aggregates them conformed — weighted by ``num-examples``, with no metric they do not share."""
+    from flwr.app import RecordDict
+    from flwr.serverapp.exception import InconsistentMessageReplies
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from strategies.replies import AcceptedReply, conform
+
+    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
+
+    def reply(arrays_key: str, metrics_key: str, value: float, metrics: dict) -> AcceptedReply:
+        arrays = [np.full(3, value, np.float32)]
+        content = RecordDict({arrays_key: ArrayRecord({"w": Array(arrays[0])}),
+                              metrics_key: MetricRecord(metrics)})
+        return AcceptedReply(1, 0, None, arrays, metrics["num-examples"],
+                             Message(content, dst_node_id=1, message_type=MessageType.TRAIN))
+
+    def replies() -> list[AcceptedReply]:
+        return [reply("arrays", "metrics", 1.0, {"num-examples": 1, "train-loss": 0.5}),
+                reply("weights", "m", 4.0, {"num-examples": 3, "train_loss": 0.7,
+                                             "accuracy": 0.9})]
+
+    with pytest.raises(InconsistentMessageReplies):
+        FedAvg().aggregate_train(1, [r.message for r in replies()])
+    arrays, metrics = FedAvg().aggregate_train(1, conform(replies()))
+    np.testing.assert_allclose(arrays["w"].numpy(), np.full(3, (1 * 1.0 + 3 * 4.0) / 4))
+    assert dict(metrics) == {}
+    both = [reply("arrays", "metrics", 1.0, {"num-examples": 1, "train-loss": 0.5}),
+            reply("a", "b", 3.0, {"num-examples": 1, "train-loss": 1.5, "extra": [1.0, 2.0]})]
+    _, metrics = FedAvg().aggregate_train(1, conform(both))
+    assert dict(metrics) == {"train-loss": 1.0}
