@@ -158,10 +158,19 @@ def _trust(row: Row) -> Row:
         "epsilon_declared": row.get("epsilon_declared"),
         "log_capacity_declared": row.get("log_capacity_declared"),
         "epsilon_lower": _loads(row.get("epsilon_lower_json")),
+        "epsilon_observed": _observed(_loads(row.get("epsilon_observed_json"))),
         "pac_accuracy": row.get("pac_accuracy"),
         "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
         "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
+
+
+def _observed(doc: Row | None) -> Row | None:
+    """``epsilon_observed`` as the report shows it: the cumulative bound, without the round's
+    own observation (kept in the store for ``--resume``)."""
+    if doc is None:
+        return None
+    return {k: v for k, v in doc.items() if k not in ("round_observation",)}
 
 
 def _vacuous(confidence: float | None) -> float | str | None:

@@ -39,8 +39,11 @@ APPLICATION_ID = 0x66647076
 #: update status (a reply without a report, from a stock Flower client, audited and aggregated)
 #: and failure kind (such a reply refused under ``audit.undeclared = "refuse"``), and sets every
 #: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
-#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``.
-SCHEMA_VERSION = 6
+#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``. Version 7
+#: adds ``tallies.epsilon_observed_json``: ε accounted at a lower confidence bound on the noise
+#: scale measured from the client's own updates (:mod:`fedpriv.verification.observed`), with the
+#: round's observation, which ``--resume`` folds again.
+SCHEMA_VERSION = 7
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
@@ -63,6 +66,7 @@ TALLY_FIELDS = (
     "mbp_estimate", "abp_estimate", "details", "guarantee", "verification", "epsilon_declared",
     "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
     "epsilon_budget", "unit", "neighbouring", "epsilon_central", "client_rate",
+    "epsilon_observed",
 )  # fmt: skip
 #: Keys accepted in ``write_attack(result=...)`` (``estimate`` and ``prior`` are stored as JSON).
 ATTACK_FIELDS = (
@@ -183,6 +187,7 @@ CREATE TABLE tallies (
     neighbouring TEXT,
     epsilon_central REAL,
     client_rate REAL,
+    epsilon_observed_json TEXT,
     PRIMARY KEY (round, client_id)
 ) STRICT;
 CREATE INDEX tallies_by_client ON tallies (client_id, round);
