@@ -171,3 +171,38 @@ def test_vmf_and_unobserved_rounds_are_infinite_with_the_reason():
     gauss = build_mechanism("gaussian", {}).release(50)
     assert ledger.fold(1, 1, gauss, steps=1, sample_rate=0.1, batch_size=10,
                        dim=50)["epsilon_observed"] is None  # never measured: no column
+
+
+def test_report_json_csv_and_html_show_lower_declared_and_observed(tmp_path):
+    import csv
+    import json
+
+    from fedpriv.audit import AuditStore, report_run
+    from fedpriv.audit.html_report import render_report_html
+
+    rng = np.random.default_rng(6)
+    ledger = PrivacyLedger(1e-5)
+    tallies = [_client_rounds(1.0, 2, rng, ledger, 0), _client_rounds(0.3, 2, rng, ledger, 1)]
+    run_dir = tmp_path / "run"
+    with AuditStore.create(run_dir, {"rounds": 1}, seed=0) as store:
+        store.begin_round(1)
+        for cid, tally in enumerate(tallies):
+            store.write_update(1, cid, None, {"mechanism": "gaussian", "status": "ok"})
+            store.write_tally(1, cid, {**tally, "epsilon_lower": {"value": 0.1 * (cid + 1)}})
+        store.complete_round(1, {"accuracy": 0.5, "loss": 1.0})
+    report = report_run(run_dir)
+    clients = {c["client_id"]: c for c in report["clients"]}
+    for cid, tally in enumerate(tallies):
+        seen = clients[cid]["epsilon_observed"]
+        assert seen["value"] == tally["epsilon_observed"]["value"]
+        assert "round_observation" not in seen and clients[cid]["epsilon_lower"]["value"] > 0
+    assert clients[1]["epsilon_observed"]["value"] > 5 * clients[1]["epsilon"]
+    with (run_dir / "tallies.csv").open() as handle:
+        rows = {int(r["client_id"]): r for r in csv.DictReader(handle)}
+    for cid, tally in enumerate(tallies):
+        assert float(rows[cid]["epsilon_observed"]) == pytest.approx(
+            tally["epsilon_observed"]["value"])
+    stored = json.loads(rows[0]["epsilon_observed_json"])
+    assert NoiseObservation.from_dict(stored["round_observation"]).law == "gaussian"
+    page = render_report_html(report)
+    assert "ε observed" in page and "clipped to the declared C" in page

@@ -304,8 +304,9 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     return report
 
 
-#: Columns ``tallies.csv`` adds to the ``tallies`` table's: the client-round's best attack
-#: (highest SSIM) set against its prior baseline.
+#: Columns ``tallies.csv`` adds to the ``tallies`` table's: ``epsilon_observed`` as a number
+#: (its document's ``value``), then the client-round's best attack (highest SSIM) set against
+#: its prior baseline.
 ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", "prior_ssim",
                       "prior_psnr", "gain_ssim", "gain_psnr")
 
@@ -324,10 +325,11 @@ def _write_tallies_csv(store: AuditStore, path: Path) -> None:
     attacks: dict[tuple[int, int], list[Row]] = defaultdict(list)
     for attack in _completed(store, "attacks"):
         attacks[attack["round"], attack["client_id"]].append(attack)
-    rows = [{**t, **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
+    rows = [{**t, "epsilon_observed": (_loads(t["epsilon_observed_json"]) or {}).get("value"),
+             **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
             for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
-    columns += ATTACK_CSV_COLUMNS
+    columns += ["epsilon_observed", *ATTACK_CSV_COLUMNS]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

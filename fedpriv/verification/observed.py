@@ -1,5 +1,5 @@
 """ε from what the server saw: lower confidence bounds on a client's noise scale, measured from
-its own releases (issue #25 item 7; privacy-math.md §9.8).
+its own releases (issue #25 item 7; privacy-math.md §9; docs/trust.md).
 
 The declared ε takes the client's word for its noise; the canary bound is a lower bound. This
 module gives the third number, an *upper* confidence bound: the noise scale the updates show
