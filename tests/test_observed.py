@@ -159,6 +159,32 @@ def test_under_noising_client_is_seen_and_honest_client_is_near_its_declaration(
     assert seen_cheat["noise_lower"] < 0.35
     assert seen_cheat["value"] > 5.0 * declared
     assert seen_cheat["assumption"].startswith("per-example clipping")
+    assert seen_honest["noise_accounted"] == noise_grid(seen_honest["noise_lower"])
+    direct = _dp_accounting(seen_honest["noise_accounted"], 32 / 143, 10, 1e-5, "rdp")
+    assert seen_honest["value"] <= direct * (1 + 1e-6)  # route "best": RDP or approach 1
+    events = (ReleaseEvent(GaussianRelease(1.0), 32 / 143, 10),)
+    assert seen_honest["value"] == epsilon_at_noise(events, seen_honest["noise_lower"], 1e-5)
+
+
+def test_laplace_client_through_its_mechanism():
+    rng = np.random.default_rng(7)
+    p, lr, n, batch, lam = 5000, 0.5, 100, 20, 2.0
+    mech = build_mechanism("laplace", {"laplace_scale": lam, "clip": 1.0})
+    ledger = PrivacyLedger(1e-5)
+    theta = rng.standard_normal(p).astype(np.float32)
+    records = record_count(1, sampling="fixed", local_size=n, sample_rate=batch / n)
+    for rnd in range(1, 6):
+        signal = rng.dirichlet(np.ones(p)) * batch  # ‖S‖₁ = C·B
+        release = (signal + lam * rng.laplace(size=p)) / batch
+        theta_client = (theta - np.float32(lr) * release.astype(np.float32)).astype(np.float32)
+        update = client_update(theta, theta_client, lr=lr, steps=1, batch_size=batch,
+                               records=records)
+        row = ledger.fold(rnd, 0, mech.release(p), steps=1, sample_rate=batch / n,
+                          batch_size=batch, dim=p, verification="consistent",
+                          observation=mech.observe(update))
+    seen = row["epsilon_observed"]
+    assert seen["parameter"] == "laplace_scale" and 0.9 * lam < seen["noise_lower"] < lam
+    assert row["epsilon"] < seen["value"] < 1.5 * row["epsilon"]
 
 
 def test_vmf_and_unobserved_rounds_are_infinite_with_the_reason():

@@ -278,7 +278,9 @@ def _observation(update: ClientUpdate, law: str, norm_ord: int, clip: float,
     tolerance = norm_tolerance(p, most, update.unit_roundoff)
     step = (step_noise + clip * (1.0 + tolerance) * most) / update.batch_size
     slack = update.batch_size * update.summed_error(norm_ord, step)
-    norm = float(np.linalg.norm(update.noisy_sum, ord=norm_ord))
+    u = update.noisy_sum
+    # summed in numpy, not by BLAS: a multithreaded dot costs more than the pass on busy cores
+    norm = float(np.abs(u).sum()) if norm_ord == 1 else math.sqrt(float(np.square(u).sum()))
     return NoiseObservation(law, max(0.0, norm - slack) / clip, p, update.steps,
                             records.trials, records.rate, tolerance)
 
