@@ -232,3 +232,5 @@ def test_report_json_csv_and_html_show_lower_declared_and_observed(tmp_path):
     assert NoiseObservation.from_dict(stored["round_observation"]).law == "gaussian"
     page = render_report_html(report)
     assert "ε observed" in page and "clipped to the declared C" in page
+    declared = clients[0]["epsilon_declared"]
+    assert f"[0.1, {declared:.3g}, {clients[0]['epsilon_observed']['value']:.3g}]" in page
