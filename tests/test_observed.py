@@ -234,3 +234,17 @@ def test_report_json_csv_and_html_show_lower_declared_and_observed(tmp_path):
     assert "ε observed" in page and "clipped to the declared C" in page
     declared = clients[0]["epsilon_declared"]
     assert f"[0.1, {declared:.3g}, {clients[0]['epsilon_observed']['value']:.3g}]" in page
+
+
+@pytest.mark.parametrize("observation", [
+    NoiseObservation("gaussian", 1e300, 10, 1, 5, 1.0),
+    NoiseObservation("gaussian", float("nan"), 10, 1, 5, 1.0),
+    NoiseObservation("gaussian", 5.0, 0, 1, 5, 1.0),
+    NoiseObservation("laplace", 50.0, 10, 10**9, 5, 1.0),
+    NoiseObservation("gaussian", 5.0, 10, 3, 10**12, 0.5),
+])
+def test_hostile_numbers_are_one_clients_infinity_not_an_error(observation):
+    ledger = PrivacyLedger(1e-5, "pld")
+    row = ledger.fold(1, 0, GaussianRelease(1.0), steps=1, sample_rate=0.1, batch_size=10,
+                      dim=10, verification="consistent", observation=observation)
+    assert row["epsilon_observed"]["value"] >= 0.0  # a number (∞ included), not an exception

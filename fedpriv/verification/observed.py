@@ -66,6 +66,7 @@ from fedpriv.verification.verdict import Verdict
 __all__ = [
     "ASSUMPTION",
     "LAWS",
+    "MAX_LAPLACE_STEPS",
     "OBSERVED_CONFIDENCE",
     "NoiseObservation",
     "ObservedNoise",
@@ -83,6 +84,9 @@ OBSERVED_CONFIDENCE = 0.95
 ASSUMPTION = "per-example clipping at the declared C (not observable by the server)"
 """The one assumption behind ``epsilon_observed``; the report states it beside the number."""
 LAWS = ("gaussian", "laplace")
+MAX_LAPLACE_STEPS = 10_000
+"""Most local steps the Laplace bound takes: the law of ``|Σ_k Laplace(1)|`` costs O(k)
+(:func:`~fedpriv.verification.laws.log_mgf_abs_laplace_sum`); beyond it: not observed."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,8 @@ def laplace_noise_lcb(norm: float, *, dim: int, steps: int, signal: float,
     C·signal``: ``(x − b)₊ / Q(1 − β)`` (module docstring)."""
     p, k = check_dim("dim", dim), check_dim("steps", steps)
     a = check_probability("beta", beta)
+    if k > MAX_LAPLACE_STEPS:
+        raise ValueError(f"more than {MAX_LAPLACE_STEPS} local steps for the Laplace bound")
     gap = max(0.0, float(norm) - max(0.0, float(signal)))
     if gap == 0.0:
         return 0.0
@@ -239,10 +245,13 @@ class ObservedNoise:
             self.reason = self.reason or observation
             self.bound = 0.0
             return None
+        beta = round_level(1.0 - self.confidence, self.rounds + 1)
+        try:  # a reply's numbers: whatever they are, one client's ∞, never the server's error
+            value = observation.lower_bound(beta)
+        except (ValueError, ArithmeticError) as err:
+            return self.add(f"not observable: {err}")
         self.law = observation.law
         self.rounds += 1
-        beta = round_level(1.0 - self.confidence, self.rounds)
-        value = observation.lower_bound(beta)
         self.bound = min(self.bound, value)
         return value
 
@@ -295,9 +304,11 @@ def observe_gaussian(update: ClientUpdate, *, clip_bound: float,
 
 
 def observe_laplace(update: ClientUpdate, *, clip_bound: float,
-                    laplace_scale: float) -> NoiseObservation:
+                    laplace_scale: float) -> NoiseObservation | str:
     """The Laplace mechanism's observation (ℓ1; the declared λ only sizes the rounding
     slack, as in :func:`~fedpriv.verification.verify_laplace`)."""
     c = check_positive("clip_bound", clip_bound)
+    if update.steps > MAX_LAPLACE_STEPS:
+        return f"not observable: more than {MAX_LAPLACE_STEPS} local steps for the Laplace bound"
     step = laplace_scale * c * float(stats.gamma.isf(ROUNDOFF_RISK, update.dim))
     return _observation(update, "laplace", 1, c, step)
