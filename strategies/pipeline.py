@@ -39,7 +39,7 @@ from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
-from fedpriv.verification.observed import NoiseObservation, observe_update
+from fedpriv.verification.observed import NoiseObservation, observe_update, round_observation
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
@@ -72,12 +72,6 @@ def observe_reply(
                               report.mechanism.observe)
     except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
         return f"not observable: {err}"
-
-
-def _observation(doc: dict | None) -> NoiseObservation | str | None:
-    """The round's observation a stored ``epsilon_observed`` document carries (``--resume``)."""
-    this = None if doc is None else doc.get("round_observation")
-    return NoiseObservation.from_dict(this) if isinstance(this, dict) else this
 
 
 def _verdict_summary(verdict: Verdict) -> dict:
@@ -390,7 +384,7 @@ class AuditPipeline:
                                 "IS NOT NULL")
         verdicts = {(r["round"], r["client_id"]): json.loads(r["verification_json"])["status"]
                     for r in rows}
-        observed = {(r["round"], r["client_id"]): _observation(
+        observed = {(r["round"], r["client_id"]): round_observation(
             json.loads(r["epsilon_observed_json"] or "null")) for r in rows}
         for update in self.store.iter_updates():
             report = update.report

@@ -5,6 +5,7 @@ observed ε is far above its declared one while an honest client's stays near it
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -22,6 +23,7 @@ from fedpriv.verification.observed import (
     gaussian_noise_lcb,
     laplace_noise_lcb,
     round_level,
+    round_observation,
 )
 
 BETA = 0.1
@@ -201,7 +203,6 @@ def test_vmf_and_unobserved_rounds_are_infinite_with_the_reason():
 
 def test_report_json_csv_and_html_show_lower_declared_and_observed(tmp_path):
     import csv
-    import json
 
     from fedpriv.audit import AuditStore, report_run
     from fedpriv.audit.html_report import render_report_html
@@ -248,3 +249,38 @@ def test_hostile_numbers_are_one_clients_infinity_not_an_error(observation):
     row = ledger.fold(1, 0, GaussianRelease(1.0), steps=1, sample_rate=0.1, batch_size=10,
                       dim=10, verification="consistent", observation=observation)
     assert row["epsilon_observed"]["value"] >= 0.0  # a number (∞ included), not an exception
+
+
+def test_a_run_observes_every_accepted_reply(tmp_path):
+    # the real ServerApp body on an in-process grid: reply → observation → ledger → store →
+    # report, and --resume's fold of the stored observations gives the same bound
+    from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
+
+    from fedpriv.audit import AuditStore, report_run
+    from strategies.server_run import run_federation
+    from workflows.config import load_config
+
+    cfg = load_config(QUICKSTART, [
+        "rounds=2", "data.num_clients=3", "train.local_steps=1", "train.batch_size=16",
+        "mechanism.overrides=[{clients = [2], name = 'vmf', kappa = 500.0}]"])
+    run_federation(LocalGrid(faulty_client_app({}), 3, None), cfg, tmp_path / "run")
+    clients = {c["client_id"]: c for c in report_run(tmp_path / "run")["clients"]}
+    for cid in (0, 1):
+        seen = clients[cid]["epsilon_observed"]
+        assert seen["rounds"] == 2 and 0.5 < seen["noise_lower"] < 1.0
+        assert clients[cid]["epsilon"] < seen["value"] < math.inf
+    assert "fixed norm" in clients[2]["epsilon_observed"]["reason"]
+    ledger = PrivacyLedger(cfg.audit.delta, cfg.audit.accountant)
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:
+        rows = store.query("SELECT round, client_id, epsilon_observed_json FROM tallies "
+                           "WHERE client_id = 0 ORDER BY round")
+        for update, row in zip([u for u in store.iter_updates() if u.client_id == 0], rows,
+                               strict=True):
+            report = update.report
+            tally = ledger.fold(row["round"], 0, report.mechanism.release(13_700),
+                                steps=report.releases, sample_rate=report.release_rate,
+                                batch_size=report.secret_batch, dim=13_700,
+                                verification="consistent",
+                                observation=round_observation(
+                                    json.loads(row["epsilon_observed_json"])))
+    assert tally["epsilon_observed"]["value"] == clients[0]["epsilon_observed"]["value"]

@@ -77,6 +77,7 @@ __all__ = [
     "observe_laplace",
     "observe_update",
     "round_level",
+    "round_observation",
 ]
 
 OBSERVED_CONFIDENCE = 0.95
@@ -143,6 +144,13 @@ class NoiseObservation:
                                       beta=noise_beta)
         return laplace_noise_lcb(self.norm, dim=self.dim, steps=self.steps, signal=b,
                                  beta=noise_beta)
+
+
+def round_observation(doc: Mapping[str, Any] | None) -> NoiseObservation | str | None:
+    """The round's observation a stored ``epsilon_observed`` document carries (the tally's
+    ``round_observation``: what ``--resume`` folds again); None where it carries none."""
+    this = None if doc is None else doc.get("round_observation")
+    return NoiseObservation.from_dict(this) if isinstance(this, Mapping) else this
 
 
 def round_level(beta: float, index: int) -> float:
