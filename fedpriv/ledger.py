@@ -44,6 +44,14 @@ took part in, no amplification by the server's client sampling). Beside it,
 number of clients without replacement; the accounting assumes Poisson sampling at the same
 rate, as it does for fixed-size record batches (docs/client-level.md).
 
+Beside the declared ε and the canary lower bound, ``epsilon_observed`` is an upper confidence
+bound from what the server saw (:mod:`fedpriv.verification.observed`): every release accounted,
+by the run's accountant, at the least noise scale the client's updates show at confidence
+:data:`~fedpriv.verification.observed.OBSERVED_CONFIDENCE` (rounded down to a 1 % grid, so
+clients share accountings), assuming per-example clipping at the declared C. It is infinite
+once a round's noise could not be observed (VMF, an adaptive optimiser), an update contradicted
+its declaration, or the bound is below what an accountant can take (σ, λ < 10⁻⁴).
+
 Clients with the same history of releases have the same ε and capacities: both are computed
 once per distinct history (:func:`fedpriv.accounting.epsilon` keeps each ledger's result) and
 per distinct release, not once per client, so folding a round of N clients costs
@@ -64,8 +72,14 @@ from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.validate import check_dim
+from fedpriv.verification.observed import (
+    ASSUMPTION,
+    NoiseObservation,
+    ObservedNoise,
+)
 
-__all__ = ["NEIGHBOURS", "ClientLedger", "PrivacyLedger", "secret_radius_units"]
+__all__ = ["MIN_ACCOUNTABLE", "NEIGHBOURS", "NOT_OBSERVED", "ClientLedger", "PrivacyLedger",
+           "epsilon_at_noise", "noise_grid", "secret_radius_units"]
 
 NEIGHBOURS = {"record": "add/remove one record",
               "client": "replace one client's data (against the server)"}
@@ -98,6 +112,46 @@ class ClientLedger:
     unit: str = "record"
     central: Release | None = None  # client level: the release against the aggregate
     undeclared: bool = False
+    observed: ObservedNoise = field(default_factory=ObservedNoise)
+
+
+NOT_OBSERVED = "a round's update was not observed"
+"""``epsilon_observed``'s reason when a fold carried no observation (a caller that does not
+measure: no column at all while no round of the client was measured)."""
+MIN_ACCOUNTABLE = 1e-4
+"""Least noise scale (σ, λ) ``epsilon_observed`` is accounted at; below it ε is reported
+infinite (:data:`fedpriv.mechanisms.base.MIN_NOISE`: one release there already has ε ≈ 5·10⁷)."""
+_GRID = math.log(1.01)
+
+
+def noise_grid(noise: float) -> float:
+    """``noise`` rounded down to the 1 % grid ``1.01^j`` (capped at 10⁶, the largest noise
+    scale a mechanism takes): what ``epsilon_observed`` is accounted at."""
+    if not math.isfinite(noise) or noise >= 1e6:
+        return 1e6
+    return min(noise, math.exp(math.floor(math.log(noise) / _GRID) * _GRID))
+
+
+def epsilon_at_noise(events: tuple[ReleaseEvent, ...], noise: float, delta: float,
+                     accountant: str = "rdp", route: str = "best") -> float:
+    """ε at ``delta`` of ``events`` with every release's noise parameter set to
+    :func:`noise_grid` of ``noise`` (rounded down: less noise, more ε; clients share the
+    accounting), by ``accountant``; RDP where that one cannot take it; ``inf`` below
+    :data:`MIN_ACCOUNTABLE`, for releases without a formal guarantee, or where neither
+    accountant can (never an exception)."""
+    if not events:
+        return 0.0
+    if not (noise >= MIN_ACCOUNTABLE) or any(
+            not e.release.formal_guarantee or e.release.parameter_name is None for e in events):
+        return math.inf
+    grid = noise_grid(noise)
+    at = [ReleaseEvent(e.release.with_parameter(grid), e.sample_rate, e.count) for e in events]
+    for name in dict.fromkeys((accountant, "rdp")):
+        try:
+            return epsilon(at, delta, accountant=name, route=route).epsilon
+        except (ArithmeticError, ValueError, InputError):
+            continue
+    return math.inf
 
 
 class PrivacyLedger:
@@ -135,6 +189,7 @@ class PrivacyLedger:
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
         accuracy: float | None = None, unit: str = "record",
+        observation: NoiseObservation | str | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
         (the audit store's ``tallies`` columns).
@@ -142,7 +197,10 @@ class PrivacyLedger:
         ``verification`` is the round's verdict on the update against its declaration
         (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
         ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated);
-        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`).
+        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`);
+        ``observation`` what the update showed of its noise
+        (:class:`~fedpriv.verification.observed.NoiseObservation`, or why nothing; None: not
+        observed), folded into ``epsilon_observed``.
 
         The fold is all or nothing: it is computed on a copy of the client's ledger, which
         replaces it only once the row is complete, so a release the accounting fails on
@@ -163,9 +221,15 @@ class PrivacyLedger:
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
         ledger.unverified |= verification != "consistent"
+        bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation)
         row = self._row(ledger, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)
+        if row["epsilon_observed"] is not None and observation is not None:
+            this = (observation.as_dict() if isinstance(observation, NoiseObservation)
+                    else observation)
+            row["epsilon_observed"] = {**row["epsilon_observed"], "round_bound": bound,
+                                       "round_observation": this}
         self.clients[client_id] = ledger
         return row
 
@@ -239,8 +303,39 @@ class PrivacyLedger:
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
             "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
             "pac_accuracy": accuracy if ledger.releases else None, "pac_robust_confidence": pac,
+            "epsilon_observed": self._observed(ledger, acct.accountant, acct.epsilon),
             **self._units(ledger),
         }  # fmt: skip
+
+    def _observed(self, ledger: ClientLedger, accountant: str,
+                  declared: float) -> dict[str, Any] | None:
+        """The ``epsilon_observed`` document (module docstring); None before any round
+        was observed or said why not."""
+        seen = ledger.observed
+        if seen.rounds == 0 and seen.reason in (None, NOT_OBSERVED):
+            return None
+        events = ledger.accountant.events
+        declared_noise = events[-1].release.parameter if events else None
+        doc: dict[str, Any] = {
+            "value": math.inf, "noise_lower": seen.bound if seen.rounds else None,
+            "noise_declared": declared_noise, "ratio": None, "noise_accounted": None,
+            "parameter": events[-1].release.parameter_name if events else None,
+            "confidence": seen.confidence, "assumption": ASSUMPTION, "rounds": seen.rounds,
+            "accountant": accountant, "reason": None,
+        }
+        if ledger.inconsistent or ledger.undeclared:
+            return {**doc, "reason": "an update contradicted its declaration or came without one"}
+        if seen.reason is not None:
+            return {**doc, "reason": seen.reason}
+        value = epsilon_at_noise(ledger.accountant.events, seen.bound, self.delta,
+                                 ledger.accountant.accountant, ledger.accountant.route)
+        ratio = value / declared if declared > 0 and math.isfinite(declared) else None
+        reason = None if math.isfinite(value) else (
+            "no noise shown: the clipped signal alone (C·B) can make the releases' norms"
+            if seen.bound == 0.0 else
+            f"the noise bound {seen.bound:.3g} is below what can be accounted")
+        return {**doc, "value": value, "ratio": ratio, "reason": reason,
+                "noise_accounted": noise_grid(seen.bound) if seen.bound > 0 else None}
 
     def _units(self, ledger: ClientLedger) -> dict[str, Any]:
         """The unit columns; at the client level ``epsilon_central`` and the last round's
@@ -268,7 +363,8 @@ class PrivacyLedger:
         ledger = self.clients.get(client_id)
         if ledger is None:
             return ClientLedger(ClientAccountant(self.accountant))
-        return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds))
+        return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds),
+                       observed=replace(ledger.observed))
 
     @staticmethod
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:

@@ -39,6 +39,7 @@ from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
+from fedpriv.verification.observed import NoiseObservation, observe_update, round_observation
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
@@ -51,7 +52,7 @@ from strategies.step_releases import (
     verify_step_reply,
 )
 
-__all__ = ["AuditPipeline", "verify_reply"]
+__all__ = ["AuditPipeline", "observe_reply", "verify_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,18 @@ def _verified(
     except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
         return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
                        f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
+
+
+def observe_reply(
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+) -> NoiseObservation | str:
+    """What the client-round's update shows of its noise (``epsilon_observed``,
+    :mod:`fedpriv.verification.observed`), or why nothing: one O(p) pass, never raises."""
+    try:
+        return observe_update(report.declaration(), list(broadcast), list(arrays),
+                              report.mechanism.observe)
+    except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
+        return f"not observable: {err}"
 
 
 def _verdict_summary(verdict: Verdict) -> dict:
@@ -312,6 +325,7 @@ class AuditPipeline:
             self.canaries.design(rnd, cid, report.mechanism, dim), report)
         sketches = self._sketches_of(dim)
         replayed = sketches.replay_of(cid, flat)
+        observation: NoiseObservation | str = "not observable: a replayed update"
         if replayed is not None:
             verdict = Verdict("replay", "inconsistent",
                               f"the update repeats this client's update of round {replayed}",
@@ -319,8 +333,10 @@ class AuditPipeline:
         elif reply.releases is not None:  # steps mode: recomposed, then every step tested
             verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                         audit.verify_alpha, share)
+            observation = observe_reply(report, broadcast, arrays)  # the update: valid, if weaker
         else:
             verdict = _verified(report, broadcast, arrays, audit.verify_alpha)
+            observation = observe_reply(report, broadcast, arrays)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
@@ -330,6 +346,7 @@ class AuditPipeline:
                 rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
                 batch_size=report.secret_batch, dim=dim, verification=verdict.status,
                 accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
+                observation=observation,
             )
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
             self._written.discard(cid)
@@ -423,11 +440,13 @@ class AuditPipeline:
         for row in self.store.query("SELECT round, COUNT(DISTINCT client_id) AS sent FROM "
                                     "updates GROUP BY round"):  # clients sent a train message
             self.ledger.sampled(row["round"], min(1.0, row["sent"] / self.num_clients))
-        verdicts = {
-            (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
-            for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
-                                        "WHERE verification_json IS NOT NULL")
-        }
+        rows = self.store.query("SELECT round, client_id, verification_json, "
+                                "epsilon_observed_json FROM tallies WHERE verification_json "
+                                "IS NOT NULL")
+        verdicts = {(r["round"], r["client_id"]): json.loads(r["verification_json"])["status"]
+                    for r in rows}
+        observed = {(r["round"], r["client_id"]): round_observation(
+            json.loads(r["epsilon_observed_json"] or "null")) for r in rows}
         for update in self.store.iter_updates():
             report = update.report
             if update.status == "undeclared":
@@ -441,7 +460,8 @@ class AuditPipeline:
                              steps=report.releases, sample_rate=report.release_rate,
                              batch_size=report.secret_batch, dim=dim,
                              verification=verdicts.get((update.round, update.client_id)),
-                             unit=report.mechanism.level)
+                             unit=report.mechanism.level,
+                             observation=observed.get((update.round, update.client_id)))
             if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
                 continue
             arrays = self.store.load_update(update.update_id).values()

@@ -41,6 +41,26 @@ def _lower(key: str) -> Callable[[Row], Any]:
     return lambda c: (c.get("epsilon_lower") or {}).get(key)
 
 
+def _observed(key: str) -> Callable[[Row], Any]:
+    return lambda c: (c.get("epsilon_observed") or {}).get(key)
+
+
+def _three(client: Row) -> str:
+    """``[lower, declared, observed]``: the canary lower bound, the declared ε and the upper
+    confidence bound from the updates ("–" where not measured)."""
+    lower = (client.get("epsilon_lower") or {}).get("value")
+    declared = client.get("epsilon_declared", client.get("epsilon"))
+    observed = (client.get("epsilon_observed") or {}).get("value")
+    return f"[{cell(lower, 3)}, {cell(declared, 3)}, {cell(observed, 3)}]"
+
+
+def _observed_noise(client: Row) -> str | None:
+    doc = client.get("epsilon_observed") or {}
+    if doc.get("noise_lower") is None:
+        return None
+    return f"{cell(doc['noise_lower'], 3)} of {cell(doc.get('noise_declared'), 3)}"
+
+
 def _verification(client: Row) -> Any:
     v = client.get("verification")
     if not isinstance(v, Mapping):
@@ -111,6 +131,14 @@ _OPTIONAL: dict[str, list[Column]] = {
                        _lower("ratio")),
                       ("confidence", "of the lower bound", _lower("confidence")),
                       ("method", "of the lower bound", _lower("method"))],
+    "epsilon_observed": [("ε [lower, declared, observed]", "canary lower bound, the "
+                          "declared ε, and the upper confidence bound from the updates", _three),
+                         ("ε observed", "upper confidence bound: ε at the least noise the "
+                          "updates show (assuming per-example clipping at the declared C)",
+                          _observed("value")),
+                         ("noise shown", "lower confidence bound on the noise parameter (σ, λ) "
+                          "from the updates, against the declared one", _observed_noise),
+                         ("why ∞", "why ε observed is infinite", _observed("reason"))],
     "verification": [("verification", "declared mechanism vs update", _verification)],
     "empirical_leakage": [("log M·P (game)", "identification game: log(M·P̂) over M candidates "
                            "with its Clopper-Pearson interval, against the declared release's "

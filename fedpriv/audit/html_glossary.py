@@ -95,6 +95,21 @@ def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
                 f"{_link(docs, 'canaries.md')}.",
             )
         )
+    if _present(clients, "epsilon_observed"):
+        entries.append(
+            (
+                "ε observed",
+                "An upper confidence bound from what the server saw: every release of the "
+                "client accounted at the least noise scale its own updates show (a lower "
+                "confidence bound on σ or λ, at the stated confidence over all its rounds), "
+                "at the sampling rate and steps the server instructed. It assumes the one "
+                "thing no server can observe: each example's gradient was clipped to the "
+                "declared C. Infinite where the noise cannot be seen (VMF, an adaptive "
+                "optimiser, or a clipped signal C·B large enough to explain the whole update, "
+                "as with many local steps). So each client reads [ε lower, ε, ε observed]. "
+                f"See {_link(docs, 'trust.md')}.",
+            )
+        )
     if _present(clients, "verification"):
         entries.append(
             (

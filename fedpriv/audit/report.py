@@ -158,10 +158,19 @@ def _trust(row: Row) -> Row:
         "epsilon_declared": row.get("epsilon_declared"),
         "log_capacity_declared": row.get("log_capacity_declared"),
         "epsilon_lower": _loads(row.get("epsilon_lower_json")),
+        "epsilon_observed": _observed(_loads(row.get("epsilon_observed_json"))),
         "pac_accuracy": row.get("pac_accuracy"),
         "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
         "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
+
+
+def _observed(doc: Row | None) -> Row | None:
+    """``epsilon_observed`` as the report shows it: the cumulative bound, without the round's
+    own observation (kept in the store for ``--resume``)."""
+    if doc is None:
+        return None
+    return {k: v for k, v in doc.items() if k not in ("round_observation",)}
 
 
 def _vacuous(confidence: float | None) -> float | str | None:
@@ -295,8 +304,9 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     return report
 
 
-#: Columns ``tallies.csv`` adds to the ``tallies`` table's: the client-round's best attack
-#: (highest SSIM) set against its prior baseline.
+#: Columns ``tallies.csv`` adds to the ``tallies`` table's: ``epsilon_observed`` as a number
+#: (its document's ``value``), then the client-round's best attack (highest SSIM) set against
+#: its prior baseline.
 ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", "prior_ssim",
                       "prior_psnr", "gain_ssim", "gain_psnr")
 
@@ -315,10 +325,11 @@ def _write_tallies_csv(store: AuditStore, path: Path) -> None:
     attacks: dict[tuple[int, int], list[Row]] = defaultdict(list)
     for attack in _completed(store, "attacks"):
         attacks[attack["round"], attack["client_id"]].append(attack)
-    rows = [{**t, **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
+    rows = [{**t, "epsilon_observed": (_loads(t["epsilon_observed_json"]) or {}).get("value"),
+             **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
             for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
-    columns += ATTACK_CSV_COLUMNS
+    columns += ["epsilon_observed", *ATTACK_CSV_COLUMNS]
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

@@ -41,7 +41,10 @@ APPLICATION_ID = 0x66647076
 #: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
 #: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``. Version 7
 #: adds the ``unaccountable`` failure kind: a reply declaring releases the run's accountant
-#: cannot account (docs/trust.md §1), that client's failure instead of the run's end.
+#: cannot account (docs/trust.md §1), that client's failure instead of the run's end; and
+#: ``tallies.epsilon_observed_json``: ε accounted at a lower confidence bound on the noise scale
+#: measured from the client's own updates (:mod:`fedpriv.verification.observed`), with the
+#: round's observation, which ``--resume`` folds again.
 SCHEMA_VERSION = 7
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -65,6 +68,7 @@ TALLY_FIELDS = (
     "mbp_estimate", "abp_estimate", "details", "guarantee", "verification", "epsilon_declared",
     "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
     "epsilon_budget", "unit", "neighbouring", "epsilon_central", "client_rate",
+    "epsilon_observed",
 )  # fmt: skip
 #: Keys accepted in ``write_attack(result=...)`` (``estimate`` and ``prior`` are stored as JSON).
 ATTACK_FIELDS = (
@@ -185,6 +189,7 @@ CREATE TABLE tallies (
     neighbouring TEXT,
     epsilon_central REAL,
     client_rate REAL,
+    epsilon_observed_json TEXT,
     PRIMARY KEY (round, client_id)
 ) STRICT;
 CREATE INDEX tallies_by_client ON tallies (client_id, round);

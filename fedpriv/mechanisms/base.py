@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fedpriv.canaries import CanaryDesign
     from fedpriv.gradients import GradientSource
     from fedpriv.verification import ClientUpdate, Verdict
+    from fedpriv.verification.observed import NoiseObservation
 
 __all__ = [
     "CLIP_RANGE",
@@ -233,6 +234,12 @@ class Mechanism(ABC):
         from fedpriv.verification import unverifiable
 
         return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
+
+    def observe(self, update: ClientUpdate) -> NoiseObservation | str:
+        """What a recovered update shows of this mechanism's noise, for ``epsilon_observed``
+        (:mod:`fedpriv.verification.observed`), or why it shows nothing (the default: no noise
+        scale of this mechanism can be measured from its releases)."""
+        return f"not observable: no noise scale of mechanism {self.name} to measure"
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

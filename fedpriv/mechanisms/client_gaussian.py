@@ -53,6 +53,8 @@ if TYPE_CHECKING:
 
     from fedpriv.canaries import CanaryDesign
     from fedpriv.gradients import GradientSource
+    from fedpriv.verification import ClientUpdate
+    from fedpriv.verification.observed import NoiseObservation
 
 __all__ = ["ClientGaussianMechanism", "ClientGaussianRelease", "clip_update"]
 
@@ -116,6 +118,11 @@ class ClientGaussianMechanism(GaussianMechanism):
         """The released update ``Δ̄ + N(0, σ²S² I)`` (float64, shapes of ``delta``)."""
         clipped = clip_update(delta, self.clip)
         return [c + self.noise_std * generator.standard_normal(c.shape) for c in clipped]
+
+    def observe(self, update: ClientUpdate) -> NoiseObservation | str:
+        """Not measured yet for client-level releases (the recovered update is not the
+        record-level noisy sum the bounds of :mod:`fedpriv.verification.observed` are about)."""
+        return "not observable: not measured for client-level releases"
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

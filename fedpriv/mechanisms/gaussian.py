@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
+    from fedpriv.verification.observed import NoiseObservation
 
 __all__ = ["GaussianMechanism", "GaussianRelease"]
 
@@ -120,6 +121,16 @@ class GaussianMechanism(ClippedMechanism):
 
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
+
+    def observe(self, update: ClientUpdate) -> NoiseObservation | str:
+        """The ℓ2 norm of the noisy sum (:func:`fedpriv.verification.observed.observe_gaussian`);
+        nothing at σ = 0 (no noise claimed: ε is infinite anyway)."""
+        if self.noise_multiplier == 0.0:
+            return "not observable: no noise declared"
+        from fedpriv.verification.observed import observe_gaussian
+
+        return observe_gaussian(update, clip_bound=self.sensitivity,
+                                noise_multiplier=self.noise_multiplier)
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
+    from fedpriv.verification.observed import NoiseObservation
 
 __all__ = ["LaplaceMechanism", "LaplaceRelease"]
 
@@ -124,6 +125,13 @@ class LaplaceMechanism(ClippedMechanism):
 
         return verify_laplace(update, laplace_scale=self.laplace_scale,
                               clip_bound=self.sensitivity, alpha=alpha)
+
+    def observe(self, update: ClientUpdate) -> NoiseObservation | str:
+        """The ℓ1 norm of the noisy sum (:func:`fedpriv.verification.observed.observe_laplace`)."""
+        from fedpriv.verification.observed import observe_laplace
+
+        return observe_laplace(update, clip_bound=self.sensitivity,
+                               laplace_scale=self.laplace_scale)
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

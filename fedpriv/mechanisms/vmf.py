@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
     from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
+    from fedpriv.verification.observed import NoiseObservation
 
 __all__ = ["VMFMechanism", "VMFRelease"]
 
@@ -148,6 +149,12 @@ class VMFMechanism(ClippedMechanism):
 
         return verify_vmf(update, scale=self.vmf_scale, clip_bound=self.sensitivity,
                           keep_norm=self.vmf_keep_norm, alpha=alpha)
+
+    def observe(self, update: ClientUpdate) -> NoiseObservation | str:
+        """Nothing: each step releases a direction of the fixed norm ``s``, and κ shapes only
+        where it points, which one release cannot show against an unknown signal."""
+        return ("not observable: a VMF release has a fixed norm; κ shapes only its direction, "
+                "which one release cannot show against an unknown signal")
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
