@@ -47,6 +47,7 @@ from clients.budget import budget_check, record_releases, releases_so_far
 from clients.client_dp import privatize_arrays, update_generator
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
+from clients.release_hook import releasing
 from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
 from fedpriv.devices import resolve_device
@@ -129,7 +130,7 @@ def train(msg: Message, context: Context) -> Message:
         return Message(content=content, reply_to=msg)
     generator = make_generator(cfg.seed, pid, server_round, device=x.device)
     result = local_train(
-        model, x, y, mechanism,
+        model, x, y, releasing(mechanism),  # an adversary's stand-in, else the mechanism
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
