@@ -40,7 +40,10 @@ APPLICATION_ID = 0x66647076
 #: and failure kind (such a reply refused under ``audit.undeclared = "refuse"``), and sets every
 #: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
 #: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``.
-SCHEMA_VERSION = 6
+#: Version 7 adds the ``memory`` table: what the audit remembers of each client-round beyond
+#: the update itself (the replay/fresh-noise sketch entry, the canary pool entry), so that
+#: ``--resume`` rebuilds the same memory under every ``audit.store_updates`` policy.
+SCHEMA_VERSION = 7
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
@@ -214,6 +217,14 @@ CREATE TABLE attacks (
     created REAL NOT NULL
 ) STRICT;
 CREATE INDEX attacks_by_client ON attacks (client_id, round);
+
+CREATE TABLE memory (
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (round, client_id, kind)
+) STRICT;
 
 CREATE TABLE failures (
     failure_id INTEGER PRIMARY KEY,
