@@ -44,6 +44,7 @@ class Scenario:
     first_cheat: int = 1  # replays send an honest first round
     expected: frozenset[str] = frozenset({"caught"})
     needs: str | None = None
+    behaviour: str | None = None  # when the key is a variant's label (``name@variant``)
 
 
 _C = "helper C's noise-law, quadrature-bound and fresh-noise tests"
@@ -116,14 +117,16 @@ def _aggregated(store, node: int, rnd: int) -> bool:  # noqa: ANN001
 
 
 def run_behaviour(behaviour: str, run_dir: Path, *, app=None) -> Outcome:  # noqa: ANN001
-    """Run ``behaviour`` on client 0 beside honest clients 1–4 (module docstring)."""
+    """Run ``behaviour`` (a key of :data:`SCENARIOS`) on client 0 beside honest clients 1–4
+    (module docstring)."""
     from clients.client_app import app as client_app
     from fedpriv.audit import AuditStore
     from strategies.server_run import run_federation
     from workflows.config import load_config
 
     scenario = SCENARIOS[behaviour]
-    table = f"{{clients = [{ADVERSARY}], behaviour = '{behaviour}'{scenario.table}}}"
+    name = scenario.behaviour or behaviour
+    table = f"{{clients = [{ADVERSARY}], behaviour = '{name}'{scenario.table}}}"
     cfg = load_config(QUICKSTART, [*BASE, *scenario.overrides, f"adversary=[{table}]"])
     cheating = ROUNDS - scenario.first_cheat + 1
     try:
