@@ -103,3 +103,35 @@ def test_a_resumed_run_remembers_what_the_uninterrupted_run_does(policy: str,
     assert {k for _, _, k, _ in a["memory"]} == {"sketch", "canaries"}
     thefts = [f for f in a["failures"] if f["kind"] == "identity"]
     assert [(f["round"], f["node_id"]) for f in thefts] == [(3, "1001"), (4, "1001")]
+
+
+def _same(x: object, y: object) -> bool:
+    """Deep equality of plain objects, containers and arrays (bit for bit)."""
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return (isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and x.dtype == y.dtype
+                and np.array_equal(x, y))
+    if isinstance(x, dict) and isinstance(y, dict):
+        return x.keys() == y.keys() and all(_same(x[k], y[k]) for k in x)
+    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
+        return type(x) is type(y) and len(x) == len(y) and all(map(_same, x, y))
+    if hasattr(x, "__dict__") and type(x) is type(y):
+        return _same(vars(x), vars(y))
+    return x == y
+
+
+def test_the_entries_rebuild_every_field_of_the_replay_memory():
+    """Whatever :class:`UpdateSketches` keeps per client (a field added later included) must be
+    rebuilt by ``remember`` from the entries ``add`` returned: the resumed run's memory is the
+    uninterrupted run's, attribute by attribute."""
+    from fedpriv.verification.replay import UpdateSketches
+
+    rng = np.random.default_rng(7)
+    live, rebuilt = UpdateSketches(500, seed=3), UpdateSketches(500, seed=3)
+    entries = [(rnd, cid, live.add(rnd, cid, rng.normal(size=500).astype(np.float32)))
+               for rnd in range(1, 4) for cid in (0, 2)]
+    from fedpriv.audit.tensors import decode_state, encode_state
+
+    for rnd, cid, entry in entries:  # through the store's encoding, as a resume reads them
+        rebuilt.remember(rnd, cid, decode_state(encode_state(entry)))
+    assert _same(live, rebuilt)
+
