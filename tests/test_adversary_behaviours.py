@@ -110,3 +110,46 @@ def test_the_stand_in_scales_the_clipped_signal_and_can_skip_clipping():
     assert clipped.tolist() == pytest.approx([5.0, 2.5, 0.0])  # (10·(1, .5, 0)) / 2
     raw = StandIn(mechanism, zero, clip=False).privatize(source, gen, batch_size=2.0)
     assert raw.tolist() == pytest.approx([2.5, 0.25, 0.0])
+
+
+@pytest.mark.parametrize("law, bound", [("rademacher-noise", 1.0), ("uniform-noise", math.sqrt(3))])
+def test_the_client_app_releases_the_stand_ins_noise(tmp_path: Path, law: str, bound: float):
+    """Through fedpriv's ClientApp and the server: client 0's released noise (σC = 1, signal
+    ‖S‖ ≤ B·C ≈ 0.03) is the bounded law, client 1's the Gaussian."""
+    r = _releases(tmp_path, f"{{clients = [0], behaviour = '{law}'}}", 1)
+    released = {cid: v for (_, cid), v in r.items()}
+    assert np.max(np.abs(released[0])) <= bound + 0.05
+    assert np.std(released[0]) == pytest.approx(1.0, rel=0.05)
+    assert np.max(np.abs(released[1])) > 3.0  # Gaussian: |z| > 3 in 13,700 draws
+
+
+def _releases(tmp_path: Path, table: str, rounds: int) -> dict[tuple[int, int], np.ndarray]:
+    """``(round, client) → −Δ·L`` (the released ``S + z``) of a tiny-signal run (σC = 1)."""
+    from reliability_support import LocalGrid
+
+    from clients.client_app import app
+    from fedpriv.audit import AuditStore
+    from strategies.server_run import run_federation
+
+    cfg = _load(table, f"rounds={rounds}", "data.num_clients=2", "train.local_steps=1",
+                "train.lr=1.0", "mechanism.clip=0.001", "mechanism.noise_multiplier=1000.0")
+    run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")
+    out = {}
+    with AuditStore.open(tmp_path / "run", readonly=True) as store:
+        for u in store.iter_updates():
+            delta = np.concatenate([a.ravel() for a in store.load_update(u.update_id).values()])
+            out[u.round, u.client_id] = -delta.astype(np.float64) * u.report.divisor
+    return out
+
+
+@pytest.mark.parametrize("law, combine, most", [
+    ("reuse-noise", np.subtract, 0.1),    # r2 − r1 = S2 − S1: the noise is gone
+    ("cancel-noise", np.add, 0.1),        # r2 + r1 = S2 + S1
+    ("perturbed-replay", np.subtract, 0.011 * math.sqrt(13_700)),  # 1 % of ‖r1‖ ≈ 117
+])
+def test_shared_noise_cancels_between_rounds(tmp_path: Path, law: str, combine, most: float):  # noqa: ANN001
+    r = _releases(tmp_path, f"{{clients = [0], behaviour = '{law}'}}", 2)
+    assert np.linalg.norm(combine(r[2, 0], r[1, 0])) <= most
+    assert np.linalg.norm(combine(r[2, 1], r[1, 1])) > 100  # honest: ≈ √(2·13,700) = 166
+    if law == "perturbed-replay":
+        assert np.linalg.norm(r[2, 0] - r[1, 0]) >= 0.009 * np.linalg.norm(r[1, 0])
