@@ -11,6 +11,7 @@ The outcome is one of
   reply refused at the boundary releases nothing the server keeps);
 * ``neutralised`` — aggregated, but accounted at what the server knows (ε within a factor 2
   of an honest client's, where the cheat lied about its size);
+* ``partly caught`` — aggregated in some cheating rounds, caught (ε unbounded) in another;
 * ``labelled`` — aggregated, but not ``verified``;
 * ``passes`` — aggregated and ``verified``;
 * ``vetoed`` — a round's aggregation failed for everyone; ``run-fails`` — the run raised.
@@ -153,6 +154,8 @@ def run_behaviour(behaviour: str, run_dir: Path, *, app=None) -> Outcome:  # noq
         outcome = "vetoed"
     elif aggregated == 0:  # ε unbounded, or refused at the boundary (nothing accounted)
         outcome = "caught"
+    elif guarantee == "unbounded":
+        outcome = "partly caught"  # aggregated in some cheating rounds, caught in a later one
     elif guarantee != "verified":
         outcome = "labelled"
     elif behaviour == "inflate-size" and eps is not None and honest_eps and \
