@@ -50,6 +50,7 @@ from clients.budget import budget_check, record_releases, releases_so_far
 from clients.client_dp import privatize_arrays, update_generator
 from clients.local_data import client_data
 from clients.node_mechanism import mechanism_for
+from clients.release_hook import releasing
 from clients.step_releases import steps_record
 from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
@@ -141,7 +142,7 @@ def train(msg: Message, context: Context) -> Message:
     # never a client-level mechanism's plain steps: those "releases" would be raw gradients
     steps_mode = cfg.audit.enabled and cfg.audit.release == "steps" and not report.client_level
     result = local_train(
-        model, x, y, mechanism,
+        model, x, y, releasing(mechanism),  # an adversary's stand-in, else the mechanism
         lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
         sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),

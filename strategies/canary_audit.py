@@ -66,6 +66,7 @@ class CanaryRound:
 
     lower: dict[str, Any]
     verdict: Verdict
+    memory: dict[str, np.ndarray] = field(default_factory=dict)  # the pool entry (resume)
 
 
 @dataclass
@@ -165,13 +166,21 @@ class CanaryAuditor:
             return None
         bits = inclusion(design)
         formal = canary_epsilon(mechanism.release(design.dim), steps, self.delta, self.accountant)
-        pool = self._pools.setdefault(client, _Pool())
-        pool.add(rnd, scores[bits], scores[~bits], formal)
+        entry = {"ins": scores[bits], "outs": scores[~bits], "formal": np.array([formal])}
+        pool = self.remember(rnd, client, entry)
         own = self._bound(scores[bits], scores[~bits])
         pooled = own if len(pool.rounds) == 1 else self._bound(np.concatenate(pool.ins),
                                                                np.concatenate(pool.outs))
         verdict = self._verdict(own, formal, scores[bits], scores[~bits])
-        return CanaryRound(self._lower(rnd, pool, own, pooled, formal, verdict), verdict)
+        return CanaryRound(self._lower(rnd, pool, own, pooled, formal, verdict), verdict, entry)
+
+    def remember(self, rnd: int, client: int, entry: dict[str, np.ndarray]) -> _Pool:
+        """Add a scored round to the client's pool from its entry (:attr:`CanaryRound.memory`:
+        the in and out scores and the canary ε; ``--resume`` rebuilds the pools from them)."""
+        pool = self._pools.setdefault(client, _Pool())
+        pool.add(rnd, np.asarray(entry["ins"]), np.asarray(entry["outs"]),
+                 float(entry["formal"][0]))
+        return pool
 
     def _bound(self, ins: np.ndarray, outs: np.ndarray) -> EpsilonLowerBound:
         return estimate(self.settings.method, ins, outs, delta=self.delta,

@@ -355,8 +355,10 @@ class AuditPipeline:
                                         f"{type(exc).__name__}: {exc}", report))
             return False
         consistent = verdict.status != "inconsistent"
-        if consistent:
-            sketches.add(rnd, cid, flat)
+        if consistent:  # remembered in the store too: --resume rebuilds it (restore)
+            self.store.write_memory(rnd, cid, "sketch", sketches.add(rnd, cid, flat))
+        if canary is not None:
+            self.store.write_memory(rnd, cid, "canaries", canary.memory)
         row = _update_row(report, reply.node_id, release)
         if not consistent:
             row.update(status="inconsistent", error=verdict.reason)
@@ -434,9 +436,11 @@ class AuditPipeline:
         return ids
 
     def restore(self, dim: int) -> None:
-        """Rebuild the privacy ledger (and the replay sketches and canary pools) from the
-        updates of the store's completed rounds (``--resume``): the same releases folded in the
-        same order give the same tallies."""
+        """Rebuild what the audit remembers from the store's completed rounds (``--resume``):
+        the privacy ledger from the updates (the same releases folded in the same order give
+        the same tallies), the node ↔ client bindings from the updates rows, and the replay
+        sketches and canary pools from the ``memory`` rows — under every storage policy,
+        exactly the memory of an uninterrupted run."""
         for row in self.store.query("SELECT round, COUNT(DISTINCT client_id) AS sent FROM "
                                     "updates GROUP BY round"):  # clients sent a train message
             self.ledger.sampled(row["round"], min(1.0, row["sent"] / self.num_clients))
@@ -449,10 +453,10 @@ class AuditPipeline:
             json.loads(r["epsilon_observed_json"] or "null")) for r in rows}
         for update in self.store.iter_updates():
             report = update.report
+            if update.node_id is not None:  # every row's node was bound to its client
+                self.node_clients[int(update.node_id)] = update.client_id
             if update.status == "undeclared":
                 self.ledger.fold_undeclared(update.round, update.client_id)
-                if update.node_id is not None:  # the node keeps its client id
-                    self.node_clients[int(update.node_id)] = update.client_id
                 continue
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
@@ -462,13 +466,11 @@ class AuditPipeline:
                              verification=verdicts.get((update.round, update.client_id)),
                              unit=report.mechanism.level,
                              observation=observed.get((update.round, update.client_id)))
-            if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
-                continue
-            arrays = self.store.load_update(update.update_id).values()
-            flat = np.concatenate([a.ravel() for a in arrays])
-            if update.status == "ok":
-                self._sketches_of(flat.size).add(update.round, update.client_id, flat)
-            self.canaries.score(update.round, update.client_id, report, flat)
+        for rnd, cid, kind, state in self.store.iter_memory():
+            if kind == "sketch":
+                self._sketches_of(dim).remember(rnd, cid, state)
+            elif kind == "canaries":
+                self.canaries.remember(rnd, cid, state)
 
     # -- attacks ------------------------------------------------------------------------------
 

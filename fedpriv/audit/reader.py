@@ -20,7 +20,7 @@ import numpy as np
 from fedpriv.audit.connection import connect
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import UpdateRecord
-from fedpriv.audit.tensors import TensorInfo, load_arrays
+from fedpriv.audit.tensors import TensorInfo, decode_state, load_arrays
 from fedpriv.protocol import ReplyError
 
 __all__ = [
@@ -185,6 +185,15 @@ class StoreReader:
         sql = f"SELECT {TENSOR_COLUMNS} FROM attacks a LEFT JOIN tensors t USING (tensor_id) "
         sql += "WHERE "
         return self._load(sql + "a.attack_id = ?", (attack_id,), f"reconstruction {attack_id}")
+
+    def iter_memory(self) -> Iterator[tuple[int, int, str, dict[str, np.ndarray]]]:
+        """``(round, client, kind, state)`` of every ``memory`` row of the completed rounds, in
+        round, client and kind order (:meth:`fedpriv.audit.AuditStore.write_memory`)."""
+        sql = ("SELECT m.round, m.client_id, m.kind, m.state FROM memory m JOIN rounds r ON "
+               "r.round = m.round WHERE r.status = 'completed' ORDER BY m.round, m.client_id, "
+               "m.kind")
+        for row in self._fetch(sql):
+            yield row["round"], row["client_id"], row["kind"], decode_state(row["state"])
 
     def iter_updates(
         self,

@@ -44,7 +44,10 @@ APPLICATION_ID = 0x66647076
 #: cannot account (docs/trust.md §1), that client's failure instead of the run's end; and
 #: ``tallies.epsilon_observed_json``: ε accounted at a lower confidence bound on the noise scale
 #: measured from the client's own updates (:mod:`fedpriv.verification.observed`), with the
-#: round's observation, which ``--resume`` folds again.
+#: round's observation, which ``--resume`` folds again; and the ``memory`` table: what the audit
+#: remembers of each client-round beyond the update itself (the replay/fresh-noise sketch entry,
+#: the canary pool entry), so that ``--resume`` rebuilds the same memory under every
+#: ``audit.store_updates`` policy.
 SCHEMA_VERSION = 7
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
@@ -221,6 +224,14 @@ CREATE TABLE attacks (
     created REAL NOT NULL
 ) STRICT;
 CREATE INDEX attacks_by_client ON attacks (client_id, round);
+
+CREATE TABLE memory (
+    round INTEGER NOT NULL REFERENCES rounds (round) ON DELETE CASCADE,
+    client_id INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    state BLOB NOT NULL,
+    PRIMARY KEY (round, client_id, kind)
+) STRICT;
 
 CREATE TABLE failures (
     failure_id INTEGER PRIMARY KEY,

@@ -46,7 +46,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES, TALLY_FIELDS, UPDATE_FIELDS
-from fedpriv.audit.tensors import Arrays, save_arrays
+from fedpriv.audit.tensors import Arrays, encode_state, save_arrays
 from fedpriv.failures import failure_line
 
 __all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore"]
@@ -333,6 +333,17 @@ class AuditStore(StoreReader):
         row.update(round=rnd, client_id=int(client_id), created=time.time())
         with self._with_tensor(rnd, "update", f"c{client_id}", arrays) as (conn, tensor_id):
             return insert_row(conn, "updates", {**row, "tensor_id": tensor_id})
+
+    def write_memory(
+        self, rnd: int, client_id: int, kind: str, state: Mapping[str, Any]
+    ) -> None:
+        """Store what the audit remembers of a client-round (``kind``: e.g. ``"sketch"``,
+        ``"canaries"``; ``state``: named arrays, stored exactly), for ``--resume``."""
+        blob = encode_state(state)
+        running = self._check_round(rnd, must_be_open=True) == "running"
+        with self._transaction(durable=not running) as conn:
+            conn.execute("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
+                         "VALUES (?, ?, ?, ?)", (rnd, int(client_id), str(kind), blob))
 
     def write_ground_truth(
         self, rnd: int, client_id: int, record_ids: Iterable[Any], arrays: Arrays | None = None

@@ -28,7 +28,8 @@ import numpy as np
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.audit.errors import StoreError
 
-__all__ = ["Arrays", "TensorInfo", "check_size", "load_arrays", "save_arrays"]
+__all__ = ["Arrays", "TensorInfo", "check_size", "decode_state", "encode_state", "load_arrays",
+           "save_arrays"]
 
 #: Arrays accepted by the store: named (kept in order) or a plain sequence (named arr_0, ...).
 Arrays = Mapping[str, np.ndarray] | Sequence[np.ndarray]
@@ -104,6 +105,23 @@ def save_arrays(path: Path, arrays: Arrays, *, durable: bool = True) -> TensorIn
         dtypes=[a.dtype.str for a in named.values()],
         nbytes=len(data),
     )
+
+
+def encode_state(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """A small named bundle (what the audit remembers of one update, ``memory`` rows) as
+    ``.npz`` bytes: exact, no pickles; an empty mapping is an empty bundle."""
+    buffer = io.BytesIO()
+    np.savez(buffer, allow_pickle=False, **{str(k): np.asarray(v) for k, v in arrays.items()})
+    return buffer.getvalue()
+
+
+def decode_state(data: bytes) -> dict[str, np.ndarray]:
+    """The bundle :func:`encode_state` wrote (no pickles); StoreError when it does not read."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as bundle:
+            return {name: bundle[name] for name in bundle.files}
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
+        raise StoreError(f"a memory row does not read back as arrays: {exc}") from exc
 
 
 def load_arrays(root: Path, relative: str, recorded: TensorInfo) -> dict[str, np.ndarray]:

@@ -10,6 +10,12 @@ matches an earlier one to a relative ``1e-3`` (float32 round trips of θ + Δ mo
 The sketch is a count sketch (Charikar, Chen & Farach-Colton 2002): ``s_j = Σ_{h(i) = j}
 ξ_i Δ_i`` with a fixed random bucket ``h(i)`` and sign ``ξ_i`` — O(p) time and memory for any
 model size, and a linear map, so equal updates have equal sketches.
+
+Everything the class remembers of an accepted update is the *entry* :meth:`UpdateSketches.add`
+returns (named arrays); :meth:`UpdateSketches.remember` rebuilds the memory from it. The server
+stores each entry with the round (the audit store's ``memory`` table), so ``--resume`` rebuilds
+exactly the memory of an uninterrupted run whatever ``audit.store_updates`` kept — a field added
+to the per-client memory must travel in the entry.
 """
 
 from __future__ import annotations
@@ -53,6 +59,14 @@ class UpdateSketches:
                 return rnd
         return None
 
-    def add(self, rnd: int, client_id: int, update: np.ndarray) -> None:
-        """Remember an accepted update."""
-        self._seen.setdefault(client_id, []).append((rnd, self.sketch(update)))
+    def add(self, rnd: int, client_id: int, update: np.ndarray) -> dict[str, np.ndarray]:
+        """Remember an accepted update; return the entry that :meth:`remember` rebuilds the
+        same memory from."""
+        entry = {"sketch": self.sketch(update)}
+        self.remember(rnd, client_id, entry)
+        return entry
+
+    def remember(self, rnd: int, client_id: int, entry: dict[str, np.ndarray]) -> None:
+        """Remember an accepted update from its entry (:meth:`add`; ``--resume``)."""
+        self._seen.setdefault(client_id, []).append((rnd, np.asarray(entry["sketch"],
+                                                                     np.float64)))
