@@ -33,6 +33,7 @@ from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
+from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
@@ -42,6 +43,7 @@ from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
+from strategies.identity import NodeBinding, aggregation_weights, known_checks, node_binding
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 
 __all__ = ["AuditPipeline", "verify_reply"]
@@ -111,12 +113,23 @@ class AuditPipeline:
     train
         The run's ``[train]`` section: what the server assumes of an undeclared client's
         training (learning rate, local steps, batch size) when it attacks its update.
+    config
+        The run's config as the server sends it to every client: then each declared reply is
+        checked against the settings it instructs (:func:`strategies.identity.known_checks`).
+        None for an app whose clients the server does not instruct (``strategies/audited.py``).
+    weighting, weight_cap
+        ``strategy.weighting`` and ``strategy.weight_cap``: the aggregation weight of a size
+        the server cannot verify (:func:`strategies.identity.aggregation_weights`).
     """
 
     def __init__(self, audit: AuditConfig, store: AuditStore, dataset: Dataset, *, model: str,
                  num_clients: int, seed: int, device: str,
-                 train: TrainConfig | None = None) -> None:
+                 train: TrainConfig | None = None, config: Config | None = None,
+                 weighting: str = "capped", weight_cap: float = 10.0) -> None:
         self.audit = audit
+        self.config = config
+        self.binding = NodeBinding()  # first claim until bind() learns better
+        self.weighting = (weighting, weight_cap)
         self.train = TrainConfig() if train is None else train
         self.num_clients = num_clients
         self.seed = seed
@@ -143,8 +156,18 @@ class AuditPipeline:
             self.store.write_global(server_round, broadcast)
         self.plan.pending = []
         self._dim = int(sum(a.size for a in broadcast))
-        self._round = RoundIdentities.start(self.num_clients, self.node_clients)
+        self._round = RoundIdentities.start(
+            self.num_clients, self.node_clients,
+            self.binding.clients if self.binding.bound else None)
         self._written: set[int] = set()
+
+    def bind(self, grid: object) -> None:
+        """Bind nodes to clients from what the server knows (:func:`strategies.identity.
+        node_binding`: the simulation engine, ``[[strategy.nodes]]``, else first claim); with
+        the run's config only (an app of its own binds by first claim)."""
+        if self.config is not None:
+            self.binding = node_binding(grid, self.config, self.dataset)
+        log.info("nodes bound to clients by: %s", self.binding.source)
 
     def accepted(
         self, server_round: int, replies: Iterable[tuple[int, Message]],
@@ -163,7 +186,26 @@ class AuditPipeline:
                     self._reject(server_round, outcome)
                 elif self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
-        return sorted(out, key=lambda r: r.client_id)
+        return self._weighed(server_round, sorted(out, key=lambda r: r.client_id))
+
+    def _weighed(self, rnd: int, replies: list[AcceptedReply]) -> list[AcceptedReply]:
+        """Set each reply's aggregation weight (``num-examples``, which Flower's strategies
+        read) by the weighting policy (:func:`strategies.identity.aggregation_weights`): a
+        server-known size, or an unverified one capped."""
+        known = [None if r.report is None else self.binding.sizes.get(r.client_id)
+                 for r in replies]
+        weights = aggregation_weights([r.weight for r in replies], known, *self.weighting)
+        out = []
+        for reply, weight in zip(replies, weights, strict=True):
+            if weight != reply.weight:
+                log.warning("round %d client %d: aggregation weight %g for the unverified "
+                            "num-examples = %g (strategy.weighting = %r)", rnd,
+                            reply.client_id, weight, reply.weight, self.weighting[0])
+                (metrics,) = reply.message.content.metric_records.values()
+                metrics["num-examples"] = weight
+                reply = dataclasses.replace(reply, weight=weight)
+            out.append(reply)
+        return out
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
         """Run the round's attacks, then mark the round complete (every record durable)."""
@@ -274,6 +316,9 @@ class AuditPipeline:
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
+        verdict = combine_verdicts(  # what the server knows: settings, size, identity
+            [dataclasses.replace(verdict, test="update")],
+            preconditions=known_checks(self.config, self.binding, rnd, reply.node_id, report))
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)

@@ -66,17 +66,24 @@ class Rejection:
 
 @dataclass
 class RoundIdentities:
-    """Who is who: partition ids seen this round, and each node's partition id so far."""
+    """Who is who: partition ids seen this round, and each node's partition id so far. With
+    ``known`` (node → client as the server knows it: the simulation engine or
+    ``[[strategy.nodes]]``, :mod:`strategies.identity`) a node it does not hold is not of this
+    federation, and a report claiming another client than its node's is an ``identity``
+    failure of its node's client, whoever replied first. Undeclared replies claim nothing:
+    their ids stay the server's bookkeeping (:meth:`undeclared_id`)."""
 
     num_clients: int
     node_clients: dict[int, int]
     seen: set[int]
     next_undeclared: int = 0  # the id the next new undeclared node gets
+    known: Mapping[int, int] | None = None
 
     @classmethod
-    def start(cls, num_clients: int, node_clients: dict[int, int]) -> RoundIdentities:
+    def start(cls, num_clients: int, node_clients: dict[int, int],
+              known: Mapping[int, int] | None = None) -> RoundIdentities:
         return cls(num_clients, node_clients, set(),
-                   max([num_clients - 1, *node_clients.values()]) + 1)
+                   max([num_clients - 1, *node_clients.values()]) + 1, known)
 
     def undeclared_id(self, node: int) -> int:
         """The client id of a node that sent no report: the one it had (a partition id it
@@ -145,6 +152,10 @@ def check_reply(
     known = identities.node_clients.get(node)
     if msg.has_error():
         return Rejection(node, known, "exception", failure_line(str(msg.error.reason)))
+    truth = None if identities.known is None else identities.known.get(node)
+    if identities.known is not None and truth is None:
+        return Rejection(node, None, "identity", f"node {node} is not a node of this "
+                         "federation (the simulation engine's, or [[strategy.nodes]])")
     if REPORT_RECORD not in msg.content.config_records:
         return _undeclared(msg, broadcast, identities, node, names, undeclared)
     config = None
@@ -169,6 +180,9 @@ def check_reply(
     if cid >= identities.num_clients:
         return reject("identity", f"partition id {cid} outside [0, {identities.num_clients - 1}]",
                       None)
+    if truth is not None and truth != cid:  # the thief's own client fails, not the claimed one
+        return reject("identity", f"node {node} is client {truth}, but claims client {cid}",
+                      truth)
     if known is not None and known != cid:
         return reject("identity", f"node {node} was client {known}, now claims client {cid}",
                       None)
