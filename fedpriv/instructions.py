@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -33,7 +34,7 @@ from fedpriv.training.config import optimizer_settings
 from fedpriv.verification.verdict import Verdict
 
 __all__ = ["client_mechanism", "instructed_report", "settings_differences", "settings_verdict",
-           "size_verdict"]
+           "size_verdict", "with_preconditions"]
 
 
 @lru_cache(maxsize=1024)
@@ -148,3 +149,21 @@ def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verd
                        statistic={"declared": float(n), "known": float(known)})
     return Verdict("size-sampling", "consistent", f"n = {n}, as {source} gives", p_value=1.0)
 
+
+
+def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
+    """``verdict`` (a client-round's) with ``checks`` as further preconditions, its parts
+    kept flat (``checks`` first): ``inconsistent`` when any check is — a precondition can
+    refute a round, never verify it (:func:`fedpriv.verification.combine_verdicts`) — else
+    the verdict's own status, reason and p-value. The checks are deterministic (no ``alpha``):
+    they add nothing to the false-alarm rate."""
+    failed = [c for c in checks if c.status == "inconsistent"]
+    parts = (*checks, *(verdict.parts or (verdict,)))
+    statistic = {**verdict.statistic,
+                 **{f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}}
+    if not failed:
+        return replace(verdict, parts=parts, statistic=statistic)
+    own = [verdict] if verdict.status == "inconsistent" else []
+    reason = "; ".join(f"{c.test}: {c.reason}" for c in [*failed, *own])
+    return replace(verdict, status="inconsistent", reason=reason, p_value=0.0, parts=parts,
+                   statistic=statistic)

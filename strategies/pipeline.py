@@ -35,6 +35,7 @@ from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
+from fedpriv.instructions import with_preconditions
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
@@ -316,9 +317,8 @@ class AuditPipeline:
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
-        verdict = combine_verdicts(  # what the server knows: settings, size, identity
-            [dataclasses.replace(verdict, test="update")],
-            preconditions=known_checks(self.config, self.binding, rnd, reply.node_id, report))
+        verdict = with_preconditions(  # what the server knows: settings, size, identity
+            verdict, known_checks(self.config, self.binding, rnd, reply.node_id, report))
         consistent = verdict.status != "inconsistent"
         if consistent:
             sketches.add(rnd, cid, flat)

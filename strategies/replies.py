@@ -3,8 +3,9 @@
 :func:`check_reply` is pure (no store, no ledger): it reads the reply's
 :class:`~fedpriv.protocol.ClientReport` once and checks everything the server can check without
 statistics — the message shape Flower's aggregation needs, the report's fields, the client's
-identity (a partition id in range, not already used this round, the same one its node claimed
-before), the update's shapes and finiteness, the aggregation weight. Whatever fails becomes a
+identity (a partition id in range, not already used this round, the one the server knows its
+node to be — :mod:`strategies.identity` — else the one its node claimed before), the update's
+shapes and finiteness, the aggregation weight. Whatever fails becomes a
 :class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious client
 is one recorded failure and the round goes on. A client that declined to train (its ε budget,
 ``ClientReport.declined``) sends its report alone; once its identity checks pass it is a
