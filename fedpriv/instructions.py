@@ -99,11 +99,19 @@ def _same(sent: Any, declared: Any) -> bool:
     return sent == declared
 
 
-def _fields(report: ClientReport) -> dict[str, Any]:
+#: The settings a report declares, by wire name (docs/protocol.md), beside the mechanism's.
+SETTINGS = ("server-round", "steps", "lr", "batch-size", "sampling", "mechanism", "optimizer",
+            "momentum", "weight-decay", "nesterov", "epsilon-budget")
+#: What a client-level report's settings are (privacy-math.md §11): its release is the whole
+#: update, whatever the local training was, so only these enter its ε and its test
+#: (``ClientReport.declaration``); a client-level mod on any ClientApp declares ``steps = 1``,
+#: ``lr = 1`` (``clients/client_dp.py``).
+CLIENT_LEVEL_SETTINGS = ("server-round", "mechanism", "epsilon-budget")
+
+
+def _fields(report: ClientReport, keys: Sequence[str] = SETTINGS) -> dict[str, Any]:
     """The settings a report declares, by their wire names (docs/protocol.md)."""
     wire = report.to_config()
-    keys = ("server-round", "steps", "lr", "batch-size", "sampling", "mechanism", "optimizer",
-            "momentum", "weight-decay", "nesterov", "epsilon-budget")
     out = {k: wire.get(k) for k in keys}
     params = report.mechanism.params()
     out.update({f"mechanism-params.{k}": v for k, v in sorted(params.items())})
@@ -113,8 +121,11 @@ def _fields(report: ClientReport) -> dict[str, Any]:
 def settings_differences(sent: ClientReport, declared: ClientReport) -> list[tuple[str, Any, Any]]:
     """``(field, sent, declared)`` for every training setting in which ``declared`` differs
     from the report the server's instructions give (``sent``, :func:`instructed_report`);
-    the local size and the partition id are not settings (:func:`size_verdict`, identity)."""
-    a, b = _fields(sent), _fields(declared)
+    the local size and the partition id are not settings (:func:`size_verdict`, identity).
+    Where both are client-level (privacy-math.md §11) only :data:`CLIENT_LEVEL_SETTINGS` and
+    the mechanism's parameters count."""
+    keys = CLIENT_LEVEL_SETTINGS if sent.client_level and declared.client_level else SETTINGS
+    a, b = _fields(sent, keys), _fields(declared, keys)
     if sent.mechanism.name != declared.mechanism.name:  # compare the name, not its parameters
         a = {k: v for k, v in a.items() if not k.startswith("mechanism-params.")}
         b = {k: v for k, v in b.items() if not k.startswith("mechanism-params.")}
@@ -140,6 +151,10 @@ def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verd
     against the size the server knows from ``source`` (the simulation's partition, or
     ``strategy.nodes``); ``unverifiable`` when it knows none."""
     n = declared.local_examples
+    if declared.client_level:
+        return Verdict("size-sampling", "unverifiable", f"n = {n} is declared: at the client "
+                       "level it enters neither the epsilon nor the test (q = 1, privacy-math.md "
+                       "§11), and its weight is an unverified size")
     if known is None:
         return Verdict("size-sampling", "unverifiable", f"the local size n = {n} is declared: "
                        "the server knows no size for this client (strategy.nodes)")

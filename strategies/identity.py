@@ -151,7 +151,7 @@ def known_checks(
     :func:`fedpriv.instructions.instructed_report`, at the server-known size where it has one;
     only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``."""
     cid = report.partition_id
-    known = binding.sizes.get(cid)
+    known = None if report.client_level else binding.sizes.get(cid)
     checks = []
     if cfg is not None:
         sent = instructed_report(cfg, cid, server_round,

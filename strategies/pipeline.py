@@ -193,8 +193,8 @@ class AuditPipeline:
         """Set each reply's aggregation weight (``num-examples``, which Flower's strategies
         read) by the weighting policy (:func:`strategies.identity.aggregation_weights`): a
         server-known size, or an unverified one capped."""
-        known = [None if r.report is None else self.binding.sizes.get(r.client_id)
-                 for r in replies]
+        known = [None if r.report is None or r.report.client_level
+                 else self.binding.sizes.get(r.client_id) for r in replies]
         weights = aggregation_weights([r.weight for r in replies], known, *self.weighting)
         out = []
         for reply, weight in zip(replies, weights, strict=True):

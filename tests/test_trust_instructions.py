@@ -194,6 +194,7 @@ def test_honest_presets_have_no_new_failures(preset: Path, tmp_path: Path) -> No
     cfg = load_config(preset, ["rounds=2"])
     report = run_federation(LocalGrid(app, cfg.data.num_clients), cfg, tmp_path / "run")
     assert report["failures"] == []
+    assert report["identity"]["binding"] == "simulation engine"
     for client in report["clients"]:
         assert client["verification"]["status"] != "inconsistent", client["verification"]
         parts = _parts(client["verification"])
@@ -229,6 +230,7 @@ def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, c
     clients = _clients(report)
     identity = _parts(clients[0]["verification"])["identity"]
     assert identity["status"] == "unverifiable" and "first-claim (unverified)" in identity["reason"]
+    assert report["identity"]["binding"] == "first-claim (unverified)"
     assert _parts(clients[2]["verification"])["size-sampling"]["status"] == "unverifiable"
     assert clients[2]["rounds_participated"] == 1  # aggregated, at a capped weight
     capped = [r.getMessage() for r in caplog.records if "aggregation weight" in r.getMessage()]
@@ -259,6 +261,7 @@ def test_the_registry_binds_nodes_and_refuses_strangers(tmp_path: Path) -> None:
     cfg = load_config(QUICKSTART, [*small, registry])
     report = run_federation(_unbound_grid(app, 3), cfg, tmp_path / "run")
     clients = _clients(report)
+    assert report["identity"]["binding"] == "strategy.nodes"
     for cid in (0, 1):
         parts = _parts(clients[cid]["verification"])
         assert parts["identity"]["status"] == "consistent", parts["identity"]
