@@ -106,6 +106,8 @@ def node_binding(grid: Grid, cfg: Config, dataset: Dataset | None) -> NodeBindin
     computes from ``dataset``), else ``[[strategy.nodes]]``, else first claim."""
     engine = engine_partitions(grid)
     if engine is not None and len(engine) == cfg.data.num_clients:
+        if cfg.strategy.nodes:
+            log.warning("[[strategy.nodes]] is not read in a simulation: its engine binds nodes")
         sizes = {} if dataset is None else dict(enumerate(partition_sizes(cfg, dataset)))
         return NodeBinding(engine, sizes, ENGINE)
     if engine is not None:
