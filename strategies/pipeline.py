@@ -75,7 +75,10 @@ def _verdict_summary(verdict: Verdict) -> dict:
 
 def _verdict_line(verdict: Verdict) -> str:
     p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
-    return f"update inconsistent with its declared mechanism: {verdict.reason}{p}"
+    what = ("reply inconsistent with what the server knows" if verdict.p_value == 0.0 and any(
+        p.test in ("settings", "size-sampling") and p.status == "inconsistent"
+        for p in verdict.parts) else "update inconsistent with its declared mechanism")
+    return f"{what}: {verdict.reason}{p}"
 
 
 def _update_row(report: ClientReport, node: int, release: Release) -> dict:

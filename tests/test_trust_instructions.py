@@ -147,6 +147,8 @@ def test_a_declared_setting_that_differs_is_inconsistent(cheated: dict, pid: int
     assert math.isfinite(client["epsilon_declared"])  # the claim, kept beside it
     kinds = {(f["round"], f["kind"]) for f in client["failures"]}
     assert kinds == {(r, "inconsistent") for r in range(1, ROUNDS + 1)}
+    assert all(f["message"].startswith("reply inconsistent with what the server knows: "
+                                       "settings: ") for f in client["failures"])
 
 
 def test_the_lr_cheat_passes_the_noise_test_alone(cheated: dict) -> None:
