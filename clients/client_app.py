@@ -49,23 +49,17 @@ from clients.adversaries import adversary_mod
 from clients.budget import budget_check, record_releases, releases_so_far
 from clients.client_dp import privatize_arrays, update_generator
 from clients.local_data import client_data
-from clients.node_mechanism import mechanism_for
 from clients.release_hook import releasing
 from clients.step_releases import steps_record
 from fedpriv.canaries import canary_sum, round_design
 from fedpriv.config import Config
 from fedpriv.devices import resolve_device
-from fedpriv.mechanisms import Mechanism, build_mechanism
+from fedpriv.instructions import instructed_report
+from fedpriv.mechanisms import Mechanism
 from fedpriv.models import build_model
-from fedpriv.protocol import (
-    REPORT_RECORD,
-    STEPS_RECORD,
-    ClientReport,
-    GroundTruthOracle,
-    server_config,
-)
+from fedpriv.protocol import REPORT_RECORD, STEPS_RECORD, GroundTruthOracle, server_config
 from fedpriv.seeding import make_generator
-from fedpriv.training import local_optimizer, local_train, sampling_rate
+from fedpriv.training import local_optimizer, local_train
 
 __all__ = ["app"]
 
@@ -119,18 +113,12 @@ def train(msg: Message, context: Context) -> Message:
     server_round = int(config["server-round"])
     pid, num_parts = _partition(context)
     model, x, y, ids = _local(cfg, msg, pid, num_parts)
-    name, params = mechanism_for(cfg.mechanism, pid, context.node_config)
-    mechanism = build_mechanism(name, params)
-    optimizer = local_optimizer(cfg.train)
     n = int(x.shape[0])
+    # the settings the server sent, derived as the server derives what it expects of us
+    report = instructed_report(cfg, pid, server_round, n, context.node_config)
+    mechanism = report.mechanism
+    optimizer = local_optimizer(cfg.train)
     dim = sum(p.numel() for p in model.parameters())
-    report = ClientReport(
-        partition_id=pid, server_round=server_round, local_examples=n,
-        local_steps=cfg.train.local_steps, lr=cfg.train.lr,
-        batch_size=float(cfg.train.batch_size), sampling=cfg.train.sampling,
-        sample_rate=sampling_rate(n, cfg.train.batch_size), mechanism=mechanism,
-        epsilon_budget=cfg.mechanism.budget_for(pid), optimizer=optimizer.settings,
-    )
     released = releases_so_far(context, config, pid)
     check = budget_check(cfg.mechanism.budget_for(pid), mechanism, cfg.audit, released=released,
                          sample_rate=report.release_rate, steps=report.releases, dim=dim)
@@ -143,8 +131,8 @@ def train(msg: Message, context: Context) -> Message:
     steps_mode = cfg.audit.enabled and cfg.audit.release == "steps" and not report.client_level
     result = local_train(
         model, x, y, releasing(mechanism),  # an adversary's stand-in, else the mechanism
-        lr=cfg.train.lr, local_steps=cfg.train.local_steps, batch_size=cfg.train.batch_size,
-        sampling=cfg.train.sampling, generator=generator, record_ids=ids.tolist(),
+        lr=report.lr, local_steps=report.local_steps, batch_size=cfg.train.batch_size,
+        sampling=report.sampling, generator=generator, record_ids=ids.tolist(),
         proximal_mu=float(config.get("proximal-mu", 0.0)),
         optimizer=optimizer,
         canaries=_canaries(cfg, mechanism, pid, server_round, dim,

@@ -23,7 +23,10 @@ last among mods that change the parameters: what it releases is what the server 
 The report's training fields describe the release, not the user's training, which the mod
 does not see: one step of scale 1 (``steps = 1``, ``lr = 1``) over the ``num-examples``
 records, no record sampling (``sample-rate = 1``). The server tests the update at the client
-level whatever they say (:meth:`fedpriv.protocol.ClientReport.declaration`).
+level whatever they say (:meth:`fedpriv.protocol.ClientReport.declaration`). fedpriv's server
+believes its own instructions (docs/trust.md §6): its ``[mechanism]`` must name the same
+``client-gaussian`` (clip and noise multiplier) for the client, or the reply is
+``inconsistent`` on test ``settings``.
 
 ``seed`` makes the noise reproducible (tests, audits of a simulation): anyone who knows the
 seed, the node's partition id and the round can subtract the noise, so leave it unset in a

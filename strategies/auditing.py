@@ -77,8 +77,10 @@ class AuditingStrategy(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Wait for every node, then run Flower's loop with this wrapper as the strategy."""
+        """Wait for every node, bind nodes to clients (:meth:`AuditPipeline.bind`), then run
+        Flower's loop with this wrapper as the strategy."""
         self._wait_for_nodes(grid)
+        self.auditor.bind(grid)
         return super().start(grid, initial_arrays, num_rounds, timeout, train_config,
                              evaluate_config, evaluate_fn)
 

@@ -9,14 +9,15 @@ application), so it carries them to the clients, which validate ``[[adversary]]`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fedpriv.config import Config, register_section
 from fedpriv.errors import InputError
 from fedpriv.schema import one_of, positive, rule
 
-__all__ = ["CARRIED_SECTIONS", "STRATEGY_PARAMETERS", "StrategyConfig"]
+__all__ = ["CARRIED_SECTIONS", "STRATEGY_PARAMETERS", "WEIGHTINGS", "RegisteredNode",
+           "StrategyConfig"]
 
 #: Sections of other parts of the application that the server carries unread.
 CARRIED_SECTIONS = ("adversary", "simulation", "sweep")
@@ -39,6 +40,31 @@ STRATEGY_PARAMETERS: dict[str, tuple[str, ...]] = {
 
 def _unit_interval(v: Any) -> bool:
     return bool(0 <= v < 1)
+
+
+#: ``strategy.weighting``: how an aggregation weight follows a size the server cannot verify.
+WEIGHTINGS = {
+    "capped": "an unverified size counts at most strategy.weight_cap x the round's (lower) "
+              "median size",
+    "median": "an unverified size counts as the round's (lower) median size",
+}
+
+
+@dataclass(frozen=True)
+class RegisteredNode:
+    """One ``[[strategy.nodes]]`` entry: a SuperNode the deployment expects (docs/trust.md).
+
+    Its Flower node id (stable under SuperNode authentication: the SuperLink gives a
+    registered public key its node id) is the client ``client``; ``examples`` is its local
+    size, when the operator knows it (then a reply declaring another size is inconsistent, and
+    the aggregation weight is this size)."""
+
+    node_id: int | None = rule("the Flower node id of an expected SuperNode (an integer)",
+                               default=None)
+    client: int | None = rule("the client (partition) id the node trains as (an integer >= 0)",
+                              lambda v: v >= 0, default=None)
+    examples: int | None = rule("the node's local size n (an integer >= 1)", positive,
+                                default=None)
 
 
 @dataclass(frozen=True)
@@ -67,6 +93,10 @@ class StrategyConfig:
                                positive, default=600.0)
     round_timeout: float = rule("a number of seconds > 0 to wait for a round's replies",
                                 positive, default=3600.0)
+    nodes: list[RegisteredNode] = field(default_factory=list)
+    weighting: str = rule(*one_of(*WEIGHTINGS), default="capped")
+    weight_cap: float = rule("a number >= 1: the most an unverified size may count, in units "
+                             "of the round's median size", lambda v: v >= 1, default=10.0)
 
     def params(self) -> dict[str, Any]:
         """The chosen strategy's parameters that are set."""
@@ -90,11 +120,36 @@ class StrategyConfig:
                                      f"parameters: {list(own) or 'none'})")
 
 
+def check_nodes(nodes: list[RegisteredNode], num_clients: int) -> None:
+    """Every ``[[strategy.nodes]]`` entry names its node and a client in range, each node and
+    each client once.
+
+    Raises
+    ------
+    InputError
+        Naming ``strategy.nodes[i].<key>``.
+    """
+    seen_nodes: set[int] = set()
+    seen_clients: set[int] = set()
+    for i, node in enumerate(nodes):
+        key = f"strategy.nodes[{i}]"
+        if node.node_id is None or node.node_id in seen_nodes:
+            raise InputError(f"{key}.node_id", node.node_id,
+                             "the node id of a SuperNode, each node in one entry")
+        if node.client is None or not node.client < num_clients or node.client in seen_clients:
+            raise InputError(f"{key}.client", node.client,
+                             f"a client id in [0, {num_clients - 1}] (data.num_clients), each "
+                             "client in one entry")
+        seen_nodes.add(node.node_id)
+        seen_clients.add(node.client)
+
+
 def _check(cfg: Config) -> None:
     cfg.strategy.check()
     if cfg.strategy.name == "fedprox" and cfg.audit.release == "steps":
         raise InputError("audit.release", "steps", "'update' with strategy.name = 'fedprox': "
                          "the server recomposes the steps without FedProx's proximal term")
+    check_nodes(cfg.strategy.nodes, cfg.data.num_clients)
 
 
 register_section("strategy", StrategyConfig, check=_check)

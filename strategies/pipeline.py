@@ -33,7 +33,9 @@ from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
+from fedpriv.config import Config
 from fedpriv.data import Dataset
+from fedpriv.instructions import with_preconditions
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
@@ -43,6 +45,7 @@ from fedpriv.verification.observed import NoiseObservation, observe_update, roun
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
+from strategies.identity import NodeBinding, aggregation_weights, known_checks, node_binding
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 from strategies.step_releases import (
     canary_step_share,
@@ -106,7 +109,10 @@ def _verdict_summary(verdict: Verdict) -> dict:
 
 def _verdict_line(verdict: Verdict) -> str:
     p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
-    return f"update inconsistent with its declared mechanism: {verdict.reason}{p}"
+    what = ("reply inconsistent with what the server knows" if verdict.p_value == 0.0 and any(
+        p.test in ("settings", "size-sampling") and p.status == "inconsistent"
+        for p in verdict.parts) else "update inconsistent with its declared mechanism")
+    return f"{what}: {verdict.reason}{p}"
 
 
 def _update_row(report: ClientReport, node: int, release: Release) -> dict:
@@ -145,12 +151,23 @@ class AuditPipeline:
     train
         The run's ``[train]`` section: what the server assumes of an undeclared client's
         training (learning rate, local steps, batch size) when it attacks its update.
+    config
+        The run's config as the server sends it to every client: then each declared reply is
+        checked against the settings it instructs (:func:`strategies.identity.known_checks`).
+        None for an app whose clients the server does not instruct (``strategies/audited.py``).
+    weighting, weight_cap
+        ``strategy.weighting`` and ``strategy.weight_cap``: the aggregation weight of a size
+        the server cannot verify (:func:`strategies.identity.aggregation_weights`).
     """
 
     def __init__(self, audit: AuditConfig, store: AuditStore, dataset: Dataset, *, model: str,
                  num_clients: int, seed: int, device: str,
-                 train: TrainConfig | None = None) -> None:
+                 train: TrainConfig | None = None, config: Config | None = None,
+                 weighting: str = "capped", weight_cap: float = 10.0) -> None:
         self.audit = audit
+        self.config = config
+        self.binding = NodeBinding()  # first claim until bind() learns better
+        self.weighting = (weighting, weight_cap)
         self.train = TrainConfig() if train is None else train
         self.num_clients = num_clients
         self.seed = seed
@@ -177,8 +194,18 @@ class AuditPipeline:
             self.store.write_global(server_round, broadcast)
         self.plan.pending = []
         self._dim = int(sum(a.size for a in broadcast))
-        self._round = RoundIdentities.start(self.num_clients, self.node_clients)
+        self._round = RoundIdentities.start(
+            self.num_clients, self.node_clients,
+            self.binding.clients if self.binding.bound else None)
         self._written: set[int] = set()
+
+    def bind(self, grid: object) -> None:
+        """Bind nodes to clients from what the server knows (:func:`strategies.identity.
+        node_binding`: the simulation engine, ``[[strategy.nodes]]``, else first claim); with
+        the run's config only (an app of its own binds by first claim)."""
+        if self.config is not None:
+            self.binding = node_binding(grid, self.config, self.dataset)
+        log.info("nodes bound to clients by: %s", self.binding.source)
 
     def accepted(
         self, server_round: int, replies: Iterable[tuple[int, Message]],
@@ -200,7 +227,26 @@ class AuditPipeline:
                 strip_steps(outcome.message)  # the inner strategy aggregates the update alone
                 if self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
-        return sorted(out, key=lambda r: r.client_id)
+        return self._weighed(server_round, sorted(out, key=lambda r: r.client_id))
+
+    def _weighed(self, rnd: int, replies: list[AcceptedReply]) -> list[AcceptedReply]:
+        """Set each reply's aggregation weight (``num-examples``, which Flower's strategies
+        read) by the weighting policy (:func:`strategies.identity.aggregation_weights`): a
+        server-known size, or an unverified one capped."""
+        known = [None if r.report is None or r.report.client_level
+                 else self.binding.sizes.get(r.client_id) for r in replies]
+        weights = aggregation_weights([r.weight for r in replies], known, *self.weighting)
+        out = []
+        for reply, weight in zip(replies, weights, strict=True):
+            if weight != reply.weight:
+                log.warning("round %d client %d: aggregation weight %g for the unverified "
+                            "num-examples = %g (strategy.weighting = %r)", rnd,
+                            reply.client_id, weight, reply.weight, self.weighting[0])
+                (metrics,) = reply.message.content.metric_records.values()
+                metrics["num-examples"] = weight
+                reply = dataclasses.replace(reply, weight=weight)
+            out.append(reply)
+        return out
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
         """Run the round's attacks, then mark the round complete (every record durable)."""
@@ -340,6 +386,8 @@ class AuditPipeline:
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
+        verdict = with_preconditions(  # what the server knows: settings, size, identity
+            verdict, known_checks(self.config, self.binding, rnd, reply.node_id, report))
         release = report.mechanism.release(dim)
         try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
             tally = self.ledger.fold(

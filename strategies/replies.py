@@ -3,15 +3,16 @@
 :func:`check_reply` is pure (no store, no ledger): it reads the reply's
 :class:`~fedpriv.protocol.ClientReport` once and checks everything the server can check without
 statistics — the message shape Flower's aggregation needs, the report's fields, the client's
-identity (a partition id in range, not already used this round, the same one its node claimed
-before), the update's names, shapes, dtypes and finiteness, the aggregation weight and the
-protocol's metrics (:data:`TRAIN_METRICS`: finite numbers where present). Whatever fails
-becomes a :class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious
-client is one recorded failure and the round goes on. Once the round's replies are checked,
+identity (a partition id in range, not already used this round, the one the server knows its
+node to be — :mod:`strategies.identity` — else the one its node claimed before), the update's
+names, shapes, dtypes and finiteness, the aggregation weight and the protocol's metrics
+(:data:`TRAIN_METRICS`: finite numbers where present). Whatever fails becomes a
+:class:`Rejection` with a kind and a reason; it never raises, so a faulty or malicious client is
+one recorded failure and the round goes on. Once the round's replies are checked,
 :func:`conform` gives the accepted ones one schema (record names, the metrics they all share),
-so that no reply can make the inner strategy refuse the round. A client that declined to
-train (its ε budget, ``ClientReport.declined``) sends its report alone; once its identity checks
-pass it is a :class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
+so that no reply can make the inner strategy refuse the round. A client that declined to train
+(its ε budget, ``ClientReport.declined``) sends its report alone; once its identity checks pass
+it is a :class:`Rejection` of kind ``declined`` — nothing to aggregate, not a fault.
 
 A reply without a report (no ``meta`` ConfigRecord: a stock Flower ClientApp, such as Flower's
 quickstart-pytorch) is *undeclared*: it claims no partition id, so its node gets a client id of
@@ -87,17 +88,24 @@ class Rejection:
 
 @dataclass
 class RoundIdentities:
-    """Who is who: partition ids seen this round, and each node's partition id so far."""
+    """Who is who: partition ids seen this round, and each node's partition id so far. With
+    ``known`` (node → client as the server knows it: the simulation engine or
+    ``[[strategy.nodes]]``, :mod:`strategies.identity`) a node it does not hold is not of this
+    federation, and a report claiming another client than its node's is an ``identity``
+    failure of its node's client, whoever replied first. Undeclared replies claim nothing:
+    their ids stay the server's bookkeeping (:meth:`undeclared_id`)."""
 
     num_clients: int
     node_clients: dict[int, int]
     seen: set[int]
     next_undeclared: int = 0  # the id the next new undeclared node gets
+    known: Mapping[int, int] | None = None
 
     @classmethod
-    def start(cls, num_clients: int, node_clients: dict[int, int]) -> RoundIdentities:
+    def start(cls, num_clients: int, node_clients: dict[int, int],
+              known: Mapping[int, int] | None = None) -> RoundIdentities:
         return cls(num_clients, node_clients, set(),
-                   max([num_clients - 1, *node_clients.values()]) + 1)
+                   max([num_clients - 1, *node_clients.values()]) + 1, known)
 
     def undeclared_id(self, node: int) -> int:
         """The client id of a node that sent no report: the one it had (a partition id it
@@ -207,6 +215,10 @@ def check_reply(
     known = identities.node_clients.get(node)
     if msg.has_error():
         return Rejection(node, known, "exception", failure_line(str(msg.error.reason)))
+    truth = None if identities.known is None else identities.known.get(node)
+    if identities.known is not None and truth is None:
+        return Rejection(node, None, "identity", f"node {node} is not a node of this "
+                         "federation (the simulation engine's, or [[strategy.nodes]])")
     if REPORT_RECORD not in msg.content.config_records:
         return _undeclared(msg, broadcast, identities, node, names, undeclared)
     config = None
@@ -231,6 +243,9 @@ def check_reply(
     if cid >= identities.num_clients:
         return reject("identity", f"partition id {cid} outside [0, {identities.num_clients - 1}]",
                       known)
+    if truth is not None and truth != cid:  # the thief's own client fails, not the claimed one
+        return reject("identity", f"node {node} is client {truth}, but claims client {cid}",
+                      truth)
     if known is not None and known != cid:
         return reject("identity", f"node {node} was client {known}, now claims client {cid}",
                       known)

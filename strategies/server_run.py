@@ -192,7 +192,8 @@ def _server_keys(cfg: Config) -> dict[str, Any]:
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
     auditor = AuditPipeline(cfg.audit, store, dataset_of(cfg), model=cfg.model.name,
                             num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device,
-                            train=cfg.train)
+                            train=cfg.train, config=cfg, weighting=cfg.strategy.weighting,
+                            weight_cap=cfg.strategy.weight_cap)
     arrays = _start_arrays(cfg, store, done)
     dim = sum(a.size for a in arrays.to_numpy_ndarrays())
     check_release_size(cfg.audit, cfg.train.local_steps, dim)  # deployments: before round 1

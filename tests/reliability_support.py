@@ -94,6 +94,8 @@ class LocalGrid(Grid):
                               node_config={"partition-id": p, "num-partitions": num_nodes})
             for p in range(num_nodes)
         }  # fmt: skip
+        #: what a simulation engine knows: each node's partition (strategies/identity.py)
+        self.node_partitions = {1000 + p: p for p in range(num_nodes)}
         self._run = None
 
     def set_run(self, run) -> None:  # noqa: ANN001

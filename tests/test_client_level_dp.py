@@ -183,7 +183,9 @@ def _plain_app(seed: int) -> ClientApp:
 
 
 def test_the_mod_on_a_plain_client_app_is_verified_and_accounted(tmp_path) -> None:  # noqa: ANN001
-    cfg = load_config(QUICKSTART, SETTINGS)
+    # the server's config names the mechanism the mod declares: it believes its instructions
+    cfg = load_config(QUICKSTART, [*SETTINGS, "mechanism.name='client-gaussian'",
+                                   f"mechanism.clip={CLIP}", f"mechanism.noise_multiplier={SIGMA}"])
     report = run_federation(LocalGrid(_plain_app(seed=7), 3), cfg, tmp_path / "run")
     clients = report["clients"]
     assert [c["rounds_participated"] for c in clients] == [2, 2, 2]

@@ -46,6 +46,10 @@ NODE_CONFIGS = [
     {"mechanism": "gaussian", "noise-multiplier": 2.0},  # B (the preset says sigma = 1)
     {"mechanism": "vmf", "kappa": 1000.0},  # C
 ]
+# The server instructs each client (docs/trust.md, settings): the nodes' pins must be the run's
+# own overrides, or their replies are inconsistent with what the server sent.
+PINNED = ('\n[[mechanism.overrides]]\nclients = [0]\nnoise_multiplier = 2.0\n'
+          '\n[[mechanism.overrides]]\nclients = [1]\nname = "vmf"\nkappa = 1000.0\n')
 CONNECT_TIMEOUT = 20.0  # seconds a SuperNode retries an unreachable SuperLink
 # Flower 1.41: a SuperNode heartbeats every 30 s and is offline after 2 x 30 s without one
 # (HEARTBEAT_DEFAULT_INTERVAL, HEARTBEAT_PATIENCE in flwr/common/constant.py)
@@ -122,7 +126,9 @@ def test_federation_across_hosts_with_a_cut_link(network: NetnsNetwork, tmp_path
     d = network.add_host("d", "10.231.7.4/24")
     f = network.add_host("f", "10.231.7.6/24", names={"superlink.test": a.address})
     e = network.add_host("e", "10.231.8.5/24")  # on the switch, another subnet: no route to A
-    plan = plan_deployment(QUICKSTART, 2, tmp_path / "run", OVERRIDES)
+    preset = tmp_path / "pinned.toml"
+    preset.write_text(QUICKSTART.read_text() + PINNED)
+    plan = plan_deployment(preset, 2, tmp_path / "run", OVERRIDES)
     fed = Federation(
         plan.home, 2, tls=True, auth=True, node_configs=NODE_CONFIGS,
         superlink_host=a, node_hosts=[b, c], cli_host=d, connect_timeout=CONNECT_TIMEOUT,

@@ -72,7 +72,8 @@ def test_override_ids_beyond_the_supernodes_are_rejected(tmp_path: Path) -> None
 
 def test_node_config_carries_each_clients_override(tmp_path: Path) -> None:
     """A client reading only its node config gets the mechanism the overrides give it."""
-    from clients.node_mechanism import mechanism_for
+    from fedpriv.instructions import client_mechanism
+    from fedpriv.mechanisms import build_mechanism
 
     path = tmp_path / "mixed.toml"
     path.write_text(MIXED)
@@ -81,8 +82,8 @@ def test_node_config_carries_each_clients_override(tmp_path: Path) -> None:
     nodes = node_configs(with_overrides)
     assert nodes[1] == {}
     for pid, node in enumerate(nodes):
-        expected = with_overrides.mechanism.for_client(pid)
-        assert mechanism_for(without.mechanism, pid, node) == expected
+        expected = build_mechanism(*with_overrides.mechanism.for_client(pid))
+        assert client_mechanism(without, pid, node) == expected
 
 
 def test_plan_is_absolute_and_sets_one_client_per_supernode(tmp_path: Path) -> None:

@@ -153,6 +153,7 @@ def test_a_resumed_run_keeps_each_nodes_client_id(tmp_path):
     grid = LocalGrid(stock_client.app, 3)
     grid.contexts[999] = Context(run_id=1, node_id=999, state=RecordDict(), run_config={},
                                  node_config={"partition-id": 3, "num-partitions": 4})
+    grid.node_partitions = None  # a node no engine knows joins: a deployment's grid
     report = run_federation(grid, cfg, tmp_path / "run", resume=True)
     assert report["status"] == "completed"
     with AuditStore.open(tmp_path / "run", readonly=True) as store:

@@ -26,6 +26,7 @@ from fedpriv.atomic import DIR_MODE, atomic_write_bytes, make_dirs_durable
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
+from fedpriv.audit.identity import identity_summary
 from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.vacuity import vacuous_bounds
@@ -292,6 +293,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
         "oracle": _oracle(run["config"]),
         "verification": _verification_summary(tallies, run["config"]),
+        "identity": identity_summary(tallies),
         "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
     for client in report["clients"]:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import MAX_LOCAL_STEPS, OPTIMIZERS, optimizer_conflict
 from fedpriv.schema import bounded_count, one_of, rule
 
-__all__ = ["LR_RANGE", "TrainConfig", "check_optimizer"]
+__all__ = ["LR_RANGE", "TrainConfig", "check_optimizer", "optimizer_settings"]
 
 
 #: Learning rates a run takes: the step ``η·u`` is taken in float32 (largest 3.4e38,
@@ -59,3 +60,10 @@ def check_optimizer(train: TrainConfig) -> None:
                      f"unset with train.optimizer = {train.optimizer!r} (SGD's setting; "
                      "Adam's moments are set by train.betas)" if train.optimizer != "sgd"
                      else "false unless train.momentum > 0")
+
+
+def optimizer_settings(train: TrainConfig) -> OptimizerSettings:
+    """What a client declares of the ``[train]`` optimiser (everything but Adam's betas, which
+    act after the release): the ClientApp's optimiser (:func:`fedpriv.training.
+    local_optimizer`) and the server's instructions (:mod:`fedpriv.instructions`) both read it."""
+    return OptimizerSettings(train.optimizer, train.momentum, train.nesterov, train.weight_decay)

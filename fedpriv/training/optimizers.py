@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from fedpriv.optimizer_settings import OPTIMIZERS, OptimizerSettings
-from fedpriv.training.config import TrainConfig
+from fedpriv.training.config import TrainConfig, optimizer_settings
 
 __all__ = ["LocalOptimizer", "local_optimizer"]
 
@@ -69,5 +69,6 @@ class LocalOptimizer(OptimizerSettings):
 
 def local_optimizer(train: TrainConfig) -> LocalOptimizer:
     """The :class:`LocalOptimizer` the ``[train]`` settings describe."""
-    return LocalOptimizer(train.optimizer, train.momentum, train.nesterov, train.weight_decay,
+    s = optimizer_settings(train)
+    return LocalOptimizer(s.name, s.momentum, s.nesterov, s.weight_decay,
                           (train.betas[0], train.betas[1]))

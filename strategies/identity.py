@@ -1,0 +1,164 @@
+"""Who each node is, and how much its update weighs: from what the server knows, not from claims.
+
+A reply's report names a partition id; a node could name another client's. The server binds
+node ↔ client from what it knows (:func:`node_binding`), in this order:
+
+* **the simulation engine** — Flower's simulation registers its nodes and gives node ``i`` (in
+  registration order) the node config ``partition-id = i`` (``flwr/server/superlink/fleet/vce/
+  vce_api.py``, ``_register_nodes``); :func:`engine_partitions` reads that order back from the
+  in-memory link state the ServerApp shares with the engine. An in-process grid may state its
+  nodes' partitions itself (a ``node_partitions`` mapping, as the tests' ``LocalGrid`` does).
+  The server also computes every partition's size (it holds the data set and the partition
+  function), so a declared local size is checked too.
+* **the registry** — ``[[strategy.nodes]]`` in the run's config: node id → client, and its
+  local size when the operator knows it (a deployment; node ids are stable under SuperNode
+  authentication).
+* **first claim** — neither: a node is the client it first claims to be, and stays so for the
+  run. Labelled ``first-claim (unverified)``: a node replying first may claim another client.
+
+Aggregation weights (:func:`aggregation_weights`) follow only what the server knows: a
+server-known size is the weight (a declared size that differs is ``inconsistent`` and never
+aggregated); an unverified size is capped by ``strategy.weighting`` at ``strategy.weight_cap`` ×
+the round's lower median size (``"capped"``) or replaced by that median (``"median"``), so that
+no reply declaring n = 10⁹ makes the global update its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from flwr.serverapp import Grid
+
+from fedpriv.config import Config
+from fedpriv.data import Dataset, partition_indices
+from fedpriv.instructions import instructed_report, settings_verdict, size_verdict
+from fedpriv.protocol import ClientReport
+from fedpriv.verification import Verdict
+
+__all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "NodeBinding", "aggregation_weights",
+           "engine_partitions", "known_checks", "node_binding", "partition_sizes"]
+
+log = logging.getLogger(__name__)
+
+ENGINE = "simulation engine"
+REGISTRY = "strategy.nodes"
+FIRST_CLAIM = "first-claim (unverified)"
+
+
+@dataclass(frozen=True)
+class NodeBinding:
+    """Node id → client id as the server knows it (empty with first-claim binding), each
+    client's server-known local size, and where both come from (:data:`ENGINE`,
+    :data:`REGISTRY` or :data:`FIRST_CLAIM`)."""
+
+    clients: Mapping[int, int] = field(default_factory=dict)
+    sizes: Mapping[int, int] = field(default_factory=dict)
+    source: str = FIRST_CLAIM
+
+    @property
+    def bound(self) -> bool:
+        """Whether the server knows every node's client (a node it does not know is refused)."""
+        return self.source != FIRST_CLAIM
+
+    def identity_verdict(self, node: int, client: int) -> Verdict:
+        """Test ``identity`` of an accepted reply: ``consistent`` when the server bound the node
+        to this client, ``unverifiable`` under first-claim binding."""
+        if not self.bound:
+            return Verdict("identity", "unverifiable", f"identity: {FIRST_CLAIM}: node {node} "
+                           f"is client {client} because it first claimed so (no "
+                           "[[strategy.nodes]] registry)")
+        return Verdict("identity", "consistent", f"node {node} is client {client} by the "
+                       f"{self.source}", p_value=1.0)
+
+
+def engine_partitions(grid: Grid) -> dict[int, int] | None:
+    """Node id → partition id as the simulation engine assigned them, or None when ``grid`` is
+    not a simulation's (a deployment's grid: the server cannot know).
+
+    A grid with a ``node_partitions`` mapping states it; Flower's ``InMemoryGrid`` shares the
+    engine's in-memory link state, whose node table keeps registration order — the order in
+    which the engine numbered the partitions (Flower 1.42, ``_register_nodes``)."""
+    stated = getattr(grid, "node_partitions", None)
+    if stated is not None:
+        return {int(node): int(pid) for node, pid in stated.items()}
+    from flwr.superlink.grid import InMemoryGrid
+
+    nodes = getattr(getattr(grid, "state", None), "nodes", None)
+    if not isinstance(grid, InMemoryGrid) or not isinstance(nodes, dict):
+        return None
+    return {int(node): i for i, node in enumerate(nodes)}
+
+
+def partition_sizes(cfg: Config, dataset: Dataset) -> list[int]:
+    """Every client's local size, as the ClientApp's partition gives it
+    (``clients/local_data.py``: the same function on the same data and seed)."""
+    d = cfg.data
+    parts = partition_indices(dataset.train_y.numpy(), d.num_clients, d.partition,
+                              d.dirichlet_alpha, cfg.seed)
+    return [len(p) for p in parts]
+
+
+def node_binding(grid: Grid, cfg: Config, dataset: Dataset | None) -> NodeBinding:
+    """The run's :class:`NodeBinding`: the engine's (with the partition sizes the server
+    computes from ``dataset``), else ``[[strategy.nodes]]``, else first claim."""
+    engine = engine_partitions(grid)
+    if engine is not None and len(engine) == cfg.data.num_clients:
+        if cfg.strategy.nodes:
+            log.warning("[[strategy.nodes]] is not read in a simulation: its engine binds nodes")
+        sizes = {} if dataset is None else dict(enumerate(partition_sizes(cfg, dataset)))
+        return NodeBinding(engine, sizes, ENGINE)
+    if engine is not None:
+        log.warning("the simulation engine has %d nodes, data.num_clients is %d: binding "
+                    "nodes by their first claim", len(engine), cfg.data.num_clients)
+    nodes = cfg.strategy.nodes
+    if nodes:
+        return NodeBinding({n.node_id: n.client for n in nodes},
+                           {n.client: n.examples for n in nodes if n.examples is not None},
+                           REGISTRY)
+    return NodeBinding()
+
+
+def aggregation_weights(
+    declared: Sequence[float], known: Sequence[int | None], weighting: str, cap: float,
+) -> list[float]:
+    """Each accepted reply's aggregation weight: its server-known size where there is one
+    (``known[i]``), else its declared ``num-examples`` under ``weighting`` — ``"capped"``: at
+    most ``cap`` × the round's lower median of all sizes (known where known, else declared);
+    ``"median"``: that median. The lower median: of two replies, the smaller size, so that one
+    of two cannot lift the cap."""
+    if not declared:
+        return []
+    sizes = [float(k) if k is not None else float(d) for d, k in zip(declared, known,
+                                                                        strict=True)]
+    median = statistics.median_low(sizes)
+    out = []
+    for size, k in zip(sizes, known, strict=True):
+        if k is not None:
+            out.append(size)
+        elif weighting == "median":
+            out.append(median)
+        else:
+            out.append(min(size, cap * median))
+    return out
+
+
+def known_checks(
+    cfg: Config | None, binding: NodeBinding, server_round: int, node: int, report: ClientReport,
+) -> list[Verdict]:
+    """What the server checks of a declared reply against what it knows — the preconditions
+    of its client-round verdict: ``settings`` (the report its instructions give,
+    :func:`fedpriv.instructions.instructed_report`, at the server-known size where it has one;
+    only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``."""
+    cid = report.partition_id
+    known = None if report.client_level else binding.sizes.get(cid)
+    checks = []
+    if cfg is not None:
+        sent = instructed_report(cfg, cid, server_round,
+                                 report.local_examples if known is None else known)
+        checks.append(settings_verdict(sent, report))
+    checks.append(size_verdict(known, report, f"the {binding.source}"))
+    checks.append(binding.identity_verdict(node, cid))
+    return checks
