@@ -45,14 +45,18 @@ def gaussian_norm_thresholds(
     """``(T_low, T_high)`` of :func:`~fedpriv.verification.gaussian.gaussian_norm_test` for a
     known ``B``, in units of ``C``: ``T_low = max(σ·q, σ√k·q − B)`` (``σ√k·q − B`` without
     ``last_step``), ``T_high = σ√k·q' + B``, ``q``, ``q'`` the ``α/2`` and ``1 − α/2`` quantiles
-    of ``χ_p``."""
+    of ``χ_p``; at ``k = 1`` (with ``last_step``) the quadrature threshold
+    ``T_high = σ·sqrt(ncχ²_p((B/σ)²)⁻¹(1 − α/2))`` where it is smaller."""
     sigma = check_positive("declared_sigma", declared_sigma)
     p, b, k = check_dim("dim", dim), check_dim("records", records, 0), check_dim("steps", steps)
     a = check_probability("alpha", alpha)
     low = math.sqrt(float(stats.chi2.ppf(a / 2, p)))
     high = math.sqrt(float(stats.chi2.isf(a / 2, p)))
     triangle = sigma * math.sqrt(k) * low - b
-    return max(sigma * low, triangle) if last_step else triangle, sigma * math.sqrt(k) * high + b
+    top = sigma * math.sqrt(k) * high + b
+    if last_step and k == 1 and b > 0:
+        top = min(top, sigma * math.sqrt(float(stats.ncx2.isf(a / 2, p, (b / sigma) ** 2))))
+    return max(sigma * low, triangle) if last_step else triangle, top
 
 
 def gaussian_norm_power(
