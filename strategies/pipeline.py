@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -36,6 +37,7 @@ from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.data import Dataset
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
@@ -271,6 +273,9 @@ class AuditPipeline:
                               p_value=0.0)
         else:
             verdict = verify_reply(report, broadcast, arrays, audit.verify_alpha)
+            fresh = self._fresh_noise(cid, report, flat, broadcast)
+            if fresh is not None:
+                verdict = combine_verdicts([verdict, fresh])
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
@@ -339,6 +344,24 @@ class AuditPipeline:
         pac = pac_robust_confidence(tally["mbp_estimate"], beta)
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
+
+    def _fresh_noise(self, cid: int, report: ClientReport, flat: np.ndarray,
+                     broadcast: Sequence[np.ndarray]) -> Verdict | None:
+        """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
+        (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
+        noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
+        included); None for other mechanisms and adaptive optimisers (not testable)."""
+        mechanism, d = report.mechanism, report.declaration()
+        if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
+            return None
+        std = d.lr * mechanism.noise_std / d.batch_size
+        unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
+        theta = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in broadcast))
+        step = float(np.linalg.norm(flat))
+        slack = unit * (d.steps + 1) * (2 * theta + (8 * d.steps + 1) * step)
+        return self._sketches_of(flat.size).fresh_noise_test(cid, flat, std,
+                                                            alpha=self.audit.verify_alpha,
+                                                            slack=slack)
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:
