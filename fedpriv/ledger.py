@@ -9,7 +9,9 @@ rounds again, in the same order, which gives the same tallies. Per client it kee
 * the cumulative log Bayes capacity, summed over releases (an upper bound, §5);
 * the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6);
 * whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
-  ``verified`` while every round's update was consistent with the declared mechanism,
+  ``verified`` while every round's update was consistent with the declared mechanism and
+  every ε-relevant property of it passed a test of useful power
+  (:mod:`fedpriv.verification.properties`),
   ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
   guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
   from then on ε and log C are infinite, with the declared values kept beside them
@@ -130,7 +132,7 @@ class PrivacyLedger:
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
-        accuracy: float | None = None, unit: str = "record",
+        accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
         (the audit store's ``tallies`` columns).
@@ -138,7 +140,10 @@ class PrivacyLedger:
         ``verification`` is the round's verdict on the update against its declaration
         (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
         ``accuracy`` the PAC accuracy α of one release at :attr:`pac_beta` (None: not stated);
-        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`)."""
+        ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`);
+        ``verified`` whether every ε-relevant property of the round passed with useful power
+        (:mod:`fedpriv.verification.properties`; None: a consistent verdict is taken as
+        verified, the rule before per-property verdicts)."""
         steps = check_dim("steps", steps)
         if unit not in NEIGHBOURS:
             raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
@@ -154,7 +159,7 @@ class PrivacyLedger:
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
-        ledger.unverified |= verification != "consistent"
+        ledger.unverified |= verification != "consistent" or verified is False
         row = self.tally(client_id, accuracy=accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)

@@ -41,6 +41,7 @@ from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
+from fedpriv.verification.properties import label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
@@ -63,13 +64,22 @@ def verify_reply(
                          report.mechanism.verify, alpha=alpha)
 
 
-def _verdict_summary(verdict: Verdict) -> dict:
+def _verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     """What the report keeps of a verdict: status, reason, p-value, level and the failing or
-    deciding parts (one line each)."""
+    deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
+    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
+    (:mod:`fedpriv.verification.properties`)."""
     parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
              for p in verdict.parts]
-    return {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
-            "alpha": verdict.alpha, "parts": parts}
+    out = {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
+           "alpha": verdict.alpha, "parts": parts}
+    if unit is None:
+        return out
+    props = property_verdicts(verdict)
+    reasons = label_reasons(props, unit)
+    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
+    return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
+            "label": label, "declared_reasons": reasons}
 
 
 def _verdict_line(verdict: Verdict) -> str:
@@ -294,13 +304,15 @@ class AuditPipeline:
         stored = encode_update(delta, audit.update_dtype) if kept else None
         self.store.write_update(rnd, cid, stored, row)
         truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
+        summary = _verdict_summary(verdict, report.mechanism.level)
         tally = self.ledger.fold(
             rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
             batch_size=report.secret_batch, dim=dim, verification=verdict.status,
             accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
+            verified=summary["label"] == "verified",
         )
         lower = None if canary is None else canary.lower
-        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
+        self.store.write_tally(rnd, cid, {**tally, "verification": summary,
                                           "epsilon_lower": lower,
                                           "epsilon_budget": report.epsilon_budget})
         if attacked:  # scored against the oracle's truth, or kept unscored without it
@@ -387,7 +399,7 @@ class AuditPipeline:
                                     "updates GROUP BY round"):  # clients sent a train message
             self.ledger.sampled(row["round"], min(1.0, row["sent"] / self.num_clients))
         verdicts = {
-            (row["round"], row["client_id"]): json.loads(row["verification_json"])["status"]
+            (row["round"], row["client_id"]): json.loads(row["verification_json"])
             for row in self.store.query("SELECT round, client_id, verification_json FROM tallies "
                                         "WHERE verification_json IS NOT NULL")
         }
@@ -400,11 +412,13 @@ class AuditPipeline:
                 continue
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
+            summary = verdicts.get((update.round, update.client_id)) or {}
+            label = summary.get("label")  # absent in stores written before property verdicts
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
                              steps=report.releases, sample_rate=report.release_rate,
                              batch_size=report.secret_batch, dim=dim,
-                             verification=verdicts.get((update.round, update.client_id)),
-                             unit=report.mechanism.level)
+                             verification=summary.get("status"), unit=report.mechanism.level,
+                             verified=None if label is None else label == "verified")
             if not update.stored:  # audit.store_updates kept no arrays: nothing to re-score
                 continue
             arrays = self.store.load_update(update.update_id).values()

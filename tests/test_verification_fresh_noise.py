@@ -74,6 +74,7 @@ def test_cheats_are_caught(cheat: str) -> None:
 def test_first_round_and_no_noise_are_not_tested() -> None:
     sketches = UpdateSketches(DIM, seed=2)
     update = np.ones(DIM)
-    assert sketches.fresh_noise_test(0, update, 1.0).status == "unverifiable"
+    first = sketches.fresh_noise_test(0, update, 1.0)
+    assert first.status == "consistent" and first.alpha is None  # vacuous, deterministic
     sketches.add(0, 0, update)
     assert sketches.fresh_noise_test(0, update, 0.0).status == "unverifiable"

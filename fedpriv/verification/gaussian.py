@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -30,6 +31,11 @@ from fedpriv.verification.laws import (
     gaussian_l2_law,
     lower_quantile,
     mean_abs_laplace_sum,
+)
+from fedpriv.verification.power import (
+    SIGNAL_FACTOR,
+    gaussian_detectable_fraction,
+    gaussian_signal_power,
 )
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
@@ -283,6 +289,14 @@ def verify_gaussian(
     norm = gaussian_norm_test(
         float(np.linalg.norm(u)), dim=p, noise_std=noise_std, slack=slack2, **common
     )
+    bound = records.upper_quantile(alpha / 2)  # B, conservatively, for the power figures
+    norm = dataclasses.replace(norm, statistic={
+        **norm.statistic,
+        "detectable_fraction": gaussian_detectable_fraction(sigma, dim=p, records=bound,
+                                                            steps=k, alpha=alpha),
+        "signal_power": gaussian_signal_power(sigma, dim=p, records=bound, steps=k, alpha=alpha,
+                                              factor=SIGNAL_FACTOR),
+    })
     shape = gaussian_shape_test(u, noise_std=noise_std, slack=slack1, **common)
     light = gaussian_light_tail_test(u, noise_std=noise_std, slack=slack1, **common)
     return combine_verdicts([norm, shape, light], test="gaussian")

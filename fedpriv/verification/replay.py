@@ -113,9 +113,9 @@ class UpdateSketches:
             A bound on ``Δ``'s rounding error in ℓ2 (widens the distance).
         """
         earlier = [y for _, y in self._seen.get(client_id, [])]
-        if not earlier:
-            return unverifiable("fresh-noise", "the client's first accepted update: nothing "
-                                "earlier to compare with")
+        if not earlier:  # vacuously fresh: deterministic, never a false alarm
+            return Verdict("fresh-noise", "consistent", "the client's first accepted update: "
+                           "no earlier release to share noise with", p_value=1.0)
         if not noise_std > 0 or not math.isfinite(noise_std):
             return unverifiable("fresh-noise", "no Gaussian noise declared")
         new = self.sketch(update)
