@@ -201,7 +201,7 @@ def _properties(tallies: list[Row]) -> Row | None:
         return None
     out: Row = {}
     for name in rounds[-1]:
-        seen = [r[name] for r in rounds if name in r]
+        seen = [r[name] for r in reversed(rounds) if name in r]  # ties: the latest round
         worst = min(seen, key=lambda p: (_PROPERTY_ORDER.get(p["status"], 3), not p["useful"]))
         counts = {status: sum(p["status"] == status for p in seen) for status in _PROPERTY_ORDER}
         out[name] = {**worst, "rounds": counts}

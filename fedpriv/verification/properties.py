@@ -117,7 +117,9 @@ def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
         out.append(PropertyVerdict("noise-scale", "not-tested", "power not stated"))
     else:
         power = (f"would catch noise below {fraction:.2f} × declared with probability "
-                 f"{DETECTION_POWER:g}")
+                 f"{DETECTION_POWER:g}" if fraction > 0 else
+                 f"would not catch even zero noise with probability {DETECTION_POWER:g} (a "
+                 "signal within the clipping bound C·B can make up the norm)")
         useful = fraction >= USEFUL_NOISE_FRACTION
         out.append(PropertyVerdict(
             "noise-scale", "passed" if useful else "not-tested",
