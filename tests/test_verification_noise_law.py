@@ -172,3 +172,23 @@ def test_quadrature_catches_unclipped_signal(factor: float) -> None:
         passed_linear += np.linalg.norm(u) < linear
     if factor == 10.0:
         assert passed_linear >= 10  # the old bound let most of them pass
+
+
+def test_light_tail_at_many_steps_uses_one_steps_noise() -> None:
+    """k = 3 with a signal that cancels the first two steps' noise (allowed: ‖S‖ ≤ C·B with a
+    large B): u is one step's noise, so the test must compare with one step's law, not
+    √k·σC's. False alarms ≤ α."""
+    rng = np.random.default_rng(18)
+    records = record_count(3, batch_sizes=[40, 40, 40])
+    rejections = 0
+    for _ in range(DRAWS):
+        earlier = rng.standard_normal(DIM) + rng.standard_normal(DIM)
+        signal = -earlier  # ‖earlier‖ ≈ 63 ≤ C·B = 120
+        u = signal + earlier + rng.standard_normal(DIM)
+        verdict = gaussian_light_tail_test(u, noise_std=1.0, steps=3, clip_bound=1.0,
+                                           records=records, alpha=ALPHA)
+        rejections += verdict.status == "inconsistent"
+    assert rejections <= LIMIT
+    scaled = gaussian_light_tail_test(np.sqrt(3) * rng.standard_normal(DIM) * 0.5, noise_std=1.0,
+                                      steps=3, clip_bound=1.0, records=records, alpha=1e-6)
+    assert scaled.status == "inconsistent"  # 0.87 of one step's noise: too little beyond 2σC
