@@ -112,7 +112,7 @@ def test_shape_side_catches_student_t() -> None:
 
 
 def test_light_tail_applicability_is_the_worst_case_bound() -> None:
-    """Applicable while (C·B/σC)² < (τ − √3)·Q; a bounded noise hidden by a one-coordinate
+    """Applicable while (C·B/σC)² < 4(τ − √3)·Q; a bounded noise hidden by a one-coordinate
     signal past that bound passes (which is why it is then reported not applicable)."""
     rng = np.random.default_rng(15)
     many = record_count(1, batch_sizes=[400])
