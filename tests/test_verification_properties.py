@@ -123,3 +123,10 @@ def test_vmf_kappa_is_not_tested() -> None:
 def test_client_level_does_not_need_size_sampling() -> None:
     assert "size-sampling" not in required_properties("client")
     assert "size-sampling" in required_properties("record")
+
+
+def test_a_canary_violation_fails_noise_scale_and_a_pass_does_not_verify_it() -> None:
+    bad = Verdict("canaries", "inconsistent", "ε lower bound above the formal ε", p_value=1e-9)
+    assert property_verdicts(bad)["noise-scale"].status == "failed"
+    good = Verdict("canaries", "consistent", "below", p_value=0.5)
+    assert property_verdicts(good)["noise-scale"].status == "not-tested"

@@ -8,7 +8,8 @@ property       what it means                                          checks (``
 ============== ====================================================== =========================
 noise-scale    at least the declared noise was added                  ``gaussian-norm``,
                                                                       ``laplace-norm`` (low
-                                                                      side); ``vmf-kappa``
+                                                                      side); ``vmf-kappa``;
+                                                                      ``canaries`` (failure)
 noise-law      the noise has the declared law (neither heavier nor    ``gaussian-shape``,
                lighter tails; bounded noise gives no DP at all)       ``gaussian-light-tail``,
                                                                       ``laplace-shape``
@@ -176,6 +177,9 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
             found["size-sampling"].append(leaf)
         elif leaf.test in _DIRECT:
             found[_DIRECT[leaf.test]].append(leaf)
+        elif leaf.test == "canaries":  # a lower bound: can refute the noise, never verify it
+            if leaf.status == "inconsistent":
+                found["noise-scale"].append(leaf)
         elif leaf.status == "inconsistent":  # a precondition (declaration, optimiser) failed
             found["settings"].append(leaf)
         elif leaf.status in ("unverifiable", "undeclared"):
