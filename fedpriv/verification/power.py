@@ -98,9 +98,14 @@ def gaussian_norm_power(
     low, high = gaussian_norm_thresholds(
         declared_sigma, dim=dim, records=records, steps=steps, alpha=alpha, last_step=last_step
     )
-    b, p = float(records), int(dim)
     if signal not in ("independent", "adversarial"):
         raise InputError("signal", signal, "'independent' or 'adversarial'")
+    return _power(low, high, actual, float(records), int(dim), int(steps), signal)
+
+
+def _power(low: float, high: float, actual: float, b: float, p: int, steps: int,
+           signal: SignalModel) -> float:
+    """:func:`gaussian_norm_power` at given thresholds (units of ``C``)."""
     if actual == 0:  # ‖u‖ = B exactly, or anything in [0, B] for the adversary
         return float(b < low) if signal == "adversarial" else float(b < low or b > high)
     scale = actual * math.sqrt(steps)
@@ -182,15 +187,16 @@ def gaussian_detectable_fraction(
 def _detectable_fraction(sigma: float, dim: int, records: int, steps: int, alpha: float,
                          power: float) -> float:
     model: SignalModel = "independent" if steps == 1 else "adversarial"
+    bottom, top = gaussian_norm_thresholds(sigma, dim=dim, records=records, steps=steps,
+                                           alpha=alpha)  # once: they do not depend on f
 
     def caught(f: float) -> bool:
-        return gaussian_norm_power(sigma, f * sigma, dim=dim, records=records, steps=steps,
-                                   alpha=alpha, signal=model) >= power
+        return _power(bottom, top, f * sigma, float(records), dim, steps, model) >= power
 
     if not caught(0.0):
         return 0.0
     low, high = 0.0, 1.0
-    for _ in range(30):  # caught(low), not caught(high)
+    for _ in range(20):  # caught(low), not caught(high); f to 10⁻⁶
         mid = 0.5 * (low + high)
         low, high = (mid, high) if caught(mid) else (low, mid)
     return low
