@@ -12,7 +12,9 @@ accountant cannot account is that client's failure, never the run's end). Per cl
 * the cumulative log Bayes capacity, summed over releases (an upper bound, §5);
 * the cumulative MBP bound ξ (pure LDP parameters add) and the ABP bound it implies (§6);
 * whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
-  ``verified`` while every round's update was consistent with the declared mechanism,
+  ``verified`` while every round's update was consistent with the declared mechanism and
+  every ε-relevant property of it passed a test of useful power
+  (:mod:`fedpriv.verification.properties`),
   ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
   guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
   from then on ε and log C are infinite, with the declared values kept beside them
@@ -188,7 +190,7 @@ class PrivacyLedger:
     def fold(
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
-        accuracy: float | None = None, unit: str = "record",
+        accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
         observation: NoiseObservation | str | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
@@ -200,7 +202,10 @@ class PrivacyLedger:
         ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`);
         ``observation`` what the update showed of its noise
         (:class:`~fedpriv.verification.observed.NoiseObservation`, or why nothing; None: not
-        observed), folded into ``epsilon_observed``.
+        observed), folded into ``epsilon_observed``;
+        ``verified`` whether every ε-relevant property of the round passed with useful power
+        (:mod:`fedpriv.verification.properties`; None: a consistent verdict is taken as
+        verified, the rule before per-property verdicts).
 
         The fold is all or nothing: it is computed on a copy of the client's ledger, which
         replaces it only once the row is complete, so a release the accounting fails on
@@ -220,7 +225,7 @@ class PrivacyLedger:
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
-        ledger.unverified |= verification != "consistent"
+        ledger.unverified |= verification != "consistent" or verified is False
         bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation)
         row = self._row(ledger, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -38,10 +39,12 @@ from fedpriv.data import Dataset
 from fedpriv.instructions import with_preconditions
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.observed import NoiseObservation, observe_update, round_observation
+from fedpriv.verification.properties import label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
@@ -98,13 +101,22 @@ def observe_reply(
         return f"not observable: {err}"
 
 
-def _verdict_summary(verdict: Verdict) -> dict:
+def _verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     """What the report keeps of a verdict: status, reason, p-value, level and the failing or
-    deciding parts (one line each)."""
+    deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
+    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
+    (:mod:`fedpriv.verification.properties`)."""
     parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
              for p in verdict.parts]
-    return {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
-            "alpha": verdict.alpha, "parts": parts}
+    out = {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
+           "alpha": verdict.alpha, "parts": parts}
+    if unit is None:
+        return out
+    props = property_verdicts(verdict)
+    reasons = label_reasons(props, unit)
+    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
+    return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
+            "label": label, "declared_reasons": reasons}
 
 
 def _verdict_line(verdict: Verdict) -> str:
@@ -379,22 +391,26 @@ class AuditPipeline:
         elif reply.releases is not None:  # steps mode: recomposed, then every step tested
             verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                         audit.verify_alpha, share)
-            observation = observe_reply(report, broadcast, arrays)  # the update: valid, if weaker
         else:
             verdict = _verified(report, broadcast, arrays, audit.verify_alpha)
+        if replayed is None:  # steps mode too: the update is observed and tested for fresh noise
             observation = observe_reply(report, broadcast, arrays)
+            fresh = self._fresh_noise(cid, report, flat, broadcast)
+            if fresh is not None:
+                verdict = combine_verdicts([verdict, fresh])
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
         verdict = with_preconditions(  # what the server knows: settings, size, identity
             verdict, known_checks(self.config, self.binding, rnd, reply.node_id, report))
+        summary = _verdict_summary(verdict, report.mechanism.level)
         release = report.mechanism.release(dim)
         try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
             tally = self.ledger.fold(
                 rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
                 batch_size=report.secret_batch, dim=dim, verification=verdict.status,
                 accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
-                observation=observation,
+                observation=observation, verified=summary["label"] == "verified",
             )
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
             self._written.discard(cid)
@@ -419,7 +435,7 @@ class AuditPipeline:
         self.store.write_update(rnd, cid, stored, row)
         truth = self._ground_truth(rnd, cid, report) if kept or attacked else []
         lower = None if canary is None else canary.lower
-        self.store.write_tally(rnd, cid, {**tally, "verification": _verdict_summary(verdict),
+        self.store.write_tally(rnd, cid, {**tally, "verification": summary,
                                           "epsilon_lower": lower,
                                           "epsilon_budget": report.epsilon_budget})
         if attacked:  # scored against the oracle's truth, or kept unscored without it
@@ -467,6 +483,24 @@ class AuditPipeline:
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
 
+    def _fresh_noise(self, cid: int, report: ClientReport, flat: np.ndarray,
+                     broadcast: Sequence[np.ndarray]) -> Verdict | None:
+        """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
+        (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
+        noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
+        included); None for other mechanisms and adaptive optimisers (not testable)."""
+        mechanism, d = report.mechanism, report.declaration()
+        if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
+            return None
+        std = d.lr * mechanism.noise_std / d.batch_size
+        unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
+        theta = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in broadcast))
+        step = float(np.linalg.norm(flat))
+        slack = unit * (d.steps + 1) * (2 * theta + (8 * d.steps + 1) * step)
+        return self._sketches_of(flat.size).fresh_noise_test(cid, flat, std,
+                                                            alpha=self.audit.verify_alpha,
+                                                            slack=slack)
+
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:
             self._sketches = UpdateSketches(dim, self.seed)
@@ -495,7 +529,7 @@ class AuditPipeline:
         rows = self.store.query("SELECT round, client_id, verification_json, "
                                 "epsilon_observed_json FROM tallies WHERE verification_json "
                                 "IS NOT NULL")
-        verdicts = {(r["round"], r["client_id"]): json.loads(r["verification_json"])["status"]
+        verdicts = {(r["round"], r["client_id"]): json.loads(r["verification_json"])
                     for r in rows}
         observed = {(r["round"], r["client_id"]): round_observation(
             json.loads(r["epsilon_observed_json"] or "null")) for r in rows}
@@ -508,11 +542,13 @@ class AuditPipeline:
                 continue
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
+            summary = verdicts.get((update.round, update.client_id)) or {}
+            label = summary.get("label")  # absent in stores written before property verdicts
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
                              steps=report.releases, sample_rate=report.release_rate,
                              batch_size=report.secret_batch, dim=dim,
-                             verification=verdicts.get((update.round, update.client_id)),
-                             unit=report.mechanism.level,
+                             verification=summary.get("status"), unit=report.mechanism.level,
+                             verified=None if label is None else label == "verified",
                              observation=observed.get((update.round, update.client_id)))
         for rnd, cid, kind, state in self.store.iter_memory():
             if kind == "sketch":

@@ -9,7 +9,7 @@ from typing import Any
 from fedpriv.audit.check_figures import verification_figure
 from fedpriv.audit.html_page import Markup, Section, cell, embed, esc, table
 
-__all__ = ["MAX_FLAGGED", "clients_section", "verification_section"]
+__all__ = ["MAX_FLAGGED", "clients_section", "properties_section", "verification_section"]
 
 #: Clients listed in the verification table (inconsistent first).
 MAX_FLAGGED = 500
@@ -187,6 +187,34 @@ def clients_section(clients: Sequence[Row]) -> Section:
         + table([columns[k][:2] for k in keep], ([row[k] for k in keep] for row in rows))
     )
     return "clients", "Clients, worst first", body
+
+
+_MARK = {"passed": "✓", "failed": "✗", "not-tested": "–"}
+
+
+def properties_section(clients: Sequence[Row]) -> Section | None:
+    """A compact table: one row per client, one column per property
+    (fedpriv/verification/properties.py) — ✓ passed with useful power in every round, ✗ failed
+    in some round, – not tested (or too little power) in some round — and why the client is
+    only ``declared``. None when no client carries property verdicts."""
+    having = [c for c in clients if isinstance(c.get("properties"), Mapping)]
+    if not having:
+        return None
+    names = list(having[0]["properties"])
+    rows = []
+    for c in having[:MAX_FLAGGED]:
+        marks = [_MARK.get(c["properties"].get(n, {}).get("status"), "?") for n in names]
+        why = "; ".join(c.get("declared_reasons") or [])[:400]
+        rows.append([c["client_id"], c.get("guarantee"), *marks, why])
+    headers = [("client", ""), ("guarantee", ""), *((n, "") for n in names), ("why", "")]
+    note = (
+        '<p class="note"><b>verified</b> means: every ε-relevant property below was tested in '
+        "every round and passed, each test with useful power (noise at 0.5 × declared or less "
+        "caught with probability 0.99; a clipped sum 10 × its bound caught with probability "
+        "0.99; both sides of the noise law applicable; deterministic checks run). ✓ passed · "
+        "✗ failed · – not tested or too little power. docs/trust.md has the power table.</p>"
+    )
+    return "properties", "What was tested, per client", note + table(headers, rows)
 
 
 def verification_section(clients: Sequence[Row]) -> Section | None:

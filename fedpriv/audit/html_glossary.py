@@ -120,6 +120,18 @@ def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
                 "(the client sent no report to test: a stock Flower client; no guarantee).",
             )
         )
+    if _present(clients, "properties"):
+        entries.append(
+            (
+                "Guarantee: verified or declared",
+                "verified: in every round, every ε-relevant property of the release (noise "
+                "scale, noise law, fresh noise, signal bound, settings, size and sampling, "
+                "identity) passed a test of useful power; declared: at least one was not "
+                "tested, or tested with too little power to matter — the ε is then what the "
+                "client declared, not what the server could check (the reasons are listed "
+                "per client).",
+            )
+        )
     if _present(clients, "budget"):
         entries.append(
             (

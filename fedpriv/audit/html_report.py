@@ -16,7 +16,7 @@ import fedpriv.audit.round_figures as rf
 from fedpriv.audit.check_figures import epsilon_bounds_figure
 from fedpriv.audit.gallery import AttackView
 from fedpriv.audit.html_attacks import attacks_section
-from fedpriv.audit.html_clients import clients_section, verification_section
+from fedpriv.audit.html_clients import clients_section, properties_section, verification_section
 from fedpriv.audit.html_glossary import glossary
 from fedpriv.audit.html_page import Section, cell, embed, esc, page, table
 from fedpriv.audit.html_run import header_html, run_section
@@ -88,6 +88,7 @@ def render_report_html(
         _privacy(clients, report.get("config") or {}),
         clients_section(clients),
         verification_section(clients),
+        properties_section(clients),
         attacks_section(clients, attacks),
         _failures(report),
     ]

@@ -196,6 +196,29 @@ def _verification(tallies: list[Row]) -> Row | None:
     return {**verdict, "round": rnd}
 
 
+_PROPERTY_ORDER = {"failed": 0, "not-tested": 1, "passed": 2}
+
+
+def _properties(tallies: list[Row]) -> Row | None:
+    """The client's per-property verdicts over its rounds (fedpriv/verification/properties.py):
+    each property's worst status (failed, then not tested — which includes a test of too little
+    power —, then passed), the count of rounds in each status, the reason and power of its
+    worst round; and why the client is only ``declared`` (each distinct reason, first seen
+    first). None when no round carries property verdicts."""
+    summaries = [_loads(t.get("verification_json")) or {} for t in tallies]
+    rounds = [v["properties"] for v in summaries if v.get("properties")]
+    if not rounds:
+        return None
+    out: Row = {}
+    for name in rounds[-1]:
+        seen = [r[name] for r in reversed(rounds) if name in r]  # ties: the latest round
+        worst = min(seen, key=lambda p: (_PROPERTY_ORDER.get(p["status"], 3), not p["useful"]))
+        counts = {status: sum(p["status"] == status for p in seen) for status in _PROPERTY_ORDER}
+        out[name] = {**worst, "rounds": counts}
+    reasons = list(dict.fromkeys(r for v in summaries for r in v.get("declared_reasons", [])))
+    return {"properties": out, "declared_reasons": reasons}
+
+
 def _budget(tallies: list[Row], updates: list[Row]) -> Row | None:
     """The client's ε budget and the first round it declined to train for want of it."""
     budgets = [t.get("epsilon_budget") for t in tallies if t.get("epsilon_budget") is not None]
@@ -238,6 +261,7 @@ def _client(
         "attack": _attack_summary(_best(attacks)),
         **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
         "verification": _verification(tallies),
+        **(_properties(tallies) or {"properties": None, "declared_reasons": []}),
         "budget": _budget(tallies, updates),
         "failures": failures,
         "per_round": _per_round(updates, tallies, attacks),

@@ -11,7 +11,9 @@ Modules: :mod:`~fedpriv.verification.verdict` (the result type), :mod:`~.declara
 release, optimisers), :mod:`~.laws` (noise-norm laws and Chernoff bounds), :mod:`~.sandwich`
 (p-values of clipped-signal norm tests), :mod:`~.gaussian`, :mod:`~.laplace`, :mod:`~.vmf`,
 :mod:`~.clip` (one mechanism each), :mod:`~.roundoff` (float32 tolerances), :mod:`~.power`,
-:mod:`~.multiple` (many client-rounds), :mod:`~.client_round` (:func:`verify_update`).
+:mod:`~.multiple` (many client-rounds), :mod:`~.client_round` (:func:`verify_update`),
+:mod:`~.replay` (replays and fresh noise across rounds), :mod:`~.properties` (per-property
+verdicts and the ``verified`` label).
 """
 
 from fedpriv.verification.client_round import Verifier, verify_update
@@ -21,7 +23,12 @@ from fedpriv.verification.declaration import (
     check_batch_sizes,
     check_declaration,
 )
-from fedpriv.verification.gaussian import gaussian_norm_test, gaussian_shape_test, verify_gaussian
+from fedpriv.verification.gaussian import (
+    gaussian_light_tail_test,
+    gaussian_norm_test,
+    gaussian_shape_test,
+    verify_gaussian,
+)
 from fedpriv.verification.laplace import laplace_norm_test, laplace_shape_test, verify_laplace
 from fedpriv.verification.multiple import (
     ADJUSTMENTS,
@@ -31,11 +38,20 @@ from fedpriv.verification.multiple import (
     holm,
 )
 from fedpriv.verification.power import (
+    gaussian_detectable_fraction,
     gaussian_detectable_records,
     gaussian_norm_power,
     gaussian_norm_thresholds,
+    gaussian_signal_power,
+)
+from fedpriv.verification.properties import (
+    PROPERTIES,
+    PropertyVerdict,
+    label_reasons,
+    property_verdicts,
 )
 from fedpriv.verification.records import RecordCount, record_count
+from fedpriv.verification.replay import UpdateSketches
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, norm_tolerance, roundoff_bound
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import (
@@ -51,10 +67,13 @@ __all__ = [
     "ADJUSTMENTS",
     "DEFAULT_ALPHA",
     "FLOAT32_UNIT_ROUNDOFF",
+    "PROPERTIES",
     "ClientUpdate",
     "Declaration",
+    "PropertyVerdict",
     "RecordCount",
     "Status",
+    "UpdateSketches",
     "Verdict",
     "Verifier",
     "benjamini_hochberg",
@@ -65,15 +84,20 @@ __all__ = [
     "clip_norm_test",
     "combine_verdicts",
     "flag_inconsistent",
+    "gaussian_detectable_fraction",
     "gaussian_detectable_records",
+    "gaussian_light_tail_test",
     "gaussian_norm_power",
     "gaussian_norm_test",
     "gaussian_norm_thresholds",
     "gaussian_shape_test",
+    "gaussian_signal_power",
     "holm",
+    "label_reasons",
     "laplace_norm_test",
     "laplace_shape_test",
     "norm_tolerance",
+    "property_verdicts",
     "record_count",
     "roundoff_bound",
     "unverifiable",

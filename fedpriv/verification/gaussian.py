@@ -9,10 +9,14 @@
   heavier-tailed noise of the same variance has a smaller ℓ1 norm, ``E|Z| = 0.798`` against
   ``E|L|/sd(L) = 0.707`` for Laplace. One-sided ℓ1 test with the Chernoff law of ``Σ_i |Z_i|``;
   the ℓ1 signal term ``√p·C·B`` is huge, but the last-step bound does without it.
+* :func:`gaussian_light_tail_test` — the other side of the noise law: lighter-tailed or bounded
+  noise of the declared variance (uniform, Rademacher: no DP at all) has too little mass
+  beyond ``τ = 2`` standard deviations. Together the two are a two-sided test of the law.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -22,10 +26,16 @@ from fedpriv.validate import check_dim, check_nonnegative, check_positive, check
 from fedpriv.verification.clip import verify_clip
 from fedpriv.verification.laws import (
     excess_kurtosis,
+    gaussian_excess_law,
     gaussian_l1_law,
     gaussian_l2_law,
     lower_quantile,
     mean_abs_laplace_sum,
+)
+from fedpriv.verification.power import (
+    SIGNAL_FACTOR,
+    gaussian_detectable_fraction,
+    gaussian_signal_power,
 )
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
@@ -44,7 +54,15 @@ from fedpriv.verification.verdict import (
     unverifiable,
 )
 
-__all__ = ["gaussian_norm_test", "gaussian_shape_test", "verify_gaussian"]
+__all__ = ["LIGHT_TAIL_CUT", "gaussian_light_tail_test", "gaussian_norm_test",
+           "gaussian_shape_test", "verify_gaussian"]
+
+LIGHT_TAIL_CUT = 2.0
+"""``τ`` of :func:`gaussian_light_tail_test`, in standard deviations of one step's noise. At
+p = 13,700 and α = 10⁻⁶ the Gaussian mean of the statistic is 232.6 and its lower quantile 171.6;
+τ = 2 about maximises the applicable range ``4(τ − √3)·Q(τ)`` (B < 13.6σ; 12.5σ at τ = 1.9,
+13.0σ at 2.2, 10.7σ at 2.4)."""
+_BOUNDED = math.sqrt(3.0)  # uniform noise of unit variance lies in [−√3, √3]
 
 
 def gaussian_norm_test(
@@ -61,7 +79,12 @@ def gaussian_norm_test(
     """Two-sided test of ``‖u‖₂`` against Gaussian noise of std ``σC`` per step.
 
     Rejects when ``‖u‖₂ < max(σC·a, σC√k·a − C·B)`` or ``‖u‖₂ > σC√k·b + C·B``, ``a``, ``b`` the
-    ``α/2`` and ``1 − α/2`` quantiles of ``χ_p`` (privacy-math.md §9.2). The p-value is
+    ``α/2`` and ``1 − α/2`` quantiles of ``χ_p`` (privacy-math.md §9.2). At ``k = 1`` the high
+    side combines the signal and the noise in quadrature instead: rejects when
+    ``(‖u‖₂/σC)² > ncχ²_p((B/σ)²)``'s ``1 − α/2`` quantile (the signal is computed before the
+    noise is drawn, so ``⟨S, N⟩`` is centred Gaussian given ``S``;
+    :mod:`~fedpriv.verification.sandwich`), about ``σC·√(p + (B/σ)²)`` instead of
+    ``σC√p + C·B``. The p-value is
     ``min(1, 2·min(p_low, p_high))``; a side that needs ``B`` under Poisson sampling spends half
     its level on ``B`` (:func:`~fedpriv.verification.sandwich.one_sided_p_value`).
 
@@ -88,7 +111,7 @@ def gaussian_norm_test(
     s, c = check_positive("noise_std", noise_std), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
     law = gaussian_l2_law(p)
-    noise = NoiseNorm(law, s * math.sqrt(k), law, s, k)
+    noise = NoiseNorm(law, s * math.sqrt(k), law, s, k, shifted_sf=law.sf_shifted)
     statistic = {"noise_scale": noise.scale, "expected_noise_norm": noise.scale * math.sqrt(p)}
     return norm_verdict("gaussian-norm", x, noise, c, records, tol, a, norm="‖u‖₂",
                         declared=f"σC = {s:.4g}", statistic=statistic)
@@ -154,6 +177,70 @@ def gaussian_shape_test(
     return verdict
 
 
+def gaussian_light_tail_test(
+    noisy_sum: np.ndarray,
+    *,
+    noise_std: float,
+    steps: int,
+    clip_bound: float,
+    records: RecordCount,
+    alpha: float = DEFAULT_ALPHA,
+    slack: float = 0.0,
+) -> Verdict:
+    """One-sided test that the noise is not lighter-tailed than Gaussian (bounded noise).
+
+    ``T(u) = Σ_i (|u_i|/σC − τ)₊`` (τ = :data:`LIGHT_TAIL_CUT`) is an even convex function of
+    ``u``, so ``{T ≤ t}`` is a symmetric convex set and Anderson's theorem, applied to the last
+    step's noise as in :mod:`~fedpriv.verification.sandwich`, gives
+    ``P(T(u) ≤ t) ≤ P(T(N_k/σC) ≤ t)`` *whatever the signal and the earlier steps*: reject when
+    ``T < Q(α)``, ``Q`` the lower quantile of ``Σ_i (|Z_i| − τ)₊`` by Chernoff
+    (:func:`~fedpriv.verification.laws.gaussian_excess_law`). Valid for every signal an honest
+    client can produce, at every ``k``; ``slack`` (ℓ1) moves ``T`` by at most ``slack/σC``.
+
+    *Applicable* (reported; a passing test is otherwise ``unverifiable``) when noise bounded by
+    ``√3·σC`` per coordinate — uniform noise of the declared variance; Rademacher's is bounded
+    by ``σC`` — is caught whatever the signal: with ``c = τ − √3`` it leaves
+    ``T = Σ_i (|s_i + z_i| − τ)₊ ≤ Σ_i (|s_i| − c)₊ ≤ ‖s‖²/(4c)`` (``(x − c)₊ ≤ x²/(4c)`` for
+    ``x ≥ 0``: ``x²/(4c) − x + c = (x − 2c)²/(4c)``; attained by a signal spread evenly over
+    ``(‖s‖/2c)²`` coordinates), below ``Q`` while ``(C·B/σC)² < 4c·Q``: ``B < 13.6σ`` at
+    p = 13,700. Only at ``k = 1``: over ``k`` steps bounded noise sums to a spread of
+    ``σC√k``, past the cut.
+
+    Parameters
+    ----------
+    noisy_sum, noise_std, steps, clip_bound, records, alpha, slack
+        As in :func:`gaussian_shape_test` (``slack`` in ℓ1).
+    """
+    u = np.asarray(noisy_sum, dtype=np.float64).ravel()
+    p, k = check_dim("dim", u.size), check_dim("steps", steps)
+    s, c = check_positive("noise_std", noise_std), check_positive("clip_bound", clip_bound)
+    a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
+    law = gaussian_excess_law(p, LIGHT_TAIL_CUT)
+    excess = float(np.maximum(np.abs(u) / s - LIGHT_TAIL_CUT, 0.0).sum())
+    p_value = law.cdf(excess + tol / s)
+    statistic = {"tail_excess": excess, "expected_tail_excess": p * law.mean,
+                 "cut": LIGHT_TAIL_CUT}
+    verdict = decide(
+        "gaussian-light-tail", p_value, a, statistic,
+        passed=f"Σ(|u_i|/σC − {LIGHT_TAIL_CUT:g})₊ = {excess:.4g} fits Gaussian noise",
+        failed=f"Σ(|u_i|/σC − {LIGHT_TAIL_CUT:g})₊ = {excess:.4g} is too small for Gaussian "
+               f"noise of σC = {s:.4g}: lighter tails (bounded noise)",
+    )
+    if verdict.status != "consistent":
+        return verdict
+    if k > 1:
+        return unverifiable("gaussian-light-tail", f"not applicable for k = {k} > 1 steps: "
+                            "bounded noise summed over steps spreads past the cut",
+                            {**statistic, "p_value": p_value})
+    quantile = lower_quantile(law, a, p * law.mean)
+    signal = c * records.upper_quantile(a / 2) / s
+    if signal * signal >= 4.0 * (LIGHT_TAIL_CUT - _BOUNDED) * quantile:
+        return unverifiable("gaussian-light-tail", "not applicable: a signal of C·B could "
+                            "hide bounded noise of the declared variance",
+                            {**statistic, "p_value": p_value})
+    return verdict
+
+
 def _shape_applicable(
     p: int, noise: NoiseNorm, records: RecordCount, clip: float, alpha: float
 ) -> bool:
@@ -179,8 +266,9 @@ def verify_gaussian(
     clip_bound: float,
     alpha: float = DEFAULT_ALPHA,
 ) -> Verdict:
-    """The ``gaussian`` mechanism's checks on a recovered update: norm and shape tests,
-    combined; ``σ = 0`` (no formal guarantee) is checked like ``clip``.
+    """The ``gaussian`` mechanism's checks on a recovered update: the norm test and both sides
+    of the noise law (shape: heavier tails; light tail: bounded noise), combined; ``σ = 0``
+    (no formal guarantee) is checked like ``clip``.
 
     The clipping bound is widened by the float32 tolerance
     :func:`~fedpriv.verification.roundoff.norm_tolerance` and each norm by the rounding slack
@@ -203,5 +291,14 @@ def verify_gaussian(
     norm = gaussian_norm_test(
         float(np.linalg.norm(u)), dim=p, noise_std=noise_std, slack=slack2, **common
     )
+    bound = records.upper_quantile(alpha / 2)  # B, conservatively, for the power figures
+    norm = dataclasses.replace(norm, statistic={
+        **norm.statistic,
+        "detectable_fraction": gaussian_detectable_fraction(sigma, dim=p, records=bound,
+                                                            steps=k, alpha=alpha),
+        "signal_power": gaussian_signal_power(sigma, dim=p, records=bound, steps=k, alpha=alpha,
+                                              factor=SIGNAL_FACTOR),
+    })
     shape = gaussian_shape_test(u, noise_std=noise_std, slack=slack1, **common)
-    return combine_verdicts([norm, shape], test="gaussian")
+    light = gaussian_light_tail_test(u, noise_std=noise_std, slack=slack1, **common)
+    return combine_verdicts([norm, shape, light], test="gaussian")

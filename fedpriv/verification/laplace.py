@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -26,6 +27,7 @@ from fedpriv.verification.laws import (
     laplace_l2_law,
     lower_quantile,
 )
+from fedpriv.verification.power import laplace_detectable_fraction, laplace_signal_power
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
 from fedpriv.verification.sandwich import (
@@ -158,5 +160,12 @@ def verify_laplace(
     norm = laplace_norm_test(
         float(np.sum(np.abs(u))), dim=p, noise_scale=b, slack=slack1, **common
     )
+    ratio = c_float * records.upper_quantile(alpha / 2) / b  # C·B/b for the power figures
+    norm = dataclasses.replace(norm, statistic={
+        **norm.statistic,
+        "detectable_fraction": laplace_detectable_fraction(dim=p, scale_records=ratio, steps=k,
+                                                           alpha=alpha),
+        "signal_power": laplace_signal_power(dim=p, scale_records=ratio, steps=k, alpha=alpha),
+    })
     shape = laplace_shape_test(u, noise_scale=b, slack=slack2, **common)
     return combine_verdicts([norm, shape], test="laplace")

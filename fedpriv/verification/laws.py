@@ -11,6 +11,8 @@ otherwise a Chernoff bound with the exact moment generating function (MGF) of on
 * Gaussian ℓ1 (the shape test): ``X = Σ_i |Z_i|`` — Chernoff with :func:`log_mgf_abs_normal`.
 * Laplace ℓ2, one step (the shape test): ``X² = Σ_i V_i²`` — lower tail only, Chernoff with
   :func:`log_mgf_laplace_square`.
+* Gaussian tail excess (the light-tail test): ``X = Σ_i (|Z_i| − τ)₊`` — Chernoff with
+  :func:`log_mgf_normal_excess`.
 
 The Chernoff bound ``P(S ≥ s) ≤ exp(pψ(λ) − λs)`` (λ ≥ 0), ``P(S ≤ s) ≤ exp(pψ(λ) − λs)``
 (λ ≤ 0), ``ψ`` the log-MGF of one coordinate, holds at *every* λ: the numerical minimisation
@@ -36,13 +38,14 @@ from functools import lru_cache
 from typing import Protocol
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 __all__ = [
     "ChernoffSum",
     "ChiNorm",
     "GammaNorm",
     "NormLaw",
+    "gaussian_excess_law",
     "gaussian_l1_law",
     "gaussian_l2_law",
     "laplace_l1_law",
@@ -50,8 +53,10 @@ __all__ = [
     "log_mgf_abs_laplace_sum",
     "log_mgf_abs_normal",
     "log_mgf_laplace_square",
+    "log_mgf_normal_excess",
     "lower_quantile",
     "mean_abs_laplace_sum",
+    "mean_normal_excess",
 ]
 
 # Chernoff exponents are minimised over λ in [−_LAMBDA_SPAN, 0] or [0, min(λ_max, _LAMBDA_SPAN)];
@@ -85,6 +90,15 @@ class ChiNorm:
 
     def sf(self, t: float) -> float:
         return float(special.chdtrc(self.dim, t * t)) if t > 0 else 1.0
+
+    def sf_shifted(self, t: float, shift: float) -> float:
+        """``sup_{‖v‖ ≤ shift} P(‖Z + v‖₂ ≥ t)`` for a fixed ``v``: ``‖Z + v‖²`` is noncentral
+        ``χ²_p(‖v‖²)``, stochastically increasing in ``‖v‖``, so the sup is at ``‖v‖ = shift``."""
+        if t <= 0:
+            return 1.0
+        if shift <= 0:
+            return self.sf(t)
+        return float(stats.ncx2.sf(t * t, self.dim, shift * shift))
 
 
 @dataclass(frozen=True)
@@ -211,6 +225,37 @@ def log_mgf_laplace_square(lam: float) -> float:
         return 0.0
     a = -lam
     return 0.5 * math.log(math.pi / (4.0 * a)) + math.log(float(special.erfcx(0.5 / math.sqrt(a))))
+
+
+def log_mgf_normal_excess(lam: float, tau: float) -> float:
+    """``log E e^{λ(|Z| − τ)₊}`` for ``Z ~ N(0, 1)`` (all λ):
+    ``P(|Z| ≤ τ) + 2∫_τ^∞ e^{λ(z − τ)}φ(z)dz = (2Φ(τ) − 1) + 2e^{λ²/2 − λτ}Φ(λ − τ)``
+    (complete the square: ``λz − z²/2 = λ²/2 − (z − λ)²/2``)."""
+    inside = float(special.erf(tau / math.sqrt(2.0)))
+    return math.log(inside + 2.0 * math.exp(0.5 * lam * lam - lam * tau
+                                            + float(special.log_ndtr(lam - tau))))
+
+
+def mean_normal_excess(tau: float) -> float:
+    """``E(|Z| − τ)₊ = 2(φ(τ) − τ·Φ̄(τ))`` for ``Z ~ N(0, 1)``."""
+    density = math.exp(-0.5 * tau * tau) / math.sqrt(2.0 * math.pi)
+    return 2.0 * (density - tau * 0.5 * float(special.erfc(tau / math.sqrt(2.0))))
+
+
+@dataclass(frozen=True)
+class _NormalExcess:
+    """:func:`log_mgf_normal_excess` at a fixed ``τ`` (hashable, so laws built on it cache)."""
+
+    tau: float
+
+    def __call__(self, lam: float) -> float:
+        return log_mgf_normal_excess(lam, self.tau)
+
+
+def gaussian_excess_law(dim: int, tau: float) -> ChernoffSum:
+    """``Σ_i (|N_i|/s − τ)₊`` for Gaussian noise of std ``s`` per coordinate: how much of the
+    noise lies beyond ``τ`` standard deviations (the light-tail test)."""
+    return ChernoffSum(dim, _NormalExcess(tau), mean_normal_excess(tau))
 
 
 def gaussian_l2_law(dim: int) -> ChiNorm:

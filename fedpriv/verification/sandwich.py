@@ -6,6 +6,14 @@ records used). Three one-sided bounds hold for every signal an honest client can
 
 * **triangle, low:** ``‖N‖ ≥ x − c·B`` fails only if ``‖N‖ ≤ x + c·B``;
 * **triangle, high:** ``‖N‖ ≤ x + c·B`` fails only if ``‖N‖ ≥ x − c·B``;
+* **quadrature, high (one step, ℓ2, Gaussian):** at ``k = 1`` the clipped signal ``S`` is
+  computed before the noise is drawn, so ``N`` is independent of ``S`` and
+  ``‖S + N‖² = ‖S‖² + 2⟨S, N⟩ + ‖N‖²`` with ``⟨S, N⟩ ~ N(0, s²‖S‖²)`` given ``S``: exactly,
+  ``‖u‖²/s²`` is noncentral ``χ²_p(‖S‖²/s²)`` (``s`` the noise std), stochastically increasing
+  in ``‖S‖``, so ``P(‖u‖ ≥ x) ≤ P(ncχ²_p((c·B/s)²) ≥ (x/s)²)`` for every signal of norm
+  ``≤ c·B`` — the signal and the noise add in quadrature, not linearly. At ``k > 1`` a step's
+  signal may depend on earlier steps' noise (SGD's does), and a signal aligned with the
+  noise so far reaches the triangle bound: there the triangle bound is kept.
 * **last step, low (Anderson):** the last step's noise ``N_k`` is drawn after everything
   else, so ``u = X + N_k`` with ``X`` independent of ``N_k``; for noise with a symmetric
   unimodal density and a norm ball (symmetric, convex), Anderson's theorem gives
@@ -51,6 +59,9 @@ class NoiseNorm:
     step_law: NormLaw
     step_scale: float
     steps: int
+    shifted_sf: Callable[[float, float], float] | None = None
+    """``(t, shift) ↦`` bound on ``P(‖Z + v‖ ≥ t)`` over ``‖v‖ ≤ shift`` for the standardised
+    noise ``Z`` of one step (the quadrature bound, used at ``k = 1``); None: triangle only."""
 
 
 def low_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
@@ -62,8 +73,13 @@ def low_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
 
 
 def high_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
-    """Bound on the probability of a norm this large: the triangle bound at ``c·b``."""
-    return noise.law.sf((observed - signal) / noise.scale)
+    """Bound on the probability of a norm this large: the triangle bound at ``c·b``, and at
+    ``k = 1`` the quadrature bound where the law offers it (the smaller of two valid bounds on
+    the same probability is a valid bound)."""
+    triangle = noise.law.sf((observed - signal) / noise.scale)
+    if noise.steps != 1 or noise.shifted_sf is None:
+        return triangle
+    return min(triangle, noise.shifted_sf(observed / noise.scale, signal / noise.scale))
 
 
 def one_sided_p_value(

@@ -6,6 +6,16 @@ Each step releases ``r_t = s·y_t`` with ``‖y_t‖ = 1``, so ``‖Σ_t r_t‖ 
 ``fl(s·ŷ)`` one more rounding, and the parameter round trip
 :func:`~fedpriv.verification.roundoff.roundoff_bound`. ``vmf_keep_norm`` releases
 ``(‖S_t‖/L)·y_t`` instead: ``‖u‖ ≤ Σ_t ‖S_t‖ ≤ C·B``, the ``clip`` check.
+
+**κ is not observable** (issue 25 item 4), so the noise is reported *not tested*
+(:data:`KAPPA_NOT_OBSERVABLE`, a part ``vmf-kappa`` with status ``unverifiable``): the norm check
+sees only the public scale ``s``, and ε depends on κ alone. At one release ``y ~ VMF(μ, κ)``
+with the mean direction ``μ`` (the normalised clipped gradient) unknown to the server, no test
+of κ has power above its level at every ``μ``: a level-α test rejects with probability ≤ α
+under every ``μ`` at the declared κ, hence ≤ α on average over a uniform ``μ``; but with
+``μ`` uniform, ``y`` is uniform on the sphere *whatever κ is*, so the same average under any
+other κ is ≤ α too, and some ``μ`` leaves the power ≤ α. Over ``k`` steps ``‖Σ_t y_t‖``
+depends on κ only through how aligned the unknown ``μ_t`` are: again no bound on κ.
 """
 
 from __future__ import annotations
@@ -16,9 +26,15 @@ from fedpriv.validate import check_dim, check_nonnegative, check_positive
 from fedpriv.verification.clip import verify_clip
 from fedpriv.verification.roundoff import norm_tolerance
 from fedpriv.verification.update import ClientUpdate
-from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict
+from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts, unverifiable
 
-__all__ = ["verify_vmf", "vmf_norm_test"]
+__all__ = ["KAPPA_NOT_OBSERVABLE", "verify_vmf", "vmf_norm_test"]
+
+KAPPA_NOT_OBSERVABLE = (
+    "κ (the noise) is not observable from a release: the update shows only the public scale "
+    "s, and one direction drawn around an unknown mean fits every κ (no test of κ has power "
+    "above its level at every mean direction)"
+)
 
 
 def vmf_norm_test(norm: float, *, scale: float, steps: int, tolerance: float) -> Verdict:
@@ -60,7 +76,8 @@ def verify_vmf(
     keep_norm: bool = False,
     alpha: float = DEFAULT_ALPHA,
 ) -> Verdict:
-    """The ``vmf`` mechanism's check on a recovered update.
+    """The ``vmf`` mechanism's check on a recovered update: the released norm, and κ reported
+    not tested (module docstring).
 
     Tolerance: ``k·s·(ρ + u + ρu)`` for the releases' norms plus the round-trip bound with
     every ``‖r_t‖ ≤ s(1 + ρ)(1 + u)``. With ``keep_norm`` the ``clip`` check at ``C`` (ℓ2).
@@ -72,4 +89,6 @@ def verify_vmf(
     release = s * (1.0 + rho) * (1.0 + unit)
     tolerance = k * s * (rho + unit + rho * unit) + update.summed_error(2, release)
     norm = math.sqrt(float(update.summed @ update.summed))
-    return vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance)
+    checked = vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance)
+    return combine_verdicts([checked, unverifiable("vmf-kappa", KAPPA_NOT_OBSERVABLE)],
+                            test="vmf")

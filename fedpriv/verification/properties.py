@@ -1,0 +1,209 @@
+"""Per-property verdicts of a client-round and the label they earn (issue 25 item 6).
+
+A client-round's verdict is a tree of checks (:class:`~fedpriv.verification.verdict.Verdict`);
+each check speaks to one or more *properties* of the release:
+
+============== ====================================================== =========================
+property       what it means                                          checks (``Verdict.test``)
+============== ====================================================== =========================
+noise-scale    at least the declared noise was added                  ``gaussian-norm``,
+                                                                      ``laplace-norm`` (low
+                                                                      side); ``vmf-kappa``;
+                                                                      ``canaries`` (failure)
+noise-law      the noise has the declared law (neither heavier nor    ``gaussian-shape``,
+               lighter tails; bounded noise gives no DP at all)       ``gaussian-light-tail``,
+                                                                      ``laplace-shape``
+fresh-noise    the noise is not shared with or cancelled by the       ``fresh-noise``,
+               client's earlier releases                              ``replay``
+signal-bound   the signal is within the clipping bound                ``…-norm`` (high side),
+                                                                      ``clip-norm``,
+                                                                      ``vmf-norm``
+settings       the training settings are those the server sent        ``settings``
+size-sampling  the local size and sampling rate are what they are     ``size-sampling``,
+               accounted at                                           ``batch-sizes`` (failure)
+identity       the reply comes from the client it claims to be        ``identity``
+============== ====================================================== =========================
+
+Each property is ``passed``, ``failed`` or ``not-tested`` (no check, a check that could not be
+made, or a check whose power is not *useful*), with the reason and the power of its test.
+
+**Useful power** (documented constants): ``noise-scale`` — noise at :data:`USEFUL_NOISE_FRACTION`
+× declared or less is caught with probability :data:`~fedpriv.verification.power.DETECTION_POWER`
+(:func:`~fedpriv.verification.power.gaussian_detectable_fraction`); ``signal-bound`` — a clipped
+sum :data:`~fedpriv.verification.power.SIGNAL_FACTOR` × its bound is caught with that
+probability; ``noise-law`` — both sides ran and were applicable (their own criteria:
+variance-matched Laplace caught with power about ½ or more, bounded noise caught whatever the
+signal); ``fresh-noise`` — the test ran (a client's first release passes vacuously: it has
+no earlier release to share noise with); deterministic checks (settings, size, identity) are
+useful when they ran.
+
+**The label.** A client-round is *verified* when every ε-relevant property
+(:func:`required_properties`) passed with useful power; otherwise it is *declared*, with the
+reasons (:func:`label_reasons`). A failed property is an inconsistent round (the existing
+path: not aggregated, ε unbounded).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fedpriv.verification.power import DETECTION_POWER, SIGNAL_FACTOR
+from fedpriv.verification.verdict import Verdict
+
+__all__ = [
+    "PROPERTIES",
+    "USEFUL_NOISE_FRACTION",
+    "PropertyVerdict",
+    "label_reasons",
+    "property_verdicts",
+    "required_properties",
+]
+
+PROPERTIES = ("noise-scale", "noise-law", "fresh-noise", "signal-bound", "settings",
+              "size-sampling", "identity")
+PropertyStatus = Literal["passed", "failed", "not-tested"]
+
+USEFUL_NOISE_FRACTION = 0.5
+"""A noise-scale test is useful when it catches noise at this fraction of the declared noise
+or less with probability ``DETECTION_POWER`` (0.99)."""
+
+_NORM_TESTS = ("gaussian-norm", "laplace-norm")
+_LAW_TESTS = ("gaussian-shape", "gaussian-light-tail", "laplace-shape")
+_DIRECT = {"fresh-noise": "fresh-noise", "replay": "fresh-noise", "settings": "settings",
+           "size-sampling": "size-sampling", "identity": "identity",
+           "clip-norm": "signal-bound", "vmf-norm": "signal-bound", "vmf-kappa": "noise-scale"}
+
+
+@dataclass(frozen=True)
+class PropertyVerdict:
+    """One property of one client-round: status, why, and its test's power (``None``: not
+    stated); ``useful`` whether that power is useful (module docstring)."""
+
+    name: str
+    status: PropertyStatus
+    reason: str
+    power: str | None = None
+    useful: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {"status": self.status, "reason": self.reason, "power": self.power,
+                "useful": self.useful}
+
+
+def _leaves(verdict: Verdict) -> Iterator[Verdict]:
+    if not verdict.parts:
+        yield verdict
+        return
+    for part in verdict.parts:
+        yield from _leaves(part)
+
+
+def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
+    """The norm sandwich's two sides: low → noise-scale, high → signal-bound."""
+    s = v.statistic
+    fraction, signal = s.get("detectable_fraction"), s.get("signal_power")
+    if v.status == "inconsistent":
+        low = s.get("p_low", 0.0) <= s.get("p_high", 1.0)
+        failed = PropertyVerdict("noise-scale" if low else "signal-bound", "failed", v.reason,
+                                 useful=True)
+        return [failed]
+    if v.status != "consistent":
+        return [PropertyVerdict(n, "not-tested", v.reason) for n in ("noise-scale",
+                                                                      "signal-bound")]
+    out = []
+    if fraction is None:
+        out.append(PropertyVerdict("noise-scale", "not-tested", "power not stated"))
+    else:
+        power = (f"would catch noise below {fraction:.2f} × declared with probability "
+                 f"{DETECTION_POWER:g}" if fraction > 0 else
+                 f"would not catch even zero noise with probability {DETECTION_POWER:g} (a "
+                 "signal within the clipping bound C·B can make up the norm)")
+        useful = fraction >= USEFUL_NOISE_FRACTION
+        out.append(PropertyVerdict(
+            "noise-scale", "passed" if useful else "not-tested",
+            v.reason if useful else f"power too low to matter: {power} (useful: "
+                                    f"{USEFUL_NOISE_FRACTION:g} × declared)", power, useful))
+    if signal is None:
+        out.append(PropertyVerdict("signal-bound", "not-tested", "power not stated"))
+    else:
+        power = (f"would catch a clipped sum {SIGNAL_FACTOR:g} × its bound with probability "
+                 f"{signal:.3g}")
+        useful = signal >= DETECTION_POWER
+        out.append(PropertyVerdict(
+            "signal-bound", "passed" if useful else "not-tested",
+            v.reason if useful else f"power too low to matter: {power}", power, useful))
+    return out
+
+
+def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
+    failed = [v for v in verdicts if v.status == "inconsistent"]
+    if failed:
+        return PropertyVerdict("noise-law", "failed", failed[0].reason, useful=True)
+    untested = [v for v in verdicts if v.status != "consistent"]
+    sides = ", ".join(v.test for v in verdicts)
+    if untested or len(verdicts) < 2 and verdicts[0].test.startswith("gaussian"):
+        why = "; ".join(f"{v.test}: {v.reason}" for v in untested) or "one side only"
+        return PropertyVerdict("noise-law", "not-tested", why, f"sides run: {sides}")
+    return PropertyVerdict("noise-law", "passed", "; ".join(v.reason for v in verdicts),
+                           f"sides run: {sides}", True)
+
+
+def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> PropertyVerdict:
+    failed = [v for v in verdicts if v.status == "inconsistent"]
+    if failed:
+        return PropertyVerdict(name, "failed", failed[0].reason, useful=True)
+    passed = [v for v in verdicts if v.status == "consistent" and v.test != "batch-sizes"]
+    if passed:
+        power = "deterministic" if passed[0].alpha is None else f"level {passed[0].alpha:g}"
+        return PropertyVerdict(name, "passed", passed[0].reason, power, True)
+    reasons = "; ".join(v.reason for v in verdicts)
+    return PropertyVerdict(name, "not-tested", reasons or untested)
+
+
+def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
+    """Every property of :data:`PROPERTIES` for one client-round's verdict tree."""
+    found: dict[str, list[Verdict]] = {name: [] for name in PROPERTIES}
+    norms: list[Verdict] = []
+    unmapped: list[str] = []
+    for leaf in _leaves(verdict):
+        if leaf.test in _NORM_TESTS:
+            norms.append(leaf)
+        elif leaf.test in _LAW_TESTS:
+            found["noise-law"].append(leaf)
+        elif leaf.test == "batch-sizes":
+            found["size-sampling"].append(leaf)
+        elif leaf.test in _DIRECT:
+            found[_DIRECT[leaf.test]].append(leaf)
+        elif leaf.test == "canaries":  # a lower bound: can refute the noise, never verify it
+            if leaf.status == "inconsistent":
+                found["noise-scale"].append(leaf)
+        elif leaf.status == "inconsistent":  # a precondition (declaration, optimiser) failed
+            found["settings"].append(leaf)
+        elif leaf.status in ("unverifiable", "undeclared"):
+            unmapped.append(f"{leaf.test}: {leaf.reason}")
+    untested = "; ".join(["no check of this property ran", *unmapped])
+    out = {name: _direct_property(name, found[name], untested) for name in PROPERTIES}
+    for v in norms:
+        for prop in _norm_properties(v):
+            out[prop.name] = prop
+    if found["noise-law"]:
+        out["noise-law"] = _law_property(found["noise-law"])
+    return out
+
+
+def required_properties(unit: str = "record") -> tuple[str, ...]:
+    """The ε-relevant properties: all of :data:`PROPERTIES`, except ``size-sampling`` at the
+    client level (its ε against the server uses no sampling rate; the central ε uses the
+    server's own client rate)."""
+    return tuple(p for p in PROPERTIES if not (unit == "client" and p == "size-sampling"))
+
+
+def label_reasons(properties: Mapping[str, PropertyVerdict], unit: str = "record") -> list[str]:
+    """Why a client-round is only *declared*: each required property that did not pass with
+    useful power (empty: *verified*)."""
+    return [f"{name}: {properties[name].status} ({properties[name].reason})"
+            for name in required_properties(unit)
+            if properties[name].status != "passed" or not properties[name].useful]

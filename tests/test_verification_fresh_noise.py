@@ -1,0 +1,80 @@
+"""Fresh noise across a client's rounds (issue 25 item 4; fedpriv/verification/replay.py).
+
+The sketch's rows are orthonormal (so the sketched noise is exactly N(0, s²I_m)); honest
+clients, even with the same signal every round, are rejected at most α of the time; noise
+reused every round, noise cancelled (z then −z), and replays perturbed by 1% are caught.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedpriv.verification.replay import SPAN_ROUNDS, UpdateSketches
+
+DIM = 3_000
+ALPHA = 0.01
+
+
+def _signal(rng: np.random.Generator, norm: float) -> np.ndarray:
+    s = rng.standard_normal(DIM)
+    return s * (norm / np.linalg.norm(s))
+
+
+def test_sketch_rows_are_orthonormal() -> None:
+    sketches = UpdateSketches(500, seed=3)
+    rows = np.stack([sketches.sketch(e) for e in np.eye(500)], axis=1)  # R, shape (m, p)
+    np.testing.assert_allclose(rows @ rows.T, np.eye(sketches.width), atol=1e-12)
+
+
+def test_honest_false_alarms_at_most_alpha() -> None:
+    """Six rounds per client, the *same* large signal every round (the most correlated honest
+    history) plus fresh noise; 5 tests per client, 600 clients."""
+    rng = np.random.default_rng(5)
+    sketches = UpdateSketches(DIM, seed=0)
+    rejections = tests = 0
+    for cid in range(600):
+        signal = _signal(rng, 200.0)
+        for rnd in range(6):
+            update = signal + rng.standard_normal(DIM)
+            if rnd:
+                verdict = sketches.fresh_noise_test(cid, update, 1.0, alpha=ALPHA)
+                rejections += verdict.status == "inconsistent"
+                tests += 1
+            sketches.add(rnd, cid, update)
+    assert rejections <= stats.binom.isf(1e-9, tests, ALPHA)
+
+
+@pytest.mark.parametrize("cheat", ["reused", "cancelling", "perturbed-replay", "old-replay"])
+def test_cheats_are_caught(cheat: str) -> None:
+    rng = np.random.default_rng(6)
+    sketches = UpdateSketches(DIM, seed=1)
+    for cid in range(10):
+        z = rng.standard_normal(DIM)
+        if cheat == "reused":  # the same z every round, honest signals
+            for rnd in range(3):
+                sketches.add(rnd, cid, _signal(rng, 20.0) + z)
+            update = _signal(rng, 20.0) + z
+        elif cheat == "cancelling":  # z then −z: the server's sum sees no noise
+            sketches.add(0, cid, _signal(rng, 20.0) + z)
+            update = _signal(rng, 20.0) - z
+        else:
+            rounds = SPAN_ROUNDS + 5 if cheat == "old-replay" else 3
+            history = [_signal(rng, 20.0) + rng.standard_normal(DIM) for _ in range(rounds)]
+            for rnd, h in enumerate(history):
+                sketches.add(rnd, cid, h)
+            old = history[0]
+            update = old + 0.01 * np.linalg.norm(old) / np.sqrt(DIM) * rng.standard_normal(DIM)
+            assert sketches.replay_of(cid, update) is None  # not an exact replay
+        verdict = sketches.fresh_noise_test(cid, update, 1.0, alpha=1e-6)
+        assert verdict.status == "inconsistent", verdict.reason
+
+
+def test_first_round_and_no_noise_are_not_tested() -> None:
+    sketches = UpdateSketches(DIM, seed=2)
+    update = np.ones(DIM)
+    first = sketches.fresh_noise_test(0, update, 1.0)
+    assert first.status == "consistent" and first.alpha is None  # vacuous, deterministic
+    sketches.add(0, 0, update)
+    assert sketches.fresh_noise_test(0, update, 0.0).status == "unverifiable"
