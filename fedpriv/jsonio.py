@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["dumps", "json_number", "jsonable", "write_json"]
+__all__ = ["dumps", "json_number", "jsonable", "optional_loads", "write_json"]
 
 
 def jsonable(obj: Any) -> Any:
@@ -41,3 +41,8 @@ def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(dumps(obj, indent=2) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def optional_loads(text: str | None) -> Any:
+    """``json.loads(text)``, None for None: a nullable JSON column of the audit store."""
+    return None if text is None else json.loads(text)

@@ -23,14 +23,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 from flwr.app import Message
 
 from attacks.view import ServerView
-from fedpriv.accounting import Release
 from fedpriv.audit import AuditStore
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
@@ -39,17 +37,23 @@ from fedpriv.data import Dataset
 from fedpriv.instructions import with_preconditions
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
-from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
-from fedpriv.verification import Verdict, combine_verdicts, verify_update
-from fedpriv.verification.observed import NoiseObservation, observe_update, round_observation
-from fedpriv.verification.properties import label_reasons, property_verdicts
+from fedpriv.verification import Verdict, combine_verdicts
+from fedpriv.verification.observed import NoiseObservation, round_observation
 from fedpriv.verification.replay import UpdateSketches
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, aggregation_weights, known_checks, node_binding
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
+from strategies.reply_verdicts import (
+    fresh_noise,
+    observe_reply,
+    update_row,
+    verdict_line,
+    verdict_summary,
+    verified_or_inconsistent,
+)
 from strategies.step_releases import (
     canary_step_share,
     first_step_truth,
@@ -58,86 +62,9 @@ from strategies.step_releases import (
     verify_step_reply,
 )
 
-__all__ = ["AuditPipeline", "observe_reply", "verify_reply"]
+__all__ = ["AuditPipeline"]
 
 log = logging.getLogger(__name__)
-
-
-def verify_reply(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
-    alpha: float,
-) -> Verdict:
-    """The client-round's verdict: its update tested against its report — the generic part
-    (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
-    checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
-    (privacy-math.md §9)."""
-    return verify_update(report.declaration(), list(broadcast), list(arrays),
-                         report.mechanism.verify, alpha=alpha)
-
-
-def _verified(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
-    alpha: float,
-) -> Verdict:
-    """:func:`verify_reply`, where a declaration the tests cannot even evaluate (e.g. ``lr =
-    1e-300``: the update over ``lr`` overflows) is ``inconsistent`` with the update — a claim
-    the server cannot believe is that client's failure, never an exception out of the server."""
-    try:
-        return verify_reply(report, broadcast, arrays, alpha)
-    except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
-        return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
-                       f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
-
-
-def observe_reply(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
-) -> NoiseObservation | str:
-    """What the client-round's update shows of its noise (``epsilon_observed``,
-    :mod:`fedpriv.verification.observed`), or why nothing: one O(p) pass, never raises."""
-    try:
-        return observe_update(report.declaration(), list(broadcast), list(arrays),
-                              report.mechanism.observe)
-    except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
-        return f"not observable: {err}"
-
-
-def _verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
-    """What the report keeps of a verdict: status, reason, p-value, level and the failing or
-    deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
-    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
-    (:mod:`fedpriv.verification.properties`)."""
-    parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
-             for p in verdict.parts]
-    out = {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
-           "alpha": verdict.alpha, "parts": parts}
-    if unit is None:
-        return out
-    props = property_verdicts(verdict)
-    reasons = label_reasons(props, unit)
-    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
-    return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
-            "label": label, "declared_reasons": reasons}
-
-
-def _verdict_line(verdict: Verdict) -> str:
-    p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
-    what = ("reply inconsistent with what the server knows" if verdict.p_value == 0.0 and any(
-        p.test in ("settings", "size-sampling") and p.status == "inconsistent"
-        for p in verdict.parts) else "update inconsistent with its declared mechanism")
-    return f"{what}: {verdict.reason}{p}"
-
-
-def _update_row(report: ClientReport, node: int, release: Release) -> dict:
-    """The store's ``updates`` row for a report: the report itself, which ``--resume`` and
-    offline audit read back, and the columns the run's report pages query, derived from it
-    (``release``: one of its declared mechanism's releases)."""
-    return {
-        "report": report.to_config(), "node_id": node, "num_examples": report.local_examples,
-        "local_steps": report.local_steps, "lr": report.lr, "batch_size": report.batch_size,
-        "sample_rate": report.sample_rate, "mechanism": report.mechanism.name,
-        "mechanism_params": report.mechanism.params(),
-        "formal_guarantee": release.formal_guarantee,
-    }  # fmt: skip
 
 
 class AuditPipeline:
@@ -321,7 +248,7 @@ class AuditPipeline:
                                                                          "rejected")
             row, report = {"node_id": node}, rejection.report
             if report is not None:
-                row = _update_row(report, node, report.mechanism.release(self._dim))
+                row = update_row(report, node, report.mechanism.release(self._dim))
             self.store.write_update(rnd, cid, None, {**row, "status": status,
                                                      "error": rejection.reason})
             if declined and report is not None:  # the tallies stand as they were
@@ -392,10 +319,11 @@ class AuditPipeline:
             verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                         audit.verify_alpha, share)
         else:
-            verdict = _verified(report, broadcast, arrays, audit.verify_alpha)
+            verdict = verified_or_inconsistent(report, broadcast, arrays, audit.verify_alpha)
         if replayed is None:  # steps mode too: the update is observed and tested for fresh noise
             observation = observe_reply(report, broadcast, arrays)
-            fresh = self._fresh_noise(cid, report, flat, broadcast)
+            fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, broadcast,
+                                audit.verify_alpha)
             if fresh is not None:
                 verdict = combine_verdicts([verdict, fresh])
         if canary is not None:
@@ -403,7 +331,7 @@ class AuditPipeline:
                                         canary.verdict])
         verdict = with_preconditions(  # what the server knows: settings, size, identity
             verdict, known_checks(self.config, self.binding, rnd, reply.node_id, report))
-        summary = _verdict_summary(verdict, report.mechanism.level)
+        summary = verdict_summary(verdict, report.mechanism.level)
         release = report.mechanism.release(dim)
         try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
             tally = self.ledger.fold(
@@ -423,12 +351,12 @@ class AuditPipeline:
             self.store.write_memory(rnd, cid, "sketch", sketches.add(rnd, cid, flat))
         if canary is not None:
             self.store.write_memory(rnd, cid, "canaries", canary.memory)
-        row = _update_row(report, reply.node_id, release)
+        row = update_row(report, reply.node_id, release)
         if not consistent:
             row.update(status="inconsistent", error=verdict.reason)
-            self.store.record_failure(rnd, "inconsistent", _verdict_line(verdict),
+            self.store.record_failure(rnd, "inconsistent", verdict_line(verdict),
                                       client_id=cid, node_id=reply.node_id)
-            log.warning("round %d client %d: %s", rnd, cid, _verdict_line(verdict))
+            log.warning("round %d client %d: %s", rnd, cid, verdict_line(verdict))
         attacked = self.plan.scheduled(rnd, cid)
         kept = keeps_update(audit.store_updates, attacked)  # the storage policy
         stored = encode_update(delta, audit.update_dtype) if kept else None
@@ -467,7 +395,7 @@ class AuditPipeline:
              "pseudo_gradient": True, "status": "undeclared"})
         verdict = Verdict("declaration", "undeclared", UNDECLARED)
         self.store.write_tally(rnd, cid, {**self.ledger.fold_undeclared(rnd, cid),
-                                          "verification": _verdict_summary(verdict)})
+                                          "verification": verdict_summary(verdict)})
         if attacked:
             self.plan.add(rnd, cid, undeclared_view(self._model, broadcast, delta, self.train),
                           [])
@@ -482,24 +410,6 @@ class AuditPipeline:
         pac = pac_robust_confidence(tally["mbp_estimate"], beta)
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
-
-    def _fresh_noise(self, cid: int, report: ClientReport, flat: np.ndarray,
-                     broadcast: Sequence[np.ndarray]) -> Verdict | None:
-        """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
-        (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
-        noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
-        included); None for other mechanisms and adaptive optimisers (not testable)."""
-        mechanism, d = report.mechanism, report.declaration()
-        if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
-            return None
-        std = d.lr * mechanism.noise_std / d.batch_size
-        unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
-        theta = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in broadcast))
-        step = float(np.linalg.norm(flat))
-        slack = unit * (d.steps + 1) * (2 * theta + (8 * d.steps + 1) * step)
-        return self._sketches_of(flat.size).fresh_noise_test(cid, flat, std,
-                                                            alpha=self.audit.verify_alpha,
-                                                            slack=slack)
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:

@@ -27,12 +27,18 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
+from fedpriv.audit.report_trust import (
+    observed_summary,
+    properties_summary,
+    run_verification_summary,
+    verification_summary,
+)
 from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.vacuity import vacuous_bounds
 from fedpriv.audit.verify import Problem, verify
 from fedpriv.errors import InputError
-from fedpriv.jsonio import dumps
+from fedpriv.jsonio import dumps, optional_loads
 from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.validate import check_out_dir
 
@@ -73,9 +79,6 @@ def _by_client(rows: Iterable[Row]) -> dict[int, list[Row]]:
     return grouped
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
 
 def _best(attacks: list[Row]) -> Row | None:
     """The attack with the highest SSIM (the earliest among equals; None-SSIM ones last)."""
@@ -91,8 +94,8 @@ def _attack_summary(attack: Row | None) -> Row | None:
     summary = {"name": attack["attack"], **{k: attack[k] for k in _ATTACK_KEYS}}
     pseudo = attack["pseudo_gradient"]
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
-    summary["estimate"] = _loads(attack["estimate_json"])
-    summary["prior"] = _loads(attack["prior_json"])
+    summary["estimate"] = optional_loads(attack["estimate_json"])
+    summary["prior"] = optional_loads(attack["prior_json"])
     summary["gain"] = (None if summary["prior"] is None
                        else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
     return summary
@@ -102,7 +105,7 @@ def _game(attacks: list[Row]) -> Row:
     """``empirical_leakage`` (privacy-math.md §13): the client's identification game with the
     highest lower end (``exceeds_bound`` when it lies above ``log_bound``), and the intervals
     of the game with the largest MBP estimate. Nones without a game."""
-    games = [(a, _loads(a["estimate_json"])) for a in attacks if a["attack"] == GAME_ATTACK]
+    games = [(a, optional_loads(a["estimate_json"])) for a in attacks if a["attack"] == GAME_ATTACK]
     if not games:
         return {"empirical_leakage": None, "mbp_interval": None, "abp_interval": None}
     row, est = max(games, key=lambda g: _lower_or_inf(g[1]["empirical_leakage"]))
@@ -147,7 +150,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
 
 def _prior_ssim(attack: Row | None) -> float | None:
     """The SSIM of the attack's reference prior baseline (None where none was scored)."""
-    prior = None if attack is None else _loads(attack["prior_json"])
+    prior = None if attack is None else optional_loads(attack["prior_json"])
     return None if prior is None else prior["ssim"]
 
 
@@ -155,68 +158,20 @@ def _trust(row: Row) -> Row:
     """The verification, lower-bound, robustness and budget columns of a tally row."""
     return {
         "guarantee": row.get("guarantee"),
-        "verification": _loads(row.get("verification_json")),
+        "verification": optional_loads(row.get("verification_json")),
         "epsilon_declared": row.get("epsilon_declared"),
         "log_capacity_declared": row.get("log_capacity_declared"),
-        "epsilon_lower": _loads(row.get("epsilon_lower_json")),
-        "epsilon_observed": _observed(_loads(row.get("epsilon_observed_json"))),
+        "epsilon_lower": optional_loads(row.get("epsilon_lower_json")),
+        "epsilon_observed": observed_summary(optional_loads(row.get("epsilon_observed_json"))),
         "pac_accuracy": row.get("pac_accuracy"),
         "pac_robust_confidence": _vacuous(row.get("pac_robust_confidence")),
-        "pac_estimate": (_loads(row.get("details_json")) or {}).get("pac_estimate"),
+        "pac_estimate": (optional_loads(row.get("details_json")) or {}).get("pac_estimate"),
     }
-
-
-def _observed(doc: Row | None) -> Row | None:
-    """``epsilon_observed`` as the report shows it: the cumulative bound, without the round's
-    own observation (kept in the store for ``--resume``)."""
-    if doc is None:
-        return None
-    return {k: v for k, v in doc.items() if k not in ("round_observation",)}
 
 
 def _vacuous(confidence: float | None) -> float | str | None:
     """Theorem 4.3's confidence as stored, ``"vacuous"`` where it is 0 (``(1 + 4ξ)β ≥ 1``)."""
     return "vacuous" if confidence == 0.0 else confidence
-
-
-_VERDICT_ORDER = {"inconsistent": 0, "undeclared": 1, "consistent": 2, "unverifiable": 3}
-
-
-def _verification(tallies: list[Row]) -> Row | None:
-    """The client's verdict over its rounds: the first inconsistent round if any, else the
-    last undeclared one (no report: a stock client), else the last consistent one, else the
-    last unverifiable one (with the round it is from)."""
-    verdicts = [(t["round"], _loads(t.get("verification_json"))) for t in tallies]
-    verdicts = [(r, v) for r, v in verdicts if v]
-    if not verdicts:
-        return None
-    rnd, verdict = min(verdicts, key=lambda rv: (_VERDICT_ORDER.get(rv[1]["status"], 4),
-                                                 rv[0] if rv[1]["status"] == "inconsistent"
-                                                 else -rv[0]))
-    return {**verdict, "round": rnd}
-
-
-_PROPERTY_ORDER = {"failed": 0, "not-tested": 1, "passed": 2}
-
-
-def _properties(tallies: list[Row]) -> Row | None:
-    """The client's per-property verdicts over its rounds (fedpriv/verification/properties.py):
-    each property's worst status (failed, then not tested — which includes a test of too little
-    power —, then passed), the count of rounds in each status, the reason and power of its
-    worst round; and why the client is only ``declared`` (each distinct reason, first seen
-    first). None when no round carries property verdicts."""
-    summaries = [_loads(t.get("verification_json")) or {} for t in tallies]
-    rounds = [v["properties"] for v in summaries if v.get("properties")]
-    if not rounds:
-        return None
-    out: Row = {}
-    for name in rounds[-1]:
-        seen = [r[name] for r in reversed(rounds) if name in r]  # ties: the latest round
-        worst = min(seen, key=lambda p: (_PROPERTY_ORDER.get(p["status"], 3), not p["useful"]))
-        counts = {status: sum(p["status"] == status for p in seen) for status in _PROPERTY_ORDER}
-        out[name] = {**worst, "rounds": counts}
-    reasons = list(dict.fromkeys(r for v in summaries for r in v.get("declared_reasons", [])))
-    return {"properties": out, "declared_reasons": reasons}
 
 
 def _budget(tallies: list[Row], updates: list[Row]) -> Row | None:
@@ -244,7 +199,7 @@ def _client(
     return {
         "client_id": client_id,
         "mechanism": latest.get("mechanism"),
-        "mechanism_params": _loads(latest.get("mechanism_params_json")),
+        "mechanism_params": optional_loads(latest.get("mechanism_params_json")),
         "formal_guarantee": formal,
         "guarantee": guarantee,
         "pseudo_gradient": any(u["pseudo_gradient"] == 1 for u in ok) if ok else None,
@@ -260,8 +215,8 @@ def _client(
         **_game(attacks),
         "attack": _attack_summary(_best(attacks)),
         **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
-        "verification": _verification(tallies),
-        **(_properties(tallies) or {"properties": None, "declared_reasons": []}),
+        "verification": verification_summary(tallies),
+        **(properties_summary(tallies) or {"properties": None, "declared_reasons": []}),
         "budget": _budget(tallies, updates),
         "failures": failures,
         "per_round": _per_round(updates, tallies, attacks),
@@ -277,21 +232,6 @@ def _oracle(config: Row) -> Row:
             "Poisson sampling); against this auditor it is not. Simulation only." if on else
             "off: no record id or batch size left any client.")
     return {"ground_truth": on, "note": note}
-
-
-def _verification_summary(tallies: dict[int, list[Row]], config: Row) -> Row:
-    """How many client-rounds were tested, and the family-wise false-alarm bound: with ``m``
-    statistical tests at level α each over the run, P(any false "inconsistent") ≤ m·α
-    (Bonferroni; privacy-math.md §9)."""
-    verdicts = [json.loads(t["verification_json"]) for rows in tallies.values() for t in rows
-                if t.get("verification_json")]
-    tests = sum(sum(p.get("p_value") is not None for p in v.get("parts", [])) for v in verdicts)
-    alpha = config.get("audit", {}).get("verify_alpha", 1e-6)
-    statuses = [v["status"] for v in verdicts]
-    counts = {s: statuses.count(s)
-              for s in ("consistent", "inconsistent", "unverifiable", "undeclared")}
-    return {"alpha_per_test": alpha, "client_rounds": len(verdicts), "tests": tests, **counts,
-            "family_wise_false_alarm_bound": min(1.0, alpha * tests)}
 
 
 def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Row:
@@ -316,7 +256,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         ],
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
         "oracle": _oracle(run["config"]),
-        "verification": _verification_summary(tallies, run["config"]),
+        "verification": run_verification_summary(tallies, run["config"]),
         "identity": identity_summary(tallies),
         "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
@@ -340,7 +280,7 @@ ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", 
 def _attack_csv(attack: Row | None) -> Row:
     if attack is None:
         return dict.fromkeys(ATTACK_CSV_COLUMNS)
-    prior = _loads(attack["prior_json"]) or {}
+    prior = optional_loads(attack["prior_json"]) or {}
     return {"attack": attack["attack"], "attack_ssim": attack["ssim"],
             "attack_psnr": attack["psnr"], "prior_baseline": prior.get("baseline"),
             "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
@@ -351,7 +291,8 @@ def _write_tallies_csv(store: AuditStore, path: Path) -> None:
     attacks: dict[tuple[int, int], list[Row]] = defaultdict(list)
     for attack in _completed(store, "attacks"):
         attacks[attack["round"], attack["client_id"]].append(attack)
-    rows = [{**t, "epsilon_observed": (_loads(t["epsilon_observed_json"]) or {}).get("value"),
+    rows = [{**t,
+             "epsilon_observed": (optional_loads(t["epsilon_observed_json"]) or {}).get("value"),
              **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
             for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]

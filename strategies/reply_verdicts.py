@@ -1,0 +1,125 @@
+"""What the audit pipeline concludes of one accepted reply: its verdict against the declaration
+(:func:`verify_reply`, guarded by :func:`verified_or_inconsistent`), its fresh-noise test
+(:func:`fresh_noise`), what its update shows of its noise (:func:`observe_reply`), and the forms
+the store keeps of them (:func:`verdict_summary`, :func:`verdict_line`, :func:`update_row`).
+Pure functions of the reply, its report and the sketches: :mod:`strategies.pipeline` calls them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedpriv.accounting import Release
+from fedpriv.mechanisms.gaussian import GaussianMechanism
+from fedpriv.protocol import ClientReport
+from fedpriv.verification import Verdict, verify_update
+from fedpriv.verification.observed import NoiseObservation, observe_update
+from fedpriv.verification.properties import label_reasons, property_verdicts
+from fedpriv.verification.replay import UpdateSketches
+
+__all__ = [
+    "fresh_noise",
+    "observe_reply",
+    "update_row",
+    "verdict_line",
+    "verdict_summary",
+    "verified_or_inconsistent",
+    "verify_reply",
+]
+
+
+def verify_reply(
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    alpha: float,
+) -> Verdict:
+    """The client-round's verdict: its update tested against its report — the generic part
+    (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
+    checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
+    (privacy-math.md §9)."""
+    return verify_update(report.declaration(), list(broadcast), list(arrays),
+                         report.mechanism.verify, alpha=alpha)
+
+
+def verified_or_inconsistent(
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    alpha: float,
+) -> Verdict:
+    """:func:`verify_reply`, where a declaration the tests cannot even evaluate (e.g. ``lr =
+    1e-300``: the update over ``lr`` overflows) is ``inconsistent`` with the update — a claim
+    the server cannot believe is that client's failure, never an exception out of the server."""
+    try:
+        return verify_reply(report, broadcast, arrays, alpha)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
+        return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
+                       f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
+
+
+def observe_reply(
+    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+) -> NoiseObservation | str:
+    """What the client-round's update shows of its noise (``epsilon_observed``,
+    :mod:`fedpriv.verification.observed`), or why nothing: one O(p) pass, never raises."""
+    try:
+        return observe_update(report.declaration(), list(broadcast), list(arrays),
+                              report.mechanism.observe)
+    except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
+        return f"not observable: {err}"
+
+
+def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
+    """What the report keeps of a verdict: status, reason, p-value, level and the failing or
+    deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
+    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
+    (:mod:`fedpriv.verification.properties`)."""
+    parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
+             for p in verdict.parts]
+    out = {"status": verdict.status, "reason": verdict.reason, "p_value": verdict.p_value,
+           "alpha": verdict.alpha, "parts": parts}
+    if unit is None:
+        return out
+    props = property_verdicts(verdict)
+    reasons = label_reasons(props, unit)
+    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
+    return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
+            "label": label, "declared_reasons": reasons}
+
+
+def verdict_line(verdict: Verdict) -> str:
+    p = "" if verdict.p_value is None else f" (p = {verdict.p_value:.3g})"
+    what = ("reply inconsistent with what the server knows" if verdict.p_value == 0.0 and any(
+        p.test in ("settings", "size-sampling") and p.status == "inconsistent"
+        for p in verdict.parts) else "update inconsistent with its declared mechanism")
+    return f"{what}: {verdict.reason}{p}"
+
+
+def update_row(report: ClientReport, node: int, release: Release) -> dict:
+    """The store's ``updates`` row for a report: the report itself, which ``--resume`` and
+    offline audit read back, and the columns the run's report pages query, derived from it
+    (``release``: one of its declared mechanism's releases)."""
+    return {
+        "report": report.to_config(), "node_id": node, "num_examples": report.local_examples,
+        "local_steps": report.local_steps, "lr": report.lr, "batch_size": report.batch_size,
+        "sample_rate": report.sample_rate, "mechanism": report.mechanism.name,
+        "mechanism_params": report.mechanism.params(),
+        "formal_guarantee": release.formal_guarantee,
+    }  # fmt: skip
+
+
+def fresh_noise(sketches: UpdateSketches, cid: int, report: ClientReport, flat: np.ndarray,
+                broadcast: Sequence[np.ndarray], alpha: float) -> Verdict | None:
+    """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
+    (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
+    noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
+    included); None for other mechanisms and adaptive optimisers (not testable)."""
+    mechanism, d = report.mechanism, report.declaration()
+    if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
+        return None
+    std = d.lr * mechanism.noise_std / d.batch_size
+    unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
+    theta = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in broadcast))
+    step = float(np.linalg.norm(flat))
+    slack = unit * (d.steps + 1) * (2 * theta + (8 * d.steps + 1) * step)
+    return sketches.fresh_noise_test(cid, flat, std, alpha=alpha, slack=slack)
