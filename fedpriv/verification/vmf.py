@@ -6,11 +6,16 @@ Each step releases ``r_t = s·y_t`` with ``‖y_t‖ = 1``, so ``‖Σ_t r_t‖ 
 ``fl(s·ŷ)`` one more rounding, and the parameter round trip
 :func:`~fedpriv.verification.roundoff.roundoff_bound`. ``vmf_keep_norm`` releases
 ``(‖S_t‖/L)·y_t`` instead: ``‖u‖ ≤ Σ_t ‖S_t‖ ≤ C·B``, the ``clip`` check.
+
+The per-layer VMF (privacy-math.md §12) releases ``s_r·y_r`` in every block ``r``: the same
+check on each block's norm at its own scale (:func:`verify_vmf_layers`). Neither checks ``κ``:
+one release's norm carries nothing about the concentration.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from fedpriv.validate import check_dim, check_nonnegative, check_positive
 from fedpriv.verification.clip import verify_clip
@@ -18,7 +23,7 @@ from fedpriv.verification.roundoff import norm_tolerance
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict
 
-__all__ = ["verify_vmf", "vmf_norm_test"]
+__all__ = ["verify_vmf", "verify_vmf_layers", "vmf_norm_test"]
 
 
 def vmf_norm_test(norm: float, *, scale: float, steps: int, tolerance: float) -> Verdict:
@@ -73,3 +78,40 @@ def verify_vmf(
     tolerance = k * s * (rho + unit + rho * unit) + update.summed_error(2, release)
     norm = math.sqrt(float(update.summed @ update.summed))
     return vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance)
+
+
+def verify_vmf_layers(
+    update: ClientUpdate,
+    *,
+    scales: tuple[float, ...],
+    dims: tuple[int, ...],
+    alpha: float = DEFAULT_ALPHA,
+) -> Verdict:
+    """The per-layer ``vmf`` check: block ``r`` of ``Σ_t r_t`` has norm ``s_r`` (``k = 1``) or
+    at most ``k·s_r``, each within :func:`verify_vmf`'s tolerance at its own ``p_r`` and ``s_r``
+    plus the whole update's round-trip bound (conservative). The first failing block's verdict
+    (its reason naming the block), else the verdict of the block with the least slack."""
+    if len(scales) != len(dims) or sum(dims) != update.dim:
+        return Verdict(test="vmf-norm", status="inconsistent", p_value=0.0, statistic={},
+                       reason=f"update of dimension {update.dim} does not split into the "
+                              f"declared blocks {list(dims)}")
+    k, unit = update.steps, update.unit_roundoff
+    total = math.sqrt(sum(s * s for s in scales)) * (1.0 + unit) ** 2
+    shared = update.summed_error(2, total * (1.0 + norm_tolerance(max(dims), 0, unit)))
+    worst: tuple[float, Verdict] | None = None
+    start = 0
+    for r, (s, p) in enumerate(zip(scales, dims, strict=True)):
+        block = update.summed[start:start + p]
+        start += p
+        rho = norm_tolerance(p, 0, unit)
+        tol = k * s * (rho + unit + rho * unit) + shared
+        verdict = vmf_norm_test(math.sqrt(float(block @ block)), scale=s, steps=k, tolerance=tol)
+        verdict = replace(verdict, reason=f"block {r} (p = {p}): {verdict.reason}")
+        if verdict.status != "consistent":
+            return verdict
+        slack = tol - abs(verdict.statistic["deviation"]) if k == 1 else \
+            k * s + tol - verdict.statistic["norm"]
+        if worst is None or slack < worst[0]:
+            worst = (slack, verdict)
+    assert worst is not None
+    return worst[1]
