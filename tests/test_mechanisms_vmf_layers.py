@@ -196,3 +196,41 @@ def test_check_layers_compares_with_the_model():
     assert err.value.key == "mechanism.vmf_kappas"
     # a declaration that does not fit the model has no accountable guarantee
     assert not mech.release(16).formal_guarantee
+
+
+def test_ledger_tallies_the_per_layer_release():
+    from fedpriv.ledger import PrivacyLedger
+
+    mech = _per_layer(vmf_kappas=[40.0, 75.0, 120.0])
+    release, dim = mech.release(sum(DIMS)), sum(DIMS)
+    ledger = PrivacyLedger(1e-5, "rdp")
+    for rnd in (1, 2):
+        row = ledger.fold(rnd, 0, release, steps=3, sample_rate=0.05, batch_size=8.0,
+                          dim=dim, verification="consistent",
+                          accuracy=mech.pac_accuracy(0.01, dim, 8.0))
+    acc = ClientAccountant("rdp")
+    acc.record(release, 0.05, 6)
+    assert row["epsilon"] == pytest.approx(acc.epsilon(1e-5), rel=1e-12)
+    blocks = sum(log_capacity_vmf(p, k) for k, p in zip((40.0, 75.0, 120.0), DIMS, strict=True))
+    assert row["log_capacity_cumulative"] == pytest.approx(6 * blocks, rel=1e-12)
+    assert row["mbp_bound"] == pytest.approx(6 * 2 * (40.0 + 75.0 + 120.0))
+    assert 0.0 < row["pac_accuracy"] <= 2 * math.sqrt(sum(s * s for s in mech.block_scales))
+    pld = PrivacyLedger(1e-5, "pld")
+    with pytest.raises(InputError) as err:
+        pld.fold(1, 0, release, steps=3, sample_rate=0.05, batch_size=8.0, dim=dim)
+    assert err.value.key == "accountant"
+
+
+def test_config_table_builds_the_per_layer_mechanism():
+    from fedpriv.config import config_from_dict
+
+    cfg = config_from_dict({"mechanism": {"name": "vmf", "kappa": 75.0, "vmf_layers":
+                                          "per-layer", "vmf_layer_dims": "150,750,12800",
+                                          "clip_per_layer": [0.5, 0.5, 1.0]}})
+    name, params = cfg.mechanism.for_client(0)
+    mech = build_mechanism(name, params)
+    assert mech.per_layer and mech.vmf_layer_dims == tuple(DIMS)
+    assert build_mechanism(name, mech.params()) == mech
+    with pytest.raises(InputError) as err:
+        config_from_dict({"mechanism": {"name": "vmf", "vmf_layers": "per-layer"}})
+    assert err.value.key == "mechanism.vmf_layer_dims"
