@@ -234,3 +234,28 @@ def test_config_table_builds_the_per_layer_mechanism():
     with pytest.raises(InputError) as err:
         config_from_dict({"mechanism": {"name": "vmf", "vmf_layers": "per-layer"}})
     assert err.value.key == "mechanism.vmf_layer_dims"
+
+
+def test_account_command_takes_layer_dims():
+    from fedpriv.commands.account import account
+
+    common = {"sample_rate": 0.01, "steps": 100, "delta": 1e-5, "route": "rdp"}
+    out = account("vmf", kappa=20.0, layer_dims="150,750,12800", **common)
+    acc = ClientAccountant("rdp", route="rdp")
+    acc.record(VMFLayersRelease((20.0,) * 3, tuple(DIMS)), 0.01, 100)
+    assert out["epsilon"] == pytest.approx(acc.epsilon(1e-5), rel=1e-12)
+    assert (out["dim"], out["layer_dims"]) == (sum(DIMS), "150,750,12800")
+    whole = account("vmf", kappa=20.0, dim=sum(DIMS), **common)
+    assert whole["epsilon"] < out["epsilon"]  # Prop. 3
+    cal = account("vmf", target_epsilon=out["epsilon"], layer_dims="150,750,12800", **common)
+    assert cal["epsilon"] <= out["epsilon"] * (1 + 1e-9)
+    assert cal["kappa"] == pytest.approx(20.0, rel=0.02)
+    for bad, key in [({"layer_dims": "150,1"}, "--layer-dims"),
+                     ({"layer_dims": "150,x"}, "--layer-dims"),
+                     ({"layer_dims": "150,750", "dim": 10}, "--dim")]:
+        with pytest.raises(InputError) as err:
+            account("vmf", kappa=20.0, **{**common, **bad})
+        assert err.value.key == key
+    with pytest.raises(InputError) as err:
+        account("gaussian", noise_multiplier=1.0, layer_dims="150,750", **common)
+    assert err.value.key == "--layer-dims"

@@ -135,11 +135,13 @@ class VMFRelease(Release):
 class VMFLayersRelease(Release):
     """One multi-variate VMF release: block ``r`` a VMF with ``κ_r`` on ``S^{p_r−1}``
     (privacy-math.md §12; [1], Prop. 2). Its mechanism is ``vmf`` (a property, so that the
-    registry keeps :class:`VMFRelease` as ``vmf``'s calibratable release); no single noise
-    parameter (``parameter_name`` None: not calibrated)."""
+    registry keeps :class:`VMFRelease` as ``vmf``'s release). Its parameter is the common κ
+    when every block has the same one (calibrated like :class:`VMFRelease`'s), else None."""
 
     kappas: tuple[float, ...]
     dims: tuple[int, ...]
+    parameter_name: ClassVar[str] = "kappa"
+    more_noise: ClassVar[int] = -1
     pld_discretization: ClassVar[float] = VMF_DISCRETIZATION
 
     def __post_init__(self) -> None:
@@ -154,6 +156,22 @@ class VMFLayersRelease(Release):
     def mechanism(self) -> str:  # type: ignore[override]
         """``vmf``, the mechanism that makes the release."""
         return "vmf"
+
+    @classmethod
+    def for_layers(cls, dims: Sequence[int]) -> VMFLayersRelease:
+        """Calibration start for blocks of sizes ``dims``: a common κ = √p/2 (as
+        :meth:`VMFRelease.calibration_start`, ``p = Σ p_r``)."""
+        kappa = max(1.0, math.sqrt(sum(dims)) / 2.0)
+        return cls((kappa,) * len(dims), tuple(dims))
+
+    @property
+    def parameter(self) -> float | None:
+        """The common κ of every block, or None when the blocks differ."""
+        return self.kappas[0] if len(set(self.kappas)) == 1 else None
+
+    def with_parameter(self, value: float) -> VMFLayersRelease:
+        """Every block at concentration ``value``."""
+        return VMFLayersRelease((value,) * len(self.dims), self.dims)
 
     def rdp(self, orders: np.ndarray) -> np.ndarray:
         """``Σ_r τ_α(κ_r, p_r)`` ([1], Prop. 2: independent blocks add their RDP curves)."""
