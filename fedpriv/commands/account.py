@@ -97,6 +97,7 @@ def account(
     steps: Any = None,
     epochs: Any = None,
     dim: Any = None,
+    layer_dims: Any = None,
     compose: str = "per-step",
     accountant: str | None = None,
     route: str | None = None,
@@ -125,18 +126,40 @@ def account(
     target = None if target_epsilon is None else check_positive("--target-epsilon",
                                                                  target_epsilon)
     steps_t = _releases(compose, q, steps, epochs)
-    try:
-        template = release_type.calibration_start(dims)
-    except InputError as exc:
-        raise _fail("dim", dim, f"{exc.allowed} for {mechanism} (the number of model "
-                    "parameters)") from None
+    if layer_dims is not None:  # the multi-variate VMF (fedpriv/mechanisms/vmf.py)
+        template, dims = _layers_template(mechanism, layer_dims, dims)
+    else:
+        try:
+            template = release_type.calibration_start(dims)
+        except InputError as exc:
+            raise _fail("dim", dim, f"{exc.allowed} for {mechanism} (the number of model "
+                        "parameters)") from None
     setting = dict(mechanism=mechanism, parameter=own, sample_rate=q, steps=steps_t, dim=dims,
-                   delta=d)
+                   delta=d, layer_dims=None if layer_dims is None else str(layer_dims))
     try:
         result, value, calls = _compute(template, setting, value, target, accountant, route)
     except InputError as exc:  # a limit found while computing (e.g. PLD size): name the flag
         raise _fail(exc.key, exc.value, exc.allowed) from exc
     return _report(setting, result, value, target, calls, compose, epochs)
+
+
+def _layers_template(mechanism: str, layer_dims: Any, dim: int | None
+                     ) -> tuple[Release, int]:
+    """``--layer-dims``: a per-layer VMF release with a common κ, and its dimension."""
+    from fedpriv.mechanisms.vmf import VMFLayersRelease
+
+    allowed = "the model's parameter sizes (integers >= 2, comma-separated), with --mechanism vmf"
+    if mechanism != "vmf":
+        raise _fail("layer_dims", layer_dims, allowed)
+    try:
+        sizes = [int(v) for v in str(layer_dims).split(",")]
+    except ValueError:
+        raise _fail("layer_dims", layer_dims, allowed) from None
+    if min(sizes) < 2:
+        raise _fail("layer_dims", layer_dims, allowed)
+    if dim is not None and dim != sum(sizes):
+        raise _fail("dim", dim, f"omitted, or the sum of --layer-dims ({sum(sizes)})")
+    return VMFLayersRelease.for_layers(sizes), sum(sizes)
 
 
 def _compute(template: Release, setting: dict[str, Any], value: float | None,
@@ -160,7 +183,9 @@ def _report(setting: dict[str, Any], result: AccountingResult, value: float,
         log.warning("%s", line)
     out = {
         "mechanism": setting["mechanism"], setting["parameter"]: value,
-        "dim": setting["dim"], "epsilon": result.epsilon, "delta": result.delta,
+        "dim": setting["dim"], **({"layer_dims": setting["layer_dims"]}
+                                  if setting["layer_dims"] else {}),
+        "epsilon": result.epsilon, "delta": result.delta,
         "accountant": result.accountant, "route": result.route,
         "optimal_order": result.optimal_order, "routes": dict(result.routes),
         "steps": setting["steps"], "epochs": epochs, "sample_rate": setting["sample_rate"],

@@ -61,7 +61,7 @@ from fedpriv.verification.verdict import (
     combine_verdicts,
     unverifiable,
 )
-from fedpriv.verification.vmf import verify_vmf, vmf_norm_test
+from fedpriv.verification.vmf import verify_vmf, verify_vmf_layers, vmf_norm_test
 
 __all__ = [
     "ADJUSTMENTS",
@@ -107,5 +107,6 @@ __all__ = [
     "verify_none",
     "verify_update",
     "verify_vmf",
+    "verify_vmf_layers",
     "vmf_norm_test",
 ]

@@ -16,11 +16,16 @@ under every ``μ`` at the declared κ, hence ≤ α on average over a uniform ``
 ``μ`` uniform, ``y`` is uniform on the sphere *whatever κ is*, so the same average under any
 other κ is ≤ α too, and some ``μ`` leaves the power ≤ α. Over ``k`` steps ``‖Σ_t y_t‖``
 depends on κ only through how aligned the unknown ``μ_t`` are: again no bound on κ.
+
+The per-layer VMF (privacy-math.md §12) releases ``s_r·y_r`` in every block ``r``: the same
+check on each block's norm at its own scale (:func:`verify_vmf_layers`). Neither tests ``κ``
+(above): the verdict carries the same ``vmf-kappa`` part, not tested.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from fedpriv.validate import check_dim, check_nonnegative, check_positive
 from fedpriv.verification.clip import verify_clip
@@ -28,7 +33,7 @@ from fedpriv.verification.roundoff import norm_tolerance
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts, unverifiable
 
-__all__ = ["KAPPA_NOT_OBSERVABLE", "verify_vmf", "vmf_norm_test"]
+__all__ = ["KAPPA_NOT_OBSERVABLE", "verify_vmf", "verify_vmf_layers", "vmf_norm_test"]
 
 KAPPA_NOT_OBSERVABLE = (
     "κ (the noise) is not observable from a release: the update shows only the public scale "
@@ -89,6 +94,47 @@ def verify_vmf(
     release = s * (1.0 + rho) * (1.0 + unit)
     tolerance = k * s * (rho + unit + rho * unit) + update.summed_error(2, release)
     norm = math.sqrt(float(update.summed @ update.summed))
-    checked = vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance)
+    return _with_kappa(vmf_norm_test(norm, scale=s, steps=k, tolerance=tolerance))
+
+
+def _with_kappa(checked: Verdict) -> Verdict:
+    """A VMF norm verdict with the part saying κ was not tested."""
     return combine_verdicts([checked, unverifiable("vmf-kappa", KAPPA_NOT_OBSERVABLE)],
                             test="vmf")
+
+
+def verify_vmf_layers(
+    update: ClientUpdate,
+    *,
+    scales: tuple[float, ...],
+    dims: tuple[int, ...],
+    alpha: float = DEFAULT_ALPHA,
+) -> Verdict:
+    """The per-layer ``vmf`` check: block ``r`` of ``Σ_t r_t`` has norm ``s_r`` (``k = 1``) or
+    at most ``k·s_r``, each within :func:`verify_vmf`'s tolerance at its own ``p_r`` and ``s_r``
+    plus the whole update's round-trip bound (conservative). The first failing block's verdict
+    (its reason naming the block), else the verdict of the block with the least slack."""
+    if len(scales) != len(dims) or sum(dims) != update.dim:
+        return Verdict(test="vmf-norm", status="inconsistent", p_value=0.0, statistic={},
+                       reason=f"update of dimension {update.dim} does not split into the "
+                              f"declared blocks {list(dims)}")
+    k, unit = update.steps, update.unit_roundoff
+    total = math.sqrt(sum(s * s for s in scales)) * (1.0 + unit) ** 2
+    shared = update.summed_error(2, total * (1.0 + norm_tolerance(max(dims), 0, unit)))
+    worst: tuple[float, Verdict] | None = None
+    start = 0
+    for r, (s, p) in enumerate(zip(scales, dims, strict=True)):
+        block = update.summed[start:start + p]
+        start += p
+        rho = norm_tolerance(p, 0, unit)
+        tol = k * s * (rho + unit + rho * unit) + shared
+        verdict = vmf_norm_test(math.sqrt(float(block @ block)), scale=s, steps=k, tolerance=tol)
+        verdict = replace(verdict, reason=f"block {r} (p = {p}): {verdict.reason}")
+        if verdict.status != "consistent":
+            return _with_kappa(verdict)
+        slack = tol - abs(verdict.statistic["deviation"]) if k == 1 else \
+            k * s + tol - verdict.statistic["norm"]
+        if worst is None or slack < worst[0]:
+            worst = (slack, verdict)
+    assert worst is not None
+    return _with_kappa(worst[1])

@@ -28,6 +28,9 @@ def register(subparsers: Any) -> None:
         p.add_argument(flag(name), type=float, metavar="V",
                        help=release.parameter_help)
     p.add_argument("--dim", type=float, metavar="P", help="model dimension (required for vmf)")
+    p.add_argument("--layer-dims", metavar="P1,P2,...",
+                   help="vmf only: the multi-variate (per-layer) VMF over parameter tensors of "
+                   "these sizes, one common kappa (RDP summed over layers)")
     p.add_argument("--sample-rate", type=float, metavar="Q", help="Poisson sampling rate q")
     p.add_argument("--steps", type=float, metavar="T", help="number of noisy releases")
     p.add_argument("--epochs", type=float, metavar="E",
@@ -60,6 +63,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         steps=args.steps,
         epochs=args.epochs,
         dim=args.dim,
+        layer_dims=args.layer_dims,
         compose=args.compose,
         accountant=args.accountant,
         route=args.route,
