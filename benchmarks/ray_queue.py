@@ -9,7 +9,8 @@
   (everything delivered, replies pending: what the loop repeats ten times a second);
 * ``runs`` — ``fedpriv simulate`` on Ray (2 CPUs, the scaling workload of
   :mod:`benchmarks.scaling`, audit on) at 10 / 100 / 1,000 clients with each loop
-  (``flower``: fedpriv's patch replaced by a no-op), in a watched subprocess: seconds per
+  (``flower``: fedpriv's one-pass loop and its pacing of the grid's pulls,
+  :func:`workflows.flower_queue.pace_pulls`, both undone), in a watched subprocess: seconds per
   round (spacing of the ``completed`` stamps of rounds 2…R) and the driver process's CPU
   seconds per round over the same spacing (the ServerApp, Flower's engine threads and the
   audit; the actors are other processes). Settings alternate, so load changes fall on both.
@@ -119,8 +120,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from workflows.config import load_config
     from workflows.simulation import simulate
 
-    if spec["loop"] == "flower":  # Flower's own loop: fedpriv's patch becomes a no-op
+    if spec["loop"] == "flower":  # Flower's own loop and pulls: fedpriv's changes undone
         workflows.flower_queue.indexed_message_queue = contextlib.nullcontext
+        workflows.flower_queue.pace_pulls = lambda grid, clients: None
     cpu: list[float] = []
     end = AuditPipeline.end_round
 
