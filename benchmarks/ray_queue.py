@@ -7,9 +7,13 @@
   round's N messages stored, against :func:`workflows.flower_queue.undelivered_per_node`;
   wall and CPU seconds of the first pass (hands out every message) and of a later one
   (everything delivered, replies pending: what the loop repeats ten times a second);
+* ``pull`` — one pull of the ServerApp's grid (``InMemoryGrid.pull_messages``) over N pending
+  messages, which ``send_and_receive`` repeats every ``pull_interval`` until the round's
+  replies are in;
 * ``runs`` — ``fedpriv simulate`` on Ray (2 CPUs, the scaling workload of
   :mod:`benchmarks.scaling`, audit on) at 10 / 100 / 1,000 clients with each loop
-  (``flower``: fedpriv's patch replaced by a no-op), in a watched subprocess: seconds per
+  (``flower``: fedpriv's one-pass loop and its pacing of the grid's pulls,
+  :func:`workflows.flower_queue.pace_pulls`, both undone), in a watched subprocess: seconds per
   round (spacing of the ``completed`` stamps of rounds 2…R) and the driver process's CPU
   seconds per round over the same spacing (the ServerApp, Flower's engine threads and the
   audit; the actors are other processes). Settings alternate, so load changes fall on both.
@@ -32,7 +36,7 @@ from benchmarks.machine import load_average
 from benchmarks.proctree import run_json
 from benchmarks.timing import ratio, summarize
 
-__all__ = ["measure", "ray_run", "tick_costs"]
+__all__ = ["measure", "pull_costs", "ray_run", "tick_costs"]
 
 ROOT = Path(__file__).resolve().parent.parent
 LOOPS = ("flower", "one-pass")
@@ -107,6 +111,29 @@ def tick_costs(sizes: tuple[int, ...], repeats: int = 2) -> list[dict[str, Any]]
     return rows
 
 
+def pull_costs(sizes: tuple[int, ...], repeats: int = 3) -> list[dict[str, Any]]:
+    """CPU seconds of one ``InMemoryGrid.pull_messages`` over N pending messages (none
+    answered yet): what ``send_and_receive`` repeats every ``pull_interval``."""
+    import logging
+
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    logging.getLogger("flwr").setLevel(logging.ERROR)
+    rows = []
+    for nodes in sizes:
+        state, _ = _state(nodes)
+        grid = InMemoryGrid.__new__(InMemoryGrid)  # the state's own grid, as _state made it
+        grid.state, grid._run = state, next(iter(state.run_ids.values())).run
+        ids = set(state.message_ins_store)
+        cpu = []
+        for _ in range(repeats):
+            start = time.process_time()
+            grid.pull_messages(ids)
+            cpu.append(time.process_time() - start)
+        rows.append({"pending": nodes, "pull_cpu_s": summarize(cpu, digits=5)})
+    return rows
+
+
 # -- fedpriv simulate on Ray ------------------------------------------------------------------
 
 
@@ -119,8 +146,9 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     from workflows.config import load_config
     from workflows.simulation import simulate
 
-    if spec["loop"] == "flower":  # Flower's own loop: fedpriv's patch becomes a no-op
+    if spec["loop"] == "flower":  # Flower's own loop and pulls: fedpriv's changes undone
         workflows.flower_queue.indexed_message_queue = contextlib.nullcontext
+        workflows.flower_queue.pace_pulls = lambda grid, clients: None
     cpu: list[float] = []
     end = AuditPipeline.end_round
 
@@ -176,6 +204,7 @@ def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
     from benchmarks.simulation import SMOKE_SETS
 
     ticks = tick_costs((10,) if smoke else (10, 100, 1000, 10_000), repeats=1 if smoke else 3)
+    pulls = pull_costs((10,) if smoke else (10, 100, 1000, 10_000), repeats=1 if smoke else 3)
     runs = []
     for clients, loop, rounds in _plan(quick, smoke):
         runs.append(ray_run(clients, loop, rounds, tuple(SMOKE_SETS) if smoke else ()))
@@ -197,7 +226,7 @@ def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
         return ratio(x, y) if x and y else None
 
     return {
-        "tick": ticks, "runs": runs, "pooled": pooled,
+        "tick": ticks, "pull": pulls, "runs": runs, "pooled": pooled,
         "ratios": {
             f"{loop}_1000_over_100_{field}": over(f"1000/{loop}", f"100/{loop}", field)
             for loop in LOOPS for field in ("round_seconds", "driver_cpu_seconds")

@@ -317,6 +317,8 @@ def _scaling_lines(r: dict[str, Any]) -> list[str]:
 def _ray_queue_lines(r: dict[str, Any]) -> list[str]:
     lines = [f"  one pass, {row['nodes']} nodes, {row['loop']}: "
              f"{_median(row['later_cpu_s'])} CPU s" for row in r["tick"]]
+    lines += [f"  one pull, {row['pending']} pending: {_median(row['pull_cpu_s'])} CPU s"
+              for row in r["pull"]]
     lines += [f"  {key}: {_median(_get(p, 'round_seconds'))} s/round, "
               f"{_median(_get(p, 'driver_cpu_seconds'))} driver CPU s/round"
               for key, p in r["pooled"].items()]

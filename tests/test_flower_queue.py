@@ -1,6 +1,7 @@
 """workflows.flower_queue hands out, tick by tick, exactly the messages Flower's own loop
 (``get_message_ins(node, limit=1)`` for every node) hands out, in the same order, and deletes
-the same expired ones; the patch is in place only inside its ``with`` block."""
+the same expired ones; the patch is in place only inside its ``with`` block; the grid's pulls
+are spaced by the federation's size, never below Flower's 0.1 s."""
 
 from __future__ import annotations
 
@@ -22,7 +23,12 @@ from flwr.supercore.task_identity import TaskIdentity
 from flwr.superlink.federation import NoOpFederationManager
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
-from workflows.flower_queue import indexed_message_queue, one_pass_queue, undelivered_per_node
+from workflows.flower_queue import (
+    indexed_message_queue,
+    one_pass_queue,
+    pace_pulls,
+    undelivered_per_node,
+)
 
 NODES = 7
 # (node index, tag): several messages for some nodes, none for node 5, node 3's first expired
@@ -109,3 +115,20 @@ def test_the_queue_thread_and_the_patch():
     with indexed_message_queue():
         assert vce_api.add_messages_to_queue is one_pass_queue
     assert vce_api.add_messages_to_queue is original
+
+
+def test_pulls_are_spaced_by_the_number_of_clients():
+    factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(),
+                               ObjectStoreFactory())  # fmt: skip
+    grids = [InMemoryGrid(state_factory=factory) for _ in range(3)]
+    assert grids[0].pull_interval == 0.1  # Flower's default
+    for grid, clients, want in zip(grids, (10, 1000, 10_000), (0.1, 1.0, 10.0), strict=True):
+        pace_pulls(grid, clients)
+        assert grid.pull_interval == want
+
+    class Other:  # a grid of another kind: left alone
+        pass
+
+    other = Other()
+    pace_pulls(other, 1000)
+    assert not hasattr(other, "pull_interval")

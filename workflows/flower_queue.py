@@ -26,10 +26,14 @@ from contextlib import contextmanager
 from queue import Queue
 from typing import Any
 
-__all__ = ["indexed_message_queue", "one_pass_queue", "undelivered_per_node"]
+__all__ = ["indexed_message_queue", "one_pass_queue", "pace_pulls", "undelivered_per_node"]
 
 TICK = 0.1
 """Seconds between passes, as in Flower's loop."""
+
+PULL_SECONDS_PER_CLIENT = 1e-3
+"""Seconds between the ServerApp's pulls per client of the federation (at least Flower's
+0.1 s): 1 s at 1,000 clients."""
 
 _STATE_ATTRIBUTES = ("lock", "message_ins_store", "_check_stored_messages")
 
@@ -79,3 +83,19 @@ def indexed_message_queue() -> Iterator[None]:
         yield
     finally:
         vce_api.add_messages_to_queue = original
+
+
+def pace_pulls(grid: Any, clients: int) -> None:
+    """Space the in-memory grid's pulls by :data:`PULL_SECONDS_PER_CLIENT` per client.
+
+    ``InMemoryGrid.send_and_receive`` asks for every reply still pending each
+    ``pull_interval`` seconds (0.1 s), and each ask checks every pending message
+    (``get_message_res``: 8 ms CPU at 1,000 pending, benchmarks/ray_queue.py); a round's
+    pulls therefore cost O(N) each over a round whose length grows with N. With the interval
+    proportional to N a round pays for a bounded number of full pulls, and waits at most one
+    interval (1 s at 1,000 clients) for its last reply. A grid without ``pull_interval``
+    (another Flower version) is left alone.
+    """
+    interval = getattr(grid, "pull_interval", None)
+    if isinstance(interval, int | float):
+        grid.pull_interval = max(float(interval), clients * PULL_SECONDS_PER_CLIENT)

@@ -275,7 +275,7 @@ def _run_on_ray(
     from flwr.simulation import run_simulation
 
     from strategies.server_run import run_federation
-    from workflows.flower_queue import indexed_message_queue
+    from workflows.flower_queue import indexed_message_queue, pace_pulls
 
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
@@ -288,6 +288,7 @@ def _run_on_ray(
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
         started.append(True)
+        pace_pulls(grid, cfg.data.num_clients)
         try:
             result.update(run_federation(grid, cfg, run_dir, opened=opened))
         except BaseException as exc:
