@@ -13,7 +13,9 @@ iteration, per batch size; the simulation start-up), ``simulation``
 (seconds per round on Ray with auditing off / logging / attacks, scaling, peak memory),
 ``scaling`` (10 to 10,000 clients in process and on Ray: seconds per round, the fedpriv share
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
-``html_report`` (report.html render time and size for 10 to 1,000 clients).
+``audit_overhead`` (auditing off vs on, interleaved, in process: CPU and wall seconds per round
+at 10 / 100 / 1,000 clients and their ratios; 10,000 clients audited), ``html_report``
+(report.html render time and size for 10 to 1,000 clients).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
 load average before and after it; a section that fails is reported with its error and the
 others still run. Nothing in a section asserts a time. ``--quick`` takes under 10 minutes on
@@ -113,6 +115,12 @@ def _paper_cell(size: str) -> dict[str, Any]:
     return measure(size == "quick", smoke=size == "smoke")
 
 
+def _audit_overhead(size: str) -> dict[str, Any]:
+    from benchmarks.audit_overhead import measure
+
+    return measure(size == "quick", smoke=size == "smoke")
+
+
 def _simulation(size: str) -> dict[str, Any]:
     from benchmarks.audit_costs import audit_costs
     from benchmarks.simulation import measure
@@ -155,6 +163,7 @@ SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
     "simulation": _simulation,
     "canaries": _canaries,
     "scaling": _scaling,
+    "audit_overhead": _audit_overhead,
     "html_report": _html_report,
 }
 
@@ -280,6 +289,16 @@ def _simulation_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _audit_overhead_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  {n} clients: CPU s/round off {_median(_get(v, 'off', 'cpu_s'))}, audit "
+             f"{_median(_get(v, 'audit', 'cpu_s'))}: audit/off {v['ratio_cpu']} CPU "
+             f"(pairs {v['ratio_cpu_pairs_median']}), {v['ratio_wall']} wall"
+             for n, v in r["settings"].items()]
+    big = r["large"]
+    return [*lines, f"  {big['clients']} clients audited: {_median(big['cpu_s'])} CPU s, "
+            f"{_median(big['wall_s'])} s per round"]
+
+
 def _scaling_lines(r: dict[str, Any]) -> list[str]:
     lines = [f"  local DP step alone: {_median(r['dp_step_ms'])} ms"]
     for key, pooled in r["pooled"].items():
@@ -326,6 +345,7 @@ def headlines(result: dict[str, Any]) -> list[str]:
         "canaries": lambda r: [f"  {k}: " + ", ".join(f"{n} {_median(v)}" for n, v in row.items())
                                for k, row in r["rows"].items()],
         "scaling": _scaling_lines,
+        "audit_overhead": _audit_overhead_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

@@ -38,6 +38,7 @@ class UpdateSketches:
         self._bucket = rng.integers(0, _WIDTH, size=dim)
         self._sign = rng.choice(np.array([-1.0, 1.0]), size=dim)
         self._seen: dict[int, list[tuple[int, np.ndarray]]] = {}
+        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (update, its sketch)
 
     def sketch(self, update: np.ndarray) -> np.ndarray:
         """The count sketch of a flat update (float64)."""
@@ -47,6 +48,7 @@ class UpdateSketches:
     def replay_of(self, client_id: int, update: np.ndarray) -> int | None:
         """The round whose update this one repeats, or None (then nothing is recorded)."""
         new = self.sketch(update)
+        self._last = (update, new)  # add() of the same array reuses it (a sketch is a pass)
         for rnd, old in self._seen.get(client_id, []):
             scale = float(np.linalg.norm(old))
             if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
@@ -55,4 +57,7 @@ class UpdateSketches:
 
     def add(self, rnd: int, client_id: int, update: np.ndarray) -> None:
         """Remember an accepted update."""
-        self._seen.setdefault(client_id, []).append((rnd, self.sketch(update)))
+        last = self._last
+        sketch = last[1] if last is not None and last[0] is update else self.sketch(update)
+        self._last = None
+        self._seen.setdefault(client_id, []).append((rnd, sketch))
