@@ -40,6 +40,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts, verify_update
 from fedpriv.verification.replay import UpdateSketches
+from fedpriv.verification.update import flatten
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
@@ -50,15 +51,16 @@ log = logging.getLogger(__name__)
 
 
 def verify_reply(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
-    alpha: float,
+    report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray], alpha: float,
 ) -> Verdict:
     """The client-round's verdict: its update tested against its report — the generic part
     (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
     checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
-    (privacy-math.md §9)."""
-    return verify_update(report.declaration(), list(broadcast), list(arrays),
-                         report.mechanism.verify, alpha=alpha)
+    (privacy-math.md §9). ``broadcast`` is θ as arrays or already flattened (float64)."""
+    theta = broadcast if isinstance(broadcast, np.ndarray) else list(broadcast)
+    return verify_update(report.declaration(), theta, list(arrays), report.mechanism.verify,
+                         alpha=alpha)
 
 
 def _verdict_summary(verdict: Verdict) -> dict:
@@ -132,6 +134,7 @@ class AuditPipeline:
         self._model = (model, dataset.input_shape, dataset.num_classes)
         self._dim = 0
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
+        self._theta: tuple[object, np.ndarray] = (None, np.empty(0))  # (broadcast, flattened)
         self.canaries = CanaryAuditor(audit, seed)
 
     # -- the round ----------------------------------------------------------------------------
@@ -270,7 +273,8 @@ class AuditPipeline:
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
         else:
-            verdict = verify_reply(report, broadcast, arrays, audit.verify_alpha)
+            verdict = verify_reply(report, self._flat_theta(broadcast), arrays,
+                                   audit.verify_alpha)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])
@@ -339,6 +343,15 @@ class AuditPipeline:
         pac = pac_robust_confidence(tally["mbp_estimate"], beta)
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
+
+    def _flat_theta(self, broadcast: Sequence[np.ndarray]) -> np.ndarray:
+        """θ flattened to float64 once per broadcast (read-only: the verification keeps its
+        norms) instead of once per reply."""
+        if self._theta[0] is not broadcast:
+            flat = flatten(broadcast)
+            flat.flags.writeable = False
+            self._theta = (broadcast, flat)
+        return self._theta[1]
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:
