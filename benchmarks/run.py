@@ -15,9 +15,10 @@ iteration, per batch size; the simulation start-up), ``simulation``
 per client, peak memory, bytes written per round, audit on vs off; float16 updates under IGA),
 ``ray_queue`` (Flower's per-node message scan against fedpriv's one pass: one pass alone at 10 to
 10,000 nodes, and seconds and driver CPU seconds per round on Ray at 10 / 100 / 1,000 clients),
-``html_report`` (report.html render time and size for 10 to 1,000 clients), ``release_steps``
-(steps mode against update mode: bytes and server seconds per reply at the quickstart's 20
-local steps).
+``audit_overhead`` (auditing off vs on, interleaved, in process: CPU and wall seconds per round
+at 10 / 100 / 1,000 clients and their ratios; 10,000 clients audited), ``html_report``
+(report.html render time and size for 10 to 1,000 clients), ``release_steps`` (steps mode
+against update mode: bytes and server seconds per reply at the quickstart's 20 local steps).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
 load average before and after it; a section that fails is reported with its error and the
 others still run. Nothing in a section asserts a time. ``--quick`` takes under 10 minutes on
@@ -117,6 +118,12 @@ def _paper_cell(size: str) -> dict[str, Any]:
     return measure(size == "quick", smoke=size == "smoke")
 
 
+def _audit_overhead(size: str) -> dict[str, Any]:
+    from benchmarks.audit_overhead import measure
+
+    return measure(size == "quick", smoke=size == "smoke")
+
+
 def _simulation(size: str) -> dict[str, Any]:
     from benchmarks.audit_costs import audit_costs
     from benchmarks.simulation import measure
@@ -172,6 +179,7 @@ SECTIONS: dict[str, Callable[[str], dict[str, Any]]] = {
     "canaries": _canaries,
     "scaling": _scaling,
     "ray_queue": _ray_queue,
+    "audit_overhead": _audit_overhead,
     "html_report": _html_report,
     "release_steps": _release_steps,
 }
@@ -298,6 +306,16 @@ def _simulation_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _audit_overhead_lines(r: dict[str, Any]) -> list[str]:
+    lines = [f"  {n} clients: CPU s/round off {_median(_get(v, 'off', 'cpu_s'))}, audit "
+             f"{_median(_get(v, 'audit', 'cpu_s'))}: audit/off {v['ratio_cpu']} CPU "
+             f"(pairs {v['ratio_cpu_pairs_median']}), {v['ratio_wall']} wall"
+             for n, v in r["settings"].items()]
+    big = r["large"]
+    return [*lines, f"  {big['clients']} clients audited: {_median(big['cpu_s'])} CPU s, "
+            f"{_median(big['wall_s'])} s per round"]
+
+
 def _scaling_lines(r: dict[str, Any]) -> list[str]:
     lines = [f"  local DP step alone: {_median(r['dp_step_ms'])} ms"]
     for key, pooled in r["pooled"].items():
@@ -356,6 +374,7 @@ def headlines(result: dict[str, Any]) -> list[str]:
                                for k, row in r["rows"].items()],
         "scaling": _scaling_lines,
         "ray_queue": _ray_queue_lines,
+        "audit_overhead": _audit_overhead_lines,
         "html_report": lambda r: [
             f"  {n} clients: {_median(v['seconds'])} s, {v['bytes'] / 2**20:.2f} MiB"
             for n, v in r["render"].items()

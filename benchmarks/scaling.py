@@ -74,9 +74,9 @@ def data_sets() -> list[str]:
     return ["data.name='fashion-mnist'", f"data.root='{CACHE / 'data'}'"]
 
 
-def _sets(clients: int, rounds: int, mode: str) -> list[str]:
-    return [*WORKLOAD, *data_sets(), f"data.num_clients={clients}", f"rounds={rounds}",
-            *MODES[mode]]
+def _sets(clients: int, rounds: int, mode: str, data: Sequence[str] | None = None) -> list[str]:
+    return [*WORKLOAD, *(data_sets() if data is None else data), f"data.num_clients={clients}",
+            f"rounds={rounds}", *MODES[mode]]
 
 
 def _round_facts(run_dir: Path) -> dict[str, Any]:
@@ -137,7 +137,8 @@ def _child(spec: dict[str, Any]) -> dict[str, Any]:
     sampler.stop()
     cpu_spacing = [b - a for a, b in zip(cpu, cpu[1:], strict=False)]
     return {**_round_facts(Path(spec["run_dir"])), "shares": sampler.shares(),
-            "round_cpu_seconds": summarize(cpu_spacing, digits=3) if cpu_spacing else None}
+            "round_cpu_seconds": summarize(cpu_spacing, digits=3) if cpu_spacing else None,
+            "round_cpu_spacings": [round(x, 4) for x in cpu_spacing]}
 
 
 def _per_client_ms(row: dict[str, Any]) -> dict[str, float] | None:
@@ -153,11 +154,12 @@ def _per_client_ms(row: dict[str, Any]) -> dict[str, float] | None:
     return out
 
 
-def inprocess_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0
-                   ) -> dict[str, Any]:
-    """One in-process run in a watched subprocess; never raises."""
+def inprocess_once(clients: int, mode: str, rounds: int, timeout: float = 3600.0,
+                   data: Sequence[str] | None = None) -> dict[str, Any]:
+    """One in-process run in a watched subprocess (``data``: the data's ``--set`` keys,
+    default :func:`data_sets`); never raises."""
     work = Path(tempfile.mkdtemp(prefix=f"fedpriv-scaling-{clients}-"))
-    spec = {"sets": _sets(clients, rounds, mode), "run_dir": str(work / "run")}
+    spec = {"sets": _sets(clients, rounds, mode, data), "run_dir": str(work / "run")}
     row: dict[str, Any] = {"route": "in-process", "clients": clients, "mode": mode,
                            "rounds": rounds, "load_before": load_average()}
     argv = [sys.executable, "-m", "benchmarks.scaling", "--child", json.dumps(spec)]

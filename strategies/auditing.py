@@ -67,6 +67,7 @@ class AuditingStrategy(Strategy):
         self._broadcast: list = []
         self._names: list[str] = []
         self._sent: list[Message] = []
+        self._destinations: dict[str, int] | None = None  # message id -> node (_sender)
 
     def summary(self) -> None:
         self.inner.summary()
@@ -123,6 +124,7 @@ class AuditingStrategy(Strategy):
         the inner strategy cannot aggregate (e.g. Krum with too few replies) keeps the old θ
         and is recorded."""
         absolute = server_round + self.round_offset
+        self._destinations = None  # this round's sent messages, by id: built on demand
         replies = [(self._sender(m), m) for m in replies]
         self._record_silent(absolute, [node for node, _ in replies])
         accepted = self.auditor.accepted(absolute, replies, self._broadcast, self._names)
@@ -140,8 +142,11 @@ class AuditingStrategy(Strategy):
         for a node it lost ("node unavailable"), which comes from the SuperLink's own id — that
         one is about the node the message was sent to."""
         if reply.has_error():
-            dst = {m.metadata.message_id: m.metadata.dst_node_id for m in self._sent}
-            return dst.get(reply.metadata.reply_to_message_id, reply.metadata.src_node_id)
+            if self._destinations is None:  # once per round, not once per error reply
+                self._destinations = {m.metadata.message_id: m.metadata.dst_node_id
+                                      for m in self._sent}
+            return self._destinations.get(reply.metadata.reply_to_message_id,
+                                          reply.metadata.src_node_id)
         return reply.metadata.src_node_id
 
     def _record_silent(self, rnd: int, answered_nodes: list[int]) -> None:

@@ -42,6 +42,7 @@ from fedpriv.training.config import TrainConfig
 from fedpriv.verification import Verdict, combine_verdicts
 from fedpriv.verification.observed import NoiseObservation, round_observation
 from fedpriv.verification.replay import UpdateSketches
+from fedpriv.verification.update import flatten
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, aggregation_weights, known_checks, node_binding
@@ -122,6 +123,7 @@ class AuditPipeline:
         self._model = (model, dataset.input_shape, dataset.num_classes)
         self._dim = 0
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
+        self._theta: tuple[object, np.ndarray] = (None, np.empty(0))  # (broadcast, flattened)
         self.canaries = CanaryAuditor(audit, seed)
 
     # -- the round ----------------------------------------------------------------------------
@@ -319,7 +321,8 @@ class AuditPipeline:
             verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                         audit.verify_alpha, share)
         else:
-            verdict = verified_or_inconsistent(report, broadcast, arrays, audit.verify_alpha)
+            verdict = verified_or_inconsistent(report, self._flat_theta(broadcast), arrays,
+                                               audit.verify_alpha)
         if replayed is None:  # steps mode too: the update is observed and tested for fresh noise
             observation = observe_reply(report, broadcast, arrays)
             fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, broadcast,
@@ -410,6 +413,15 @@ class AuditPipeline:
         pac = pac_robust_confidence(tally["mbp_estimate"], beta)
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
+
+    def _flat_theta(self, broadcast: Sequence[np.ndarray]) -> np.ndarray:
+        """θ flattened to float64 once per broadcast (read-only: the verification keeps its
+        norms) instead of once per reply."""
+        if self._theta[0] is not broadcast:
+            flat = flatten(broadcast)
+            flat.flags.writeable = False
+            self._theta = (broadcast, flat)
+        return self._theta[1]
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:

@@ -32,19 +32,21 @@ __all__ = [
 
 
 def verify_reply(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
-    alpha: float,
+    report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray], alpha: float,
 ) -> Verdict:
     """The client-round's verdict: its update tested against its report — the generic part
     (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
     checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
-    (privacy-math.md §9)."""
-    return verify_update(report.declaration(), list(broadcast), list(arrays),
-                         report.mechanism.verify, alpha=alpha)
+    (privacy-math.md §9). ``broadcast`` is θ as arrays or already flattened (float64)."""
+    theta = broadcast if isinstance(broadcast, np.ndarray) else list(broadcast)
+    return verify_update(report.declaration(), theta, list(arrays), report.mechanism.verify,
+                         alpha=alpha)
 
 
 def verified_or_inconsistent(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray],
     alpha: float,
 ) -> Verdict:
     """:func:`verify_reply`, where a declaration the tests cannot even evaluate (e.g. ``lr =

@@ -94,3 +94,18 @@ def test_per_step_composition_exceeds_per_epoch() -> None:
     assert step["steps"] == math.ceil(3 * 60000 / 128) and epoch["steps"] == 3
     assert step["epsilon"] > epoch["epsilon"]
     assert any("UNDERSTATES" in w for w in epoch["warnings"])
+
+
+def test_kept_step1_gives_the_result_computed_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Step 1 (δ(ε₀) of one unsubsampled release) is kept per RDP curve and grid across calls:
+    rounds and clients with other q, T, δ reuse it, and get exactly what an evaluation from
+    scratch (``log_delta_for_epsilon0`` on every call) gives."""
+    from fedpriv.accounting import approach1 as module
+
+    curve = LaplaceRelease(0.7).rdp
+    settings = [(0.1, 3, 1e-5), (0.1, 30, 1e-5), (0.02, 300, 1e-6), (1.0, 1, 1e-5)]
+    kept = [module.approach1(curve, q, t, d) for q, t, d in settings for _ in range(2)]
+    monkeypatch.setattr(module, "_step1", lambda eps0, orders, rdp, which:
+                        module.log_delta_for_epsilon0(eps0, orders, rdp))
+    fresh = [module.approach1(curve, q, t, d) for q, t, d in settings for _ in range(2)]
+    assert kept == fresh

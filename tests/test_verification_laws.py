@@ -14,6 +14,7 @@ from fedpriv.verification.laws import (
     ChernoffSum,
     ChiNorm,
     GammaNorm,
+    abs_normal_slopes,
     excess_kurtosis,
     gaussian_l1_law,
     laplace_l1_law,
@@ -31,6 +32,39 @@ def test_abs_normal_mgf_matches_quadrature(lam):
     with mpmath.workdps(30):
         exact = mpmath.quad(lambda z: 2 * mpmath.npdf(z) * mpmath.exp(lam * z), [0, 1, mpmath.inf])
         assert log_mgf_abs_normal(lam) == pytest.approx(float(mpmath.log(exact)), abs=1e-10)
+
+
+@pytest.mark.parametrize("lam", [-45.0, -30.5, -29.5, -5.0, -0.7, -1e-3, 0.0, 0.4, 6.0])
+def test_abs_normal_slopes_are_the_mgf_derivatives(lam):
+    """ψ' and ψ'' of the Newton route against mpmath's derivatives of the quadrature MGF (both
+    branches: through erfc above λ = −30, through log Φ below)."""
+    with mpmath.workdps(40):
+        def log_mgf(x):
+            return mpmath.log(2 * mpmath.exp(x * x / 2) * mpmath.ncdf(x))
+
+        first, second = (float(mpmath.diff(log_mgf, lam, n)) for n in (1, 2))
+    slope, curvature = abs_normal_slopes(lam)
+    assert slope == pytest.approx(first, rel=1e-8, abs=1e-13)  # λ + m cancels for λ ≪ 0
+    assert curvature == pytest.approx(second, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("p", [1, 50, 13_700])
+def test_newton_chernoff_bound_is_brents(p):
+    """The Gaussian ℓ1 law minimises its Chernoff exponent by Newton steps; scipy's bounded
+    Brent search on the same exponent (the route without ``slopes``) gives the same bound to
+    rounding (never looser), on both tails, far into them and at the ends of the λ range."""
+    newton = gaussian_l1_law(p)
+    brent = ChernoffSum(p, log_mgf_abs_normal, math.sqrt(2.0 / math.pi))
+    mean = p * math.sqrt(2.0 / math.pi)
+    pairs = [(newton.cdf(t), brent.cdf(t))
+             for t in mean * np.array([1e-4, 0.01, 0.3, 0.7, 0.9, 0.99, 0.999, 1.0])]
+    pairs += [(newton.sf(t), brent.sf(t)) for t in mean * np.array([1.0, 1.001, 1.1, 1.5, 3.0])]
+    for ours, theirs in pairs:  # never looser; tighter only where Brent stops short of λ = −60
+        if theirs == 0.0:  # exp underflows: far in the tail at p = 13,700
+            assert ours == 0.0
+            continue
+        assert math.log(ours) <= math.log(theirs) + 1e-9
+        assert math.log(ours) == pytest.approx(math.log(theirs), abs=1e-6)
 
 
 def _abs_difference_moment(k: int, log_weight) -> float:

@@ -103,11 +103,33 @@ def kairouz_epsilon(eps: npt.ArrayLike, steps: int, delta_tilde: npt.ArrayLike) 
     return np.where(d > 0, out, np.inf)
 
 
+_STEP1: dict[tuple[bytes, bytes, int], tuple[np.ndarray, np.ndarray]] = {}
+_STEP1_KEPT = 256
+
+
+def _step1(eps0: np.ndarray, orders: np.ndarray, rdp: np.ndarray, which: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`log_delta_for_epsilon0`, kept per RDP curve and ε₀ grid (``which``: −1 for the
+    coarse grid, else the coarse index the fine grid surrounds): step 1 knows nothing of
+    ``q``, ``T`` or δ, so a release's curve gives the same ``δ(ε₀)`` in every round and for
+    every client that declares it (a 901 × 481 evaluation, most of a ledger's accounting)."""
+    key = (orders.tobytes(), rdp.tobytes(), which)
+    if key not in _STEP1:
+        if len(_STEP1) >= _STEP1_KEPT:
+            del _STEP1[next(iter(_STEP1))]  # the oldest
+        log_d0, idx = log_delta_for_epsilon0(eps0, orders, rdp)
+        log_d0.flags.writeable = idx.flags.writeable = False
+        _STEP1[key] = (log_d0, idx)
+    return _STEP1[key]
+
+
 def _evaluate(
-    eps0: np.ndarray, orders: np.ndarray, rdp: np.ndarray, q: float, steps: int, delta: float
+    eps0: np.ndarray, orders: np.ndarray, rdp: np.ndarray, q: float, steps: int, delta: float,
+    step1: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """ε̃, log δ₀, order index, log δ_s and δ̃ for every ε₀ (the whole budget left to δ̃)."""
-    log_d0, idx = log_delta_for_epsilon0(eps0, orders, rdp)
+    """ε̃, log δ₀, order index, log δ_s and δ̃ for every ε₀ (the whole budget left to δ̃);
+    ``step1``: :func:`log_delta_for_epsilon0` of these ε₀, when known."""
+    log_d0, idx = log_delta_for_epsilon0(eps0, orders, rdp) if step1 is None else step1
     eps_s, log_ds = amplify(eps0, log_d0, q)
     with np.errstate(divide="ignore", over="ignore"):  # δ_s → 1: no budget left, ε̃ = inf
         log_keep = steps * np.log1p(-np.exp(log_ds))  # log (1 − δ_s)^T
@@ -134,13 +156,15 @@ def approach1(
         Orders over which ``δ(ε₀)`` is minimised.
     """
     rdp = curve(orders)
-    eps_tilde = _evaluate(_EPS0_GRID, orders, rdp, sample_rate, steps, delta)[0]
+    eps_tilde = _evaluate(_EPS0_GRID, orders, rdp, sample_rate, steps, delta,
+                          _step1(_EPS0_GRID, orders, rdp, -1))[0]
     i = int(np.argmin(eps_tilde))
     if not math.isfinite(eps_tilde[i]):
         return Approach1(math.inf, delta, None, math.nan, math.nan, math.nan, False)
     fine = np.geomspace(_EPS0_GRID[max(i - 1, 0)], _EPS0_GRID[min(i + 1, _EPS0_GRID.size - 1)],
                         _REFINE_POINTS)
-    eps_t, log_d0, idx, log_ds, d_tilde = _evaluate(fine, orders, rdp, sample_rate, steps, delta)
+    eps_t, log_d0, idx, log_ds, d_tilde = _evaluate(fine, orders, rdp, sample_rate, steps, delta,
+                                                    _step1(fine, orders, rdp, i))
     j = int(np.argmin(eps_t))
     total = -math.expm1(steps * math.log1p(-math.exp(log_ds[j])) + math.log1p(-d_tilde[j]))
     edge = i in (0, _EPS0_GRID.size - 1) or int(idx[j]) in (0, orders.size - 1)

@@ -71,6 +71,7 @@ class AuditStore(StoreReader):
         super().__init__(run_dir, conn, readonly=readonly)
         self._unsynced: dict[int, list[Path]] = {}  # running round -> files not yet fsync'ed
         self._batch: list[tuple[int, Path]] | None = None  # files of the open batch
+        self._batch_status: dict[int, str | None] = {}  # round statuses read in the batch
         self._dirs: set[Path] = set()  # tensor directories known to exist durably
 
     @classmethod
@@ -173,12 +174,21 @@ class AuditStore(StoreReader):
                 raise
             finally:
                 written, self._batch = self._batch, None
+                self._batch_status.clear()
         for rnd, path in written:
             self._unsynced.setdefault(rnd, []).append(path)
 
     def _status(self, rnd: int) -> str | None:
+        """The round's status; inside a batch read once per round (its writes cannot change a
+        round's status; ``begin_round``, ``complete_round`` and ``discard_incomplete_rounds``
+        forget what was read), not once per write."""
+        if self._batch is not None and rnd in self._batch_status:
+            return self._batch_status[rnd]
         rows = self._fetch("SELECT status FROM rounds WHERE round = ?", (rnd,))
-        return rows[0]["status"] if rows else None
+        status = rows[0]["status"] if rows else None
+        if self._batch is not None:
+            self._batch_status[rnd] = status
+        return status
 
     def _check_round(self, rnd: int, *, must_be_open: bool) -> str:
         """The round's status; ValueError if it was not begun (or is complete and
@@ -249,6 +259,7 @@ class AuditStore(StoreReader):
 
     def begin_round(self, rnd: int) -> None:
         """Open round ``rnd`` for writing; a round cannot be begun twice."""
+        self._batch_status.pop(rnd, None)
         with self._transaction() as conn:
             row = conn.execute("SELECT status FROM rounds WHERE round = ?", (rnd,)).fetchone()
             if row is not None:
@@ -262,6 +273,7 @@ class AuditStore(StoreReader):
         """Make every file of round ``rnd`` durable, then mark the round complete, recording
         the server's ``accuracy``/``loss`` and the rest of ``metrics`` (as JSON), in one
         durable transaction."""
+        self._batch_status.pop(rnd, None)
         extra = {k: py_value(v) for k, v in (metrics or {}).items()}
         accuracy, loss = extra.pop("accuracy", None), extra.pop("loss", None)
         files = self._unsynced.pop(rnd, [])
@@ -281,6 +293,7 @@ class AuditStore(StoreReader):
         Only call this while no other process writes to the store.
         """
         dropped = self.incomplete_rounds()
+        self._batch_status.clear()
         with self._transaction(durable=True) as conn:
             conn.execute("DELETE FROM rounds WHERE status != 'completed'")
         for rnd in dropped:

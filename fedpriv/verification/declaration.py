@@ -19,11 +19,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from scipy import stats
-
 from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.validate import check_dim, check_probability, check_rate
-from fedpriv.verification.records import SAMPLINGS
+from fedpriv.verification.records import SAMPLINGS, binomial_cdf, binomial_sf
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide
 
 __all__ = ["Declaration", "check_batch_sizes", "check_declaration"]
@@ -160,8 +158,8 @@ def check_batch_sizes(
     q = check_rate("sample_rate", sample_rate)
     a = check_probability("alpha", alpha)
     total = sum(check_dim("batch_sizes", b, minimum=0) for b in batch_sizes)
-    low = float(stats.binom.cdf(total, k * n, q))
-    high = float(stats.binom.sf(total - 1, k * n, q))
+    low = binomial_cdf(total, k * n, q)  # kept per (total, k·n, q): replies repeat them
+    high = binomial_sf(total - 1, k * n, q)
     statistic = {"records": float(total), "expected": k * n * q}
     return decide(
         "batch-sizes",

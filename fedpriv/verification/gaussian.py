@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from functools import lru_cache
 
 import numpy as np
 from scipy import special, stats
@@ -241,11 +242,13 @@ def gaussian_light_tail_test(
     return verdict
 
 
+@lru_cache(maxsize=256)
 def _shape_applicable(
     p: int, noise: NoiseNorm, records: RecordCount, clip: float, alpha: float
 ) -> bool:
     """Whether variance-matched Laplace noise plus an independent signal of norm ``C·B`` would
-    fall below the test's threshold (the test's power is then at least about one half)."""
+    fall below the test's threshold (the test's power is then at least about one half). Kept
+    per argument (all frozen): it depends on the declaration alone, which replies share."""
     k = noise.steps
     top = p * math.sqrt(2.0 / math.pi)
     quantile = lower_quantile(noise.law, alpha, top)
@@ -257,6 +260,13 @@ def _shape_applicable(
     ) / beta
     alternative = p * beta * mean_abs_laplace_sum(k) + density_at_zero * (clip * b) ** 2
     return alternative < threshold
+
+
+@lru_cache(maxsize=64)
+def _chi_roundoff_quantile(p: int) -> float:
+    """``χ_p`` at its ``1 − ROUNDOFF_RISK`` quantile (kept per ``p``: scipy's ``isf`` costs more
+    than the rest of a reply's check)."""
+    return math.sqrt(float(stats.chi2.isf(ROUNDOFF_RISK, p)))
 
 
 def verify_gaussian(
@@ -282,7 +292,7 @@ def verify_gaussian(
     most = records.upper_quantile(ROUNDOFF_RISK)
     c_float = c * (1.0 + norm_tolerance(p, most, update.unit_roundoff))
     noise_std = sigma * c
-    step_noise = noise_std * math.sqrt(float(stats.chi2.isf(ROUNDOFF_RISK, p)))
+    step_noise = noise_std * _chi_roundoff_quantile(p)
     step2 = (step_noise + c_float * most) / update.batch_size
     u = update.noisy_sum
     slack2 = update.batch_size * update.summed_error(2, step2)

@@ -51,15 +51,30 @@ class RecordCount:
 
     def exceed_probability(self, records: int) -> float:
         """``P(B > records)``."""
-        return _binomial_sf(records, self.trials, self.rate)
+        return binomial_sf(records, self.trials, self.rate)
 
     def upper_quantile(self, beta: float) -> int:
         """The least ``b`` with ``P(B > b) ≤ beta`` (``trials`` when ``B`` is known)."""
-        return int(stats.binom.isf(beta, self.trials, self.rate))
+        return _binomial_isf(beta, self.trials, self.rate)
 
 
 @lru_cache(maxsize=4096)
-def _binomial_sf(records: int, trials: int, rate: float) -> float:
+def _binomial_isf(beta: float, trials: int, rate: float) -> int:
+    """``scipy.stats.binom.isf``, kept: it depends on the declaration alone (``k·n``, ``q``)
+    and the level, which the replies of a round share; each call costs ~100 µs of scipy's
+    argument handling, more than the rest of a reply's verification."""
+    return int(stats.binom.isf(beta, trials, rate))
+
+
+@lru_cache(maxsize=4096)
+def binomial_cdf(records: int, trials: int, rate: float) -> float:
+    """``scipy.stats.binom.cdf``, kept like :func:`binomial_sf` (declared batch sizes take
+    few distinct values)."""
+    return float(stats.binom.cdf(records, trials, rate))
+
+
+@lru_cache(maxsize=4096)
+def binomial_sf(records: int, trials: int, rate: float) -> float:
     """``scipy.stats.binom.sf``, kept: the replies of a round share ``(trials, rate)`` and the
     bisections of :func:`~fedpriv.verification.sandwich.one_sided_p_value` start alike."""
     return float(stats.binom.sf(records, trials, rate))

@@ -79,15 +79,22 @@ class UpdateSketches:
         sizes = np.bincount(self._bucket, minlength=self.width).astype(np.float64)
         self._weight = rng.choice(np.array([-1.0, 1.0]), size=dim) / np.sqrt(sizes)[self._bucket]
         self._seen: dict[int, list[tuple[int, np.ndarray]]] = {}
+        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (update, its sketch)
 
     def sketch(self, update: np.ndarray) -> np.ndarray:
         """``R·Δ`` for a flat update (float64; ``R`` has orthonormal rows)."""
         return np.bincount(self._bucket, weights=self._weight * update.astype(np.float64),
                            minlength=self.width)
 
+    def _remembered_sketch(self, update: np.ndarray) -> np.ndarray:
+        """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass)."""
+        last = self._last
+        return last[1] if last is not None and last[0] is update else self.sketch(update)
+
     def replay_of(self, client_id: int, update: np.ndarray) -> int | None:
         """The round whose update this one repeats, or None (then nothing is recorded)."""
         new = self.sketch(update)
+        self._last = (update, new)  # add() of the same array reuses it (a sketch is a pass)
         for rnd, old in self._seen.get(client_id, []):
             scale = float(np.linalg.norm(old))
             if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
@@ -121,7 +128,7 @@ class UpdateSketches:
                            "no earlier release to share noise with", p_value=1.0)
         if not noise_std > 0 or not math.isfinite(noise_std):
             return unverifiable("fresh-noise", "no Gaussian noise declared")
-        new = self.sketch(update)
+        new = self._remembered_sketch(update)
         groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]
         tails, nearest = [], math.inf
         for group in groups:
@@ -148,7 +155,8 @@ class UpdateSketches:
     def add(self, rnd: int, client_id: int, update: np.ndarray) -> dict[str, np.ndarray]:
         """Remember an accepted update; return the entry that :meth:`remember` rebuilds the
         same memory from."""
-        entry = {"sketch": self.sketch(update)}
+        entry = {"sketch": self._remembered_sketch(update)}
+        self._last = None
         self.remember(rnd, client_id, entry)
         return entry
 

@@ -35,8 +35,9 @@ __all__ = ["ClientUpdate", "client_update", "flatten"]
 
 def flatten(arrays: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
     """Concatenate parameter arrays (in order, each row-major) into one float64 vector."""
-    if isinstance(arrays, np.ndarray):
-        return np.asarray(arrays, dtype=np.float64).ravel()
+    if isinstance(arrays, np.ndarray):  # a flat float64 vector is returned as it is
+        flat = np.asarray(arrays, dtype=np.float64)
+        return flat if flat.ndim == 1 else flat.ravel()
     return np.concatenate([np.asarray(a, dtype=np.float64).ravel() for a in arrays])
 
 
@@ -138,7 +139,9 @@ def client_update(
     if not np.all(np.isfinite(delta)):
         return unverifiable("update", "the update is not finite (training diverged?)")
     step_scale = eta * (1.0 + mu if optimizer.nesterov and mu > 0 else 1.0)
-    summed = -delta / step_scale - decay * start
+    summed = -delta / step_scale
+    if decay:  # λθ_0 is 0 otherwise (subtracting ±0.0 leaves every value as it is)
+        summed -= decay * start
     return ClientUpdate(
         summed=summed,
         step_scale=step_scale,
@@ -146,7 +149,7 @@ def client_update(
         steps=k,
         batch_size=check_positive("batch_size", batch_size),
         records=records,
-        start_norms=_norms(start),
+        start_norms=_start_norms(start),
         delta_norms=_norms(delta),
         unit_roundoff=unit_roundoff,
     )
@@ -154,6 +157,22 @@ def client_update(
 
 def _norms(x: np.ndarray) -> tuple[float, float]:
     return float(np.sum(np.abs(x))), float(np.linalg.norm(x))
+
+
+_KEPT_NORMS: list[tuple[np.ndarray, tuple[float, float]]] = []
+
+
+def _start_norms(start: np.ndarray) -> tuple[float, float]:
+    """:func:`_norms` of ``θ_0``, kept for the last read-only θ seen: the server verifies every
+    reply of a round against one broadcast, which it flattens once and marks read-only
+    (``flags.writeable = False``), so the norms cannot go stale; any other array is measured
+    afresh."""
+    if start.flags.writeable:
+        return _norms(start)
+    if _KEPT_NORMS and _KEPT_NORMS[0][0] is start:
+        return _KEPT_NORMS[0][1]
+    _KEPT_NORMS[:] = [(start, _norms(start))]
+    return _KEPT_NORMS[0][1]
 
 
 def _unsupported(optimizer: str, steps: int, momentum: float, decay: float, fresh: bool) -> (
