@@ -25,6 +25,7 @@ no reply declaring n = 10⁹ makes the global update its own.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import statistics
 from collections.abc import Mapping, Sequence
@@ -37,9 +38,10 @@ from fedpriv.data import Dataset, partition_indices
 from fedpriv.instructions import instructed_report, settings_verdict, size_verdict
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
+from strategies.replies import AcceptedReply
 
 __all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "NodeBinding", "aggregation_weights",
-           "engine_partitions", "known_checks", "node_binding", "partition_sizes"]
+           "engine_partitions", "known_checks", "node_binding", "partition_sizes", "weigh_replies"]
 
 log = logging.getLogger(__name__)
 
@@ -162,3 +164,26 @@ def known_checks(
     checks.append(size_verdict(known, report, f"the {binding.source}"))
     checks.append(binding.identity_verdict(node, cid))
     return checks
+
+
+def weigh_replies(
+    rnd: int, replies: list[AcceptedReply], binding: NodeBinding,
+    weighting: tuple[str, float],
+) -> list[AcceptedReply]:
+    """Each reply with its aggregation weight (``num-examples``, which Flower's strategies
+    read) set by the weighting policy (:func:`aggregation_weights`): a server-known size, or
+    an unverified one capped. A changed weight is written into the reply's MetricRecord."""
+    known = [None if r.report is None or r.report.client_level
+             else binding.sizes.get(r.client_id) for r in replies]
+    weights = aggregation_weights([r.weight for r in replies], known, *weighting)
+    out = []
+    for reply, weight in zip(replies, weights, strict=True):
+        if weight != reply.weight:
+            log.warning("round %d client %d: aggregation weight %g for the unverified "
+                        "num-examples = %g (strategy.weighting = %r)", rnd, reply.client_id,
+                        weight, reply.weight, weighting[0])
+            (metrics,) = reply.message.content.metric_records.values()
+            metrics["num-examples"] = weight
+            reply = dataclasses.replace(reply, weight=weight)
+        out.append(reply)
+    return out

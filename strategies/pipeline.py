@@ -45,7 +45,7 @@ from fedpriv.verification.replay import UpdateSketches
 from fedpriv.verification.update import flatten
 from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
-from strategies.identity import NodeBinding, aggregation_weights, known_checks, node_binding
+from strategies.identity import NodeBinding, known_checks, node_binding, weigh_replies
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 from strategies.reply_verdicts import (
     fresh_noise,
@@ -168,26 +168,8 @@ class AuditPipeline:
                 strip_steps(outcome.message)  # the inner strategy aggregates the update alone
                 if self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
-        return self._weighed(server_round, sorted(out, key=lambda r: r.client_id))
-
-    def _weighed(self, rnd: int, replies: list[AcceptedReply]) -> list[AcceptedReply]:
-        """Set each reply's aggregation weight (``num-examples``, which Flower's strategies
-        read) by the weighting policy (:func:`strategies.identity.aggregation_weights`): a
-        server-known size, or an unverified one capped."""
-        known = [None if r.report is None or r.report.client_level
-                 else self.binding.sizes.get(r.client_id) for r in replies]
-        weights = aggregation_weights([r.weight for r in replies], known, *self.weighting)
-        out = []
-        for reply, weight in zip(replies, weights, strict=True):
-            if weight != reply.weight:
-                log.warning("round %d client %d: aggregation weight %g for the unverified "
-                            "num-examples = %g (strategy.weighting = %r)", rnd,
-                            reply.client_id, weight, reply.weight, self.weighting[0])
-                (metrics,) = reply.message.content.metric_records.values()
-                metrics["num-examples"] = weight
-                reply = dataclasses.replace(reply, weight=weight)
-            out.append(reply)
-        return out
+        return weigh_replies(server_round, sorted(out, key=lambda r: r.client_id),
+                             self.binding, self.weighting)
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
         """Run the round's attacks, then mark the round complete (every record durable)."""
