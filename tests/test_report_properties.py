@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from fedpriv.audit.html_clients import properties_section
-from fedpriv.audit.report import _properties
+from fedpriv.audit.report_trust import properties_summary
 
 
 def _round(rnd: int, noise: str, reasons: list[str]) -> dict:
@@ -24,19 +24,19 @@ def _round(rnd: int, noise: str, reasons: list[str]) -> dict:
 def test_worst_status_over_rounds_with_counts_and_reasons() -> None:
     tallies = [_round(1, "passed", []), _round(2, "not-tested", ["noise-scale: weak"]),
                _round(3, "passed", []), _round(4, "not-tested", ["noise-scale: weak"])]
-    out = _properties(tallies)
+    out = properties_summary(tallies)
     assert out["properties"]["noise-scale"]["status"] == "not-tested"
     assert out["properties"]["noise-scale"]["reason"] == "round 4"  # the latest of the worst
     assert out["properties"]["noise-scale"]["rounds"] == {"failed": 0, "not-tested": 2,
                                                           "passed": 2}
     assert out["properties"]["identity"]["status"] == "passed"
     assert out["declared_reasons"] == ["noise-scale: weak"]
-    assert _properties([{"round": 1, "verification_json": json.dumps({"status": "x"})}]) is None
+    assert properties_summary([{"round": 1, "verification_json": json.dumps({"status": "x"})}]) is None
 
 
 def test_html_table_marks_each_property() -> None:
     client = {"client_id": 3, "guarantee": "declared",
-              **_properties([_round(1, "failed", ["noise-scale: failed (x)"])])}
+              **properties_summary([_round(1, "failed", ["noise-scale: failed (x)"])])}
     anchor, title, html = properties_section([client])
     assert anchor == "properties" and "verified" in html
     assert "<th>noise-scale</th>" in html and "✗" in html and "✓" in html
