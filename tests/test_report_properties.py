@@ -1,5 +1,6 @@
 """report.json's per-client property verdicts and report.html's property table
-(fedpriv/audit/report.py ``_properties``; fedpriv/audit/html_clients.py ``properties_section``)."""
+(fedpriv/audit/report_trust.py ``properties_summary``; fedpriv/audit/html_clients.py
+``properties_section``)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_worst_status_over_rounds_with_counts_and_reasons() -> None:
                                                           "passed": 2}
     assert out["properties"]["identity"]["status"] == "passed"
     assert out["declared_reasons"] == ["noise-scale: weak"]
-    assert properties_summary([{"round": 1, "verification_json": json.dumps({"status": "x"})}]) is None
+    bare = {"round": 1, "verification_json": json.dumps({"status": "x"})}
+    assert properties_summary([bare]) is None
 
 
 def test_html_table_marks_each_property() -> None:
