@@ -309,8 +309,8 @@ class AuditPipeline:
             observation = observe_reply(report, broadcast, arrays)
             fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, broadcast,
                                 audit.verify_alpha)
-            if fresh is not None:
-                verdict = combine_verdicts([verdict, fresh])
+            if fresh is not None:  # can refute the round, never verify it: a precondition
+                verdict = with_preconditions(verdict, [fresh])
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])

@@ -102,6 +102,6 @@ def test_vmf_release_through_fedpriv_passes_and_a_wrong_scale_fails(lr, theta_sc
     )
     honest = verify_vmf(update, scale=scale, clip_bound=1.0)
     assert honest.status == "consistent"
-    assert honest.statistic["tolerance"] < 0.02 * scale
+    assert honest.statistic["vmf-norm.tolerance"] < 0.02 * scale
     for wrong in (0.95 * scale, 1.05 * scale):
         assert verify_vmf(update, scale=wrong, clip_bound=1.0).status == "inconsistent"
