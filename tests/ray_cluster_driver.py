@@ -1,7 +1,8 @@
 """Run on a Ray cluster's head host by :class:`ray_cluster_support.RayCluster`:
 
-* ``nodes ADDRESS COUNT TIMEOUT`` — wait until COUNT nodes with CPUs are alive; print them as
-  one JSON line (:func:`ray_cluster_support.alive_nodes`);
+* ``nodes ADDRESS COUNT TIMEOUT [GONE-ID...]`` — wait until COUNT nodes with CPUs are alive
+  and the GONE ones are not; print them as one JSON line
+  (:func:`ray_cluster_support.alive_nodes`);
 * ``join ADDRESS`` — print as JSON where "auto" leads and what ``ray.init(ADDRESS,
   num_cpus=1)`` says (:func:`ray_cluster_support.join_checks`);
 * ``simulate TRACE HOLD_ROUND FEDPRIV-ARGS...`` — ``fedpriv FEDPRIV-ARGS`` (the command
@@ -22,7 +23,7 @@ from ray_cluster_support import alive_nodes, join_checks, traced_client_app
 
 def main(argv: list[str]) -> int:
     if argv[0] == "nodes":
-        print(json.dumps(alive_nodes(argv[1], int(argv[2]), float(argv[3]))))
+        print(json.dumps(alive_nodes(argv[1], int(argv[2]), float(argv[3]), tuple(argv[4:]))))
         return 0
     if argv[0] == "join":
         print(json.dumps(join_checks(argv[1])))

@@ -113,10 +113,13 @@ class RayCluster:
         return subprocess.run(argv, env=self._driver_env(), cwd=self.home, capture_output=True,
                               text=True, timeout=timeout)  # fmt: skip
 
-    def wait_nodes(self, count: int, timeout: float = PATIENCE) -> list[dict[str, Any]]:
-        """The alive nodes once ``count`` of them offer CPUs (and the head), polled by one
-        driver on the head with a deadline; raises ``TimeoutError`` quoting the logs."""
-        done = self.run_on_head(["nodes", self.address, str(count), str(timeout)],
+    def wait_nodes(self, count: int, gone: tuple[str, ...] = (), timeout: float = PATIENCE
+                   ) -> list[dict[str, Any]]:
+        """The alive nodes once exactly ``count`` of them offer CPUs and none of the node ids
+        ``gone`` is alive any more (Ray marks a killed node dead only after missed
+        heartbeats), polled by one driver on the head with a deadline; raises
+        ``TimeoutError`` quoting the logs."""
+        done = self.run_on_head(["nodes", self.address, str(count), str(timeout), *gone],
                                 timeout=timeout + PATIENCE)  # fmt: skip
         if done.returncode != 0:
             raise TimeoutError(f"{count} Ray worker nodes not up: {done.stderr[-3000:]}\n"
@@ -143,9 +146,11 @@ class RayCluster:
 # -- inside the cluster ------------------------------------------------------------------------
 
 
-def alive_nodes(address: str, count: int, timeout: float) -> list[dict[str, Any]]:
-    """Connect to ``address`` and poll ``ray.nodes()`` until ``count`` alive nodes offer CPUs,
-    or ``timeout`` seconds pass (``TimeoutError``); each node as id, address and CPUs."""
+def alive_nodes(address: str, count: int, timeout: float, gone: tuple[str, ...] = ()
+                ) -> list[dict[str, Any]]:
+    """Connect to ``address`` and poll ``ray.nodes()`` until exactly ``count`` alive nodes
+    offer CPUs and no node of ``gone`` is alive, or ``timeout`` seconds pass
+    (``TimeoutError``); each node as id, address and CPUs."""
     import ray
 
     ray.init(address=address, log_to_driver=False, logging_level="WARNING")
@@ -155,7 +160,8 @@ def alive_nodes(address: str, count: int, timeout: float) -> list[dict[str, Any]
             nodes = [{"node_id": n["NodeID"], "ip": n["NodeManagerAddress"],
                       "cpus": n["Resources"].get("CPU", 0)}
                      for n in ray.nodes() if n["Alive"]]  # fmt: skip
-            if sum(n["cpus"] > 0 for n in nodes) >= count:
+            if (sum(n["cpus"] > 0 for n in nodes) == count
+                    and not {n["node_id"] for n in nodes} & set(gone)):
                 return nodes
             if time.monotonic() > deadline:
                 raise TimeoutError(f"after {timeout} s only these nodes are alive: {nodes}")

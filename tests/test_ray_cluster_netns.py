@@ -150,9 +150,11 @@ def test_simulation_on_a_three_node_ray_cluster_survives_a_lost_worker(
         assert driver.wait(timeout=PATIENCE) == -signal.SIGKILL
         first = read_trace(trace)
 
-        # a replacement node joins on W2's host; the run resumes on the cluster
+        # a replacement node joins on W2's host; once Ray has marked the killed node dead (else
+        # Flower would size its new pool by its CPU too, and the extra actor never starts),
+        # the run resumes on the cluster
         cluster.add_worker("w2b", w2)
-        renewed = {n["ip"]: n for n in cluster.wait_nodes(2)}
+        renewed = {n["ip"]: n for n in cluster.wait_nodes(2, gone=(nodes[w2.address]["node_id"],))}
         resumed = _driver(cluster, "resumed", resumed_trace, 0, ["--resume", str(run_dir),
                                                                  "--json"])  # fmt: skip
         assert resumed.wait(timeout=2 * PATIENCE) == 0, cluster.log_tails(4000)
