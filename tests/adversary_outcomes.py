@@ -37,20 +37,15 @@ BASE = [f"rounds={ROUNDS}", f"data.num_clients={CLIENTS}", "train.local_steps=1"
 
 @dataclass(frozen=True)
 class Scenario:
-    """How to run one behaviour, the outcomes the finished auditor must give it, and whose
-    detection it needs (None: on main already)."""
+    """How to run one behaviour and the outcomes the auditor must give it."""
 
     overrides: tuple[str, ...] = ()
     table: str = ""
     first_cheat: int = 1  # replays send an honest first round
     expected: frozenset[str] = frozenset({"caught"})
-    needs: str | None = None
     behaviour: str | None = None  # when the key is a variant's label (``name@variant``)
 
 
-_C = "helper C's noise-law, quadrature-bound and fresh-noise tests"
-_B = "helper B's settings, identity and size checks"
-_A = "helper A's unaccountable and malformed-metric checks"
 _VMF = ("mechanism.name=vmf", "mechanism.kappa=1000.0")
 
 SCENARIOS: dict[str, Scenario] = {
@@ -61,25 +56,31 @@ SCENARIOS: dict[str, Scenario] = {
     "malformed": Scenario(),
     "replay": Scenario(first_cheat=2),
     "declare-tiny-sigma": Scenario(),  # refused at the boundary: sigma below MIN_NOISE
-    "declare-huge-steps": Scenario(needs=_A),
-    "extra-metric": Scenario(needs=_A),
+    "declare-huge-steps": Scenario(),  # settings: steps sent 1, declared more
+    # conformed, not refused: the unknown metric is dropped before aggregation, so no veto;
+    # aggregated with the honest label its tests earn
+    "extra-metric": Scenario(expected=frozenset({"passes", "labelled"})),
     "rename-arrays": Scenario(),  # the reply check compares array names
-    "inflate-size": Scenario(expected=frozenset({"caught", "neutralised"}), needs=_B),
-    "steal-identity": Scenario(table=", target = 3", needs=_B),
-    "declare-lr": Scenario(needs=_B),
+    "inflate-size": Scenario(expected=frozenset({"caught", "neutralised"})),
+    "steal-identity": Scenario(table=", target = 3"),
+    "declare-lr": Scenario(),
     "declare-fewer-steps": Scenario(),  # at one declared step: the noise is too large
-    "declare-optimizer": Scenario(needs=_B),
-    "rademacher-noise": Scenario(needs=_C),
-    "uniform-noise": Scenario(needs=_C),
-    "signal-scale": Scenario(needs=_C),
-    "no-clip": Scenario(needs=_C),
-    "reuse-noise": Scenario(first_cheat=2, needs=_C),
-    "cancel-noise": Scenario(first_cheat=2, needs=_C),
-    "perturbed-replay": Scenario(first_cheat=2, needs=_C),
-    "vmf-kappa": Scenario(_VMF, expected=frozenset({"caught", "labelled"}), needs=_C),
+    "declare-optimizer": Scenario(),
+    "rademacher-noise": Scenario(),
+    "uniform-noise": Scenario(),
+    # the quadrature bound's power at B = 32 is below 1: caught in some rounds, then unbounded
+    "signal-scale": Scenario(expected=frozenset({"caught", "partly caught"})),
+    # per-example clipping is the one property no server observes while the unclipped sum stays
+    # within C·B (docs/trust.md): never verified, not caught
+    "no-clip": Scenario(expected=frozenset({"caught", "partly caught", "labelled"})),
+    "reuse-noise": Scenario(first_cheat=2),
+    "cancel-noise": Scenario(first_cheat=2, expected=frozenset({"caught", "partly caught"})),
+    "perturbed-replay": Scenario(first_cheat=2),
+    "vmf-kappa": Scenario(_VMF, expected=frozenset({"caught", "labelled"})),  # κ: not testable
+    # 20 local steps: the norm test cannot see noise × 0.3 (never verified; epsilon_observed ∞;
+    # audit.release = "steps" catches it)
     "weak-under-noise": Scenario(("train.local_steps=20",),
-                                 expected=frozenset({"caught", "labelled"}),
-                                 needs=_C + " (power labels) or helper D's epsilon_observed"),
+                                 expected=frozenset({"caught", "labelled"})),
 }
 
 
