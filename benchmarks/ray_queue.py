@@ -45,10 +45,10 @@ LOOPS = ("flower", "one-pass")
 # -- one pass of the loop, alone --------------------------------------------------------------
 
 
-def _state(nodes: int) -> tuple[Any, dict[int, int]]:
-    """An in-memory link state as Flower's simulation builds it, one message per node stored
-    through its grid."""
-    from flwr.app import ConfigRecord, Message, RecordDict
+def simulation_state(nodes: int) -> tuple[Any, Any, dict[int, int]]:
+    """An in-memory link state, its grid and the node id → partition map, as Flower's
+    simulation builds them for ``nodes`` nodes (Flower 1.42's private constructors: the one
+    place they are used, here and in tests/test_flower_queue.py)."""
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID
     from flwr.proto.task_pb2 import Task  # pylint: disable=E0611
     from flwr.server.superlink.fleet.vce.vce_api import _register_nodes
@@ -74,6 +74,14 @@ def _state(nodes: int) -> tuple[Any, dict[int, int]]:
     mapping = _register_nodes(nodes, factory)
     grid = InMemoryGrid(state_factory=factory)
     grid.set_run(run)
+    return state, grid, mapping
+
+
+def _state(nodes: int) -> tuple[Any, dict[int, int]]:
+    """:func:`simulation_state` with one message per node stored through its grid."""
+    from flwr.app import ConfigRecord, Message, RecordDict
+
+    state, grid, mapping = simulation_state(nodes)
     grid.push_messages([Message(RecordDict({"config": ConfigRecord({"x": 1})}), dst_node_id=n,
                                 message_type="train", group_id="1") for n in mapping])
     return state, mapping

@@ -10,19 +10,14 @@ import time
 from queue import Queue
 
 from flwr.app import ConfigRecord, Message, RecordDict
-from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID
-from flwr.proto.task_pb2 import Task  # pylint: disable=E0611
 from flwr.server.superlink.fleet.vce import vce_api
 from flwr.server.superlink.linkstate import LinkStateFactory
-from flwr.server.superlink.linkstate.in_memory_linkstate import RunRecord
-from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
-from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME, NOOP_FEDERATION_ID
+from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
 from flwr.supercore.object_store import ObjectStoreFactory
-from flwr.supercore.run import Run
-from flwr.supercore.task_identity import TaskIdentity
 from flwr.superlink.federation import NoOpFederationManager
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
 
+from benchmarks.ray_queue import simulation_state
 from workflows.flower_queue import (
     indexed_message_queue,
     one_pass_queue,
@@ -39,19 +34,8 @@ PUSHED = [(0, "a"), (1, "b"), (0, "c"), (2, "d"), (3, "expired"), (3, "e"), (6, 
 def _state_with_messages():
     """An in-memory state as the simulation builds it, with :data:`PUSHED` stored through the
     grid; returns (state, node id → partition)."""
-    factory = LinkStateFactory(FLWR_IN_MEMORY_DB_NAME, NoOpFederationManager(),
-                               ObjectStoreFactory())  # fmt: skip
-    run_id = generate_rand_int_from_bytes(RUN_ID_NUM_BYTES)
-    run = Run.create_empty(run_id=run_id)
-    run.primary_task_id, run.federation_id = 7, NOOP_FEDERATION_ID
-    TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, run_id, SUPERLINK_NODE_ID
-    state = factory.state()
-    state.run_ids[run_id] = RunRecord(run=run)
-    state.task_store[7] = Task(task_id=7, run_id=run_id)
-    nodes = vce_api._register_nodes(NODES, factory)
+    state, grid, nodes = simulation_state(NODES)
     ids = list(nodes)
-    grid = InMemoryGrid(state_factory=factory)
-    grid.set_run(run)
     messages = [Message(RecordDict({"config": ConfigRecord({"tag": tag})}), dst_node_id=ids[i],
                         message_type="train", group_id="1") for i, tag in PUSHED]  # fmt: skip
     grid.push_messages(messages)
