@@ -66,14 +66,19 @@ def fault_mod(plan: Mapping[tuple[int, int], str]):  # noqa: ANN201 - a Flower m
     return mod
 
 
-def faulty_client_app(plan: Mapping[tuple[int, int], str]) -> ClientApp:
-    """fedpriv's ClientApp functions behind :func:`fault_mod`."""
+def client_app_with(mod) -> ClientApp:  # noqa: ANN001 - a Flower mod
+    """fedpriv's ClientApp functions behind ``mod``: how the tests make a client misbehave."""
     from clients.client_app import evaluate, train
 
-    app = ClientApp(mods=[fault_mod(dict(plan))])
+    app = ClientApp(mods=[mod])
     app.train()(train)
     app.evaluate()(evaluate)
     return app
+
+
+def faulty_client_app(plan: Mapping[tuple[int, int], str]) -> ClientApp:
+    """fedpriv's ClientApp functions behind :func:`fault_mod`."""
+    return client_app_with(fault_mod(dict(plan)))
 
 
 class LocalGrid(Grid):

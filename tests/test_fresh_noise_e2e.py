@@ -10,7 +10,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, Context, Message, MessageType
 from flwr.clientapp import ClientApp
 from label_support import assert_labelled_by_tests
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, client_app_with
 
 from strategies.server_run import run_federation
 from workflows.config import load_config
@@ -19,7 +19,6 @@ CHEATS = {1: "perturbed-replay", 2: "negated"}
 
 
 def _cheating_app() -> ClientApp:
-    from clients.client_app import evaluate, train
 
     first: dict[int, dict[str, np.ndarray]] = {}
     rng = np.random.default_rng(0)
@@ -45,10 +44,7 @@ def _cheating_app() -> ClientApp:
         reply.content["arrays"] = ArrayRecord({k: Array(v) for k, v in out.items()})
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
-    return app
+    return client_app_with(mod)
 
 
 @pytest.fixture(scope="module")

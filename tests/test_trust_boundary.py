@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Context, Message, MessageType, MetricRecord
 from flwr.clientapp import ClientApp
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, client_app_with
 
 from fedpriv.audit import AuditStore
 from fedpriv.mechanisms import build_mechanism
@@ -107,7 +107,6 @@ AGGREGATED = sorted({*HONEST, *(p for p, (_, kind, _) in HOSTILE.items() if kind
 
 
 def _hostile_app() -> ClientApp:
-    from clients.client_app import evaluate, train
 
     def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
         reply = call_next(msg, context)
@@ -116,10 +115,7 @@ def _hostile_app() -> ClientApp:
             HOSTILE[pid][0](reply)
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
-    return app
+    return client_app_with(mod)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from flwr.app import ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp import ClientApp
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, client_app_with
 
 from fedpriv.config import Config
 from fedpriv.errors import InputError
@@ -90,7 +90,6 @@ DIFFERING = {2: "steps: sent 5, declared 1", 3: "optimizer: sent 'sgd', declared
 
 
 def _cheating_app() -> ClientApp:
-    from clients.client_app import evaluate, train
 
     def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
         pid = int(context.node_config["partition-id"])
@@ -104,10 +103,7 @@ def _cheating_app() -> ClientApp:
             after(reply.content["meta"], reply)
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
-    return app
+    return client_app_with(mod)
 
 
 @pytest.fixture(scope="module")
@@ -214,8 +210,6 @@ def _unbound_grid(app: ClientApp, n: int) -> LocalGrid:
 
 
 def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, caplog) -> None:
-    from clients.client_app import evaluate, train
-
     def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
         reply = call_next(msg, context)
         if msg.metadata.message_type == MessageType.TRAIN and \
@@ -223,11 +217,9 @@ def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, c
             _big_n(reply.content["meta"], reply)
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
+    app = client_app_with(mod)
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1"])
-    with caplog.at_level(logging.WARNING, logger="strategies.pipeline"):
+    with caplog.at_level(logging.WARNING, logger="strategies.identity"):
         report = run_federation(_unbound_grid(app, 3), cfg, tmp_path / "run")
     clients = _clients(report)
     identity = _parts(clients[0]["verification"])["identity"]
@@ -308,8 +300,6 @@ def test_on_flowers_ray_simulation_the_engine_binds_nodes(tmp_path: Path) -> Non
     n = 10⁹ is inconsistent with the partition the server computes."""
     from reliability_support import run_on_ray
 
-    from clients.client_app import evaluate, train
-
     def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
         reply = call_next(msg, context)
         pid = int(context.node_config["partition-id"])
@@ -319,9 +309,7 @@ def test_on_flowers_ray_simulation_the_engine_binds_nodes(tmp_path: Path) -> Non
             _big_n(reply.content["meta"], reply)
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
+    app = client_app_with(mod)
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=4", "train.local_steps=1"])
     report = run_on_ray(cfg, app, 4, tmp_path / "run")
     clients = _clients(report)

@@ -9,7 +9,7 @@ import json
 import pytest
 from flwr.app import Context, Message, MessageType
 from flwr.clientapp import ClientApp
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, client_app_with
 
 from strategies.server_run import run_federation
 from workflows.config import load_config
@@ -36,7 +36,6 @@ LIES = {
 
 
 def _lying_app() -> ClientApp:
-    from clients.client_app import evaluate, train
 
     def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
         reply = call_next(msg, context)
@@ -45,10 +44,7 @@ def _lying_app() -> ClientApp:
             LIES[pid][0](reply.content["meta"])
         return reply
 
-    app = ClientApp(mods=[mod])
-    app.train()(train)
-    app.evaluate()(evaluate)
-    return app
+    return client_app_with(mod)
 
 
 @pytest.fixture(scope="module")
