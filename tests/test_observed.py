@@ -62,12 +62,29 @@ def test_gaussian_single_step_bound_covers_at_the_largest_independent_signal():
     _covers(bounds, sigma, BETA, tight=True)
 
 
-def test_single_step_set_is_an_interval_so_bisection_finds_its_end():
+def test_single_step_set_is_an_interval_so_a_root_finder_finds_its_end():
     # σ ↦ P(χ'²_p(b²/σ²) ≥ x²/σ²) is nondecreasing (checked on a grid, scipy's ncx2)
     for p, x, b in ((5, 4.0, 2.0), (50, 9.0, 3.0), (2000, 50.0, 20.0)):
         sigmas = np.linspace(0.05, 3.0, 300) * x / math.sqrt(p)
         tail = stats.ncx2.sf((x / sigmas) ** 2, p, (b / sigmas) ** 2)
         assert np.all(np.diff(tail) >= -1e-12)
+
+
+@pytest.mark.parametrize("p", [2, 150, 13_700])
+def test_single_step_bound_is_the_edge_of_the_confidence_set(p):
+    # scipy.stats.ncx2 (not the bound's own fast tail): at the bound σ is outside the set
+    # (the bound never exceeds the exact infimum), 10⁻⁶ above it inside (it is not loose)
+    rng = np.random.default_rng(p)
+    for _ in range(20):
+        b = rng.uniform(0.5, 50.0)
+        x = b + rng.uniform(0.5, 2.0) * math.sqrt(p)
+        for beta in (0.05, 1e-4, 1e-8):
+            sigma = gaussian_noise_lcb(x, dim=p, steps=1, signal=b, beta=beta)
+            if sigma == 0.0:
+                continue
+            assert stats.ncx2.sf((x / sigma) ** 2, p, (b / sigma) ** 2) <= beta
+            up = sigma * (1 + 1e-6)
+            assert stats.ncx2.sf((x / up) ** 2, p, (b / up) ** 2) > beta
 
 
 def test_poisson_records_bound_spends_its_share_and_covers():

@@ -24,7 +24,29 @@ from fedpriv.verification.laws import (
     log_mgf_laplace_square,
     lower_quantile,
     mean_abs_laplace_sum,
+    ncx2_sf,
 )
+
+
+def _ncx2_sf_series(x: float, df: int, nc: float) -> float:
+    """``P(χ'²_df(nc) ≥ x)`` as the Poisson mixture of central χ² tails, in mpmath."""
+    mpmath.mp.dps = 40
+    half, total, j = mpmath.mpf(nc) / 2, mpmath.mpf(0), 0
+    while True:
+        weight = mpmath.exp(-half + j * mpmath.log(half) - mpmath.loggamma(j + 1))
+        total += weight * mpmath.gammainc(mpmath.mpf(df) / 2 + j, mpmath.mpf(x) / 2,
+                                          mpmath.inf, regularized=True)
+        if j > half and weight < mpmath.mpf(10) ** -30:
+            return float(total)
+        j += 1
+
+
+@pytest.mark.parametrize(("df", "nc"), [(2, 0.5), (150, 30.0), (13_700, 400.0)])
+@pytest.mark.parametrize("level", [0.5, 1e-3, 1e-7, 1e-12])
+def test_ncx2_sf_matches_the_poisson_mixture(df, nc, level):
+    # both branches: the complement of chndtr (tails above 1e-6) and scipy.stats below it
+    x = float(stats.ncx2.isf(level, df, nc))
+    assert ncx2_sf(x, df, nc) == pytest.approx(_ncx2_sf_series(x, df, nc), rel=1e-8)
 
 
 @pytest.mark.parametrize("lam", [-30.0, -1.0, -0.01, 0.0, 0.5, 3.0, 20.0])

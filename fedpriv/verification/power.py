@@ -27,6 +27,7 @@ from scipy import stats
 
 from fedpriv.errors import InputError
 from fedpriv.validate import check_dim, check_nonnegative, check_positive, check_probability
+from fedpriv.verification.laws import ncx2_sf
 from fedpriv.verification.verdict import DEFAULT_ALPHA
 
 __all__ = ["DETECTION_POWER", "SIGNAL_FACTOR", "gaussian_detectable_fraction",
@@ -202,6 +203,7 @@ def _detectable_fraction(sigma: float, dim: int, records: int, steps: int, alpha
     return low
 
 
+@lru_cache(maxsize=1024)
 def gaussian_signal_power(
     declared_sigma: float,
     *,
@@ -214,12 +216,13 @@ def gaussian_signal_power(
     """Probability that the high side rejects a clipped sum ``factor`` times its bound
     (``‖Σ S‖ = factor·B``, units of ``C``) with the declared noise: exact at ``k = 1``
     (``‖u‖²/σ²`` noncentral ``χ²_p((factor·B/σ)²)``), a lower bound at ``k > 1`` (the signal
-    against the noise: ``‖u‖ ≥ factor·B − ‖N‖``)."""
+    against the noise: ``‖u‖ ≥ factor·B − ‖N‖``). Kept per argument tuple: it depends on the
+    declaration alone, which a round's clients share (``ncx2.isf`` costs about a millisecond)."""
     sigma, p, k = float(declared_sigma), int(dim), int(steps)
     _, high = gaussian_norm_thresholds(sigma, dim=p, records=records, steps=k, alpha=alpha)
     signal = factor * records
     if k == 1:
-        return float(stats.ncx2.sf((high / sigma) ** 2, p, (signal / sigma) ** 2))
+        return ncx2_sf((high / sigma) ** 2, p, (signal / sigma) ** 2)
     if signal <= high:
         return 0.0
     return float(stats.chi2.cdf(((signal - high) / (sigma * math.sqrt(k))) ** 2, p))
