@@ -124,6 +124,8 @@ MIN_ACCOUNTABLE = 1e-4
 """Least noise scale (σ, λ) ``epsilon_observed`` is accounted at; below it ε is reported
 infinite (:data:`fedpriv.mechanisms.base.MIN_NOISE`: one release there already has ε ≈ 5·10⁷)."""
 _GRID = math.log(1.01)
+_KEPT_ANSWERS = 4096
+"""Most :meth:`PrivacyLedger.unaccountable` answers kept (distinct histories and rounds)."""
 
 
 def noise_grid(noise: float) -> float:
@@ -177,6 +179,7 @@ class PrivacyLedger:
         self.pac_beta = pac_beta
         self.clients: dict[int, ClientLedger] = {}
         self.client_rates: dict[int, float] = {}  # round -> fraction of clients sampled
+        self._accountable: dict[tuple, str | None] = {}  # unaccountable()'s answers, kept
 
     def sampled(self, rnd: int, rate: float) -> None:
         """The fraction of clients the server sampled in round ``rnd`` (``epsilon_central``)."""
@@ -254,6 +257,30 @@ class PrivacyLedger:
             events = [*history, ReleaseEvent(release, sample_rate, steps)]
         except InputError as exc:
             return f"{exc.key} = {exc.value!r}: expected {exc.allowed}"
+        # the answer depends on the history and the round alone, which a round's clients
+        # share: computed once per distinct key, not once per reply
+        key: tuple | None = (tuple(events), batch_size, dim, unit,
+                             tuple(self.client_rates.items()))
+        try:
+            if key in self._accountable:
+                return self._accountable[key]
+        except TypeError:  # a release with unhashable parameters: computed every time
+            key = None
+        reason = self._unaccountable(client_id, previous, events, release, steps=steps,
+                                     sample_rate=sample_rate, batch_size=batch_size, dim=dim,
+                                     unit=unit)
+        if key is not None:
+            if len(self._accountable) >= _KEPT_ANSWERS:
+                self._accountable.clear()
+            self._accountable[key] = reason
+        return reason
+
+    def _unaccountable(
+        self, client_id: int, previous: ClientLedger | None, events: list[ReleaseEvent],
+        release: Release, *, steps: int, sample_rate: float, batch_size: float, dim: int,
+        unit: str,
+    ) -> str | None:
+        """:meth:`unaccountable`, computed: the accountant, then a trial fold."""
         reason = accountable.unaccountable(events, self.delta, accountant=self.accountant)
         if reason is not None:
             return reason

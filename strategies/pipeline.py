@@ -50,6 +50,7 @@ from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdenti
 from strategies.reply_verdicts import (
     fresh_noise,
     observe_reply,
+    recovered_reply,
     update_row,
     verdict_line,
     verdict_summary,
@@ -299,14 +300,14 @@ class AuditPipeline:
             verdict = Verdict("replay", "inconsistent",
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
-        elif reply.releases is not None:  # steps mode: recomposed, then every step tested
-            verdict = verify_step_reply(report, broadcast, reply.arrays, reply.releases,
-                                        audit.verify_alpha, share)
-        else:
-            verdict = verified_or_inconsistent(report, self._flat_theta(broadcast), arrays,
-                                               audit.verify_alpha)
-        if replayed is None:  # steps mode too: the update is observed and tested for fresh noise
-            observation = observe_reply(report, broadcast, arrays)
+        else:  # recovered once: verified (in steps mode recomposed, then every step tested),
+            theta = self._flat_theta(broadcast)  # observed and tested for fresh noise
+            recovered = recovered_reply(report, theta, arrays)
+            verdict = (verified_or_inconsistent(report, theta, arrays, audit.verify_alpha,
+                                                recovered) if reply.releases is None else
+                       verify_step_reply(report, broadcast, reply.arrays, reply.releases,
+                                         audit.verify_alpha, share))
+            observation = observe_reply(report, recovered)
             fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, broadcast,
                                 audit.verify_alpha)
             if fresh is not None:  # can refute the round, never verify it: a precondition

@@ -15,14 +15,16 @@ import numpy as np
 from fedpriv.accounting import Release
 from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
-from fedpriv.verification import Verdict, verify_update
-from fedpriv.verification.observed import NoiseObservation, observe_update
+from fedpriv.verification import ClientUpdate, Verdict, verify_update
+from fedpriv.verification.client_round import recover_update
+from fedpriv.verification.observed import NoiseObservation
 from fedpriv.verification.properties import label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 
 __all__ = [
     "fresh_noise",
     "observe_reply",
+    "recovered_reply",
     "update_row",
     "verdict_line",
     "verdict_summary",
@@ -31,42 +33,64 @@ __all__ = [
 ]
 
 
+def _untestable(exc: Exception) -> Verdict:
+    return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
+                   f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
+
+
+def recovered_reply(
+    report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
+    arrays: Sequence[np.ndarray],
+) -> ClientUpdate | Verdict:
+    """The reply's update recovered once (:func:`fedpriv.verification.client_round.
+    recover_update`) for :func:`verified_or_inconsistent` and :func:`observe_reply`; never
+    raises: what a hostile declaration makes recovery raise is the verdict why not."""
+    theta = broadcast if isinstance(broadcast, np.ndarray) else list(broadcast)
+    try:
+        return recover_update(report.declaration(), theta, list(arrays))
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes it raise
+        return _untestable(exc)
+
+
 def verify_reply(
     report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
     arrays: Sequence[np.ndarray], alpha: float,
+    recovered: ClientUpdate | Verdict | None = None,
 ) -> Verdict:
     """The client-round's verdict: its update tested against its report — the generic part
     (:meth:`~fedpriv.protocol.ClientReport.declaration`) and its declared mechanism's own
     checks (``Mechanism.verify``) — by :func:`fedpriv.verification.verify_update`
-    (privacy-math.md §9). ``broadcast`` is θ as arrays or already flattened (float64)."""
+    (privacy-math.md §9). ``broadcast`` is θ as arrays or already flattened (float64);
+    ``recovered`` the reply's :func:`recovered_reply`, when the caller has it."""
     theta = broadcast if isinstance(broadcast, np.ndarray) else list(broadcast)
     return verify_update(report.declaration(), theta, list(arrays), report.mechanism.verify,
-                         alpha=alpha)
+                         alpha=alpha, recovered=recovered)
 
 
 def verified_or_inconsistent(
     report: ClientReport, broadcast: np.ndarray | Sequence[np.ndarray],
-    arrays: Sequence[np.ndarray],
-    alpha: float,
+    arrays: Sequence[np.ndarray], alpha: float,
+    recovered: ClientUpdate | Verdict | None = None,
 ) -> Verdict:
     """:func:`verify_reply`, where a declaration the tests cannot even evaluate (e.g. ``lr =
     1e-300``: the update over ``lr`` overflows) is ``inconsistent`` with the update — a claim
     the server cannot believe is that client's failure, never an exception out of the server."""
     try:
-        return verify_reply(report, broadcast, arrays, alpha)
+        return verify_reply(report, broadcast, arrays, alpha, recovered)
     except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
-        return Verdict("declaration", "inconsistent", "the update cannot be tested against its "
-                       f"declaration: {type(exc).__name__}: {exc}", p_value=0.0)
+        return _untestable(exc)
 
 
 def observe_reply(
-    report: ClientReport, broadcast: Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    report: ClientReport, recovered: ClientUpdate | Verdict
 ) -> NoiseObservation | str:
-    """What the client-round's update shows of its noise (``epsilon_observed``,
-    :mod:`fedpriv.verification.observed`), or why nothing: one O(p) pass, never raises."""
+    """What the client-round's update (its :func:`recovered_reply`) shows of its noise
+    (``epsilon_observed``, :mod:`fedpriv.verification.observed`), or why nothing; never
+    raises."""
+    if isinstance(recovered, Verdict):
+        return f"not observable: {recovered.reason}"
     try:
-        return observe_update(report.declaration(), list(broadcast), list(arrays),
-                              report.mechanism.observe)
+        return report.mechanism.observe(recovered)
     except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
         return f"not observable: {err}"
 

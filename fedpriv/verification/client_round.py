@@ -19,10 +19,26 @@ from fedpriv.verification.records import record_count
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
 
-__all__ = ["Verifier", "verify_update"]
+__all__ = ["Verifier", "recover_update", "verify_update"]
 
 Verifier = Callable[[ClientUpdate, float], Verdict]
 """A mechanism's own check of a recovered update at level α (``Mechanism.verify``)."""
+
+
+def recover_update(
+    declaration: Declaration, theta: np.ndarray | Sequence[np.ndarray],
+    theta_client: np.ndarray | Sequence[np.ndarray],
+) -> ClientUpdate | Verdict:
+    """The declared releases' sum recovered from θ and the client's parameters
+    (:func:`client_update` at the declaration's records law), or the verdict why the optimiser
+    or a non-finite update defeats recovery: one pass per reply, which the verification and
+    the noise observation (a mechanism's ``observe``,
+    :mod:`fedpriv.verification.observed`) share."""
+    d = declaration
+    records = record_count(d.steps, batch_sizes=d.batch_sizes, sampling=d.sampling,
+                           local_size=d.local_size, sample_rate=d.sample_rate)
+    return client_update(theta, theta_client, lr=d.lr, steps=d.steps, batch_size=d.batch_size,
+                         records=records, optimizer=d.optimizer, fresh_state=d.fresh_state)
 
 
 def verify_update(
@@ -32,6 +48,7 @@ def verify_update(
     verifier: Verifier,
     *,
     alpha: float = DEFAULT_ALPHA,
+    recovered: ClientUpdate | Verdict | None = None,
 ) -> Verdict:
     """Check one client-round's update against its declaration.
 
@@ -45,6 +62,8 @@ def verify_update(
         The declared mechanism's check (``mechanism.verify``).
     alpha
         False-alarm rate of each statistical test (``audit.verify_alpha``).
+    recovered
+        :func:`recover_update` of the same arguments, when the caller has it already.
 
     Returns
     -------
@@ -63,22 +82,6 @@ def verify_update(
                 d.batch_sizes, local_size=d.local_size, sample_rate=d.sample_rate, alpha=a
             )
         )
-    records = record_count(
-        d.steps,
-        batch_sizes=d.batch_sizes,
-        sampling=d.sampling,
-        local_size=d.local_size,
-        sample_rate=d.sample_rate,
-    )
-    update = client_update(
-        theta,
-        theta_client,
-        lr=d.lr,
-        steps=d.steps,
-        batch_size=d.batch_size,
-        records=records,
-        optimizer=d.optimizer,
-        fresh_state=d.fresh_state,
-    )
+    update = recover_update(d, theta, theta_client) if recovered is None else recovered
     checked = update if isinstance(update, Verdict) else verifier(update, a)
     return combine_verdicts([checked], preconditions=preconditions)

@@ -17,8 +17,8 @@ For one client-round write ``u = L·Σ_t r_t = Σ_t S_t + N`` (:class:`ClientUpd
 * **Gaussian, k = 1** (the clipped sum is fixed before its noise is drawn): given ``S``,
   ``x²/(σC)² ~ χ'²_p(‖S‖²/(σC)²)``, non-central and stochastically increasing in its
   non-centrality, so at ``‖S‖ ≤ C·b`` the bound is the least ``σ`` with
-  ``P(χ'²_p(b²/σ²) ≥ x²/(σC)²) > β_N`` (the signal enters in quadrature; the root found by Brent's method and
-  stepped down by its tolerance, so the bound never exceeds the exact one).
+  ``P(χ'²_p(b²/σ²) ≥ x²/(σC)²) > β_N`` (the signal enters in quadrature; the root found by
+  Brent's method and stepped down by its tolerance, so it never exceeds the exact one).
 * **Laplace** (ℓ1 clipping, ``N = λC·V``): ``x ≤ ‖N‖₁ + C·B`` and ``‖V‖₁ ~ Gamma(p, 1)`` at
   ``k = 1`` (a Chernoff bound on ``Σ_i |Σ_k Laplace(1)|`` otherwise,
   :func:`~fedpriv.verification.laws.laplace_l1_law`), so
@@ -48,7 +48,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
@@ -57,12 +57,10 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from fedpriv.validate import check_dim, check_positive, check_probability
-from fedpriv.verification.declaration import Declaration
 from fedpriv.verification.laws import laplace_l1_law, ncx2_sf
-from fedpriv.verification.records import RecordCount, record_count
+from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
-from fedpriv.verification.update import ClientUpdate, client_update
-from fedpriv.verification.verdict import Verdict
+from fedpriv.verification.update import ClientUpdate
 
 __all__ = [
     "ASSUMPTION",
@@ -76,7 +74,6 @@ __all__ = [
     "laplace_noise_lcb",
     "observe_gaussian",
     "observe_laplace",
-    "observe_update",
     "round_level",
     "round_observation",
 ]
@@ -177,7 +174,9 @@ def gaussian_noise_lcb(norm: float, *, dim: int, steps: int, signal: float,
         return 0.0
 
     def excess(sigma: float) -> float:  # > 0: σ is in the confidence set (increasing in σ)
-        return ncx2_sf((x / sigma) ** 2, p, (s / sigma) ** 2) - a
+        t, nc = (x / sigma) ** 2, (s / sigma) ** 2
+        upper = 1.0 - float(special.chndtr(t, p, nc))  # round-off ~1e-16: its sign is sure
+        return upper - a if abs(upper - a) > 1e-13 else ncx2_sf(t, p, nc) - a  # unless close
 
     high = x / math.sqrt(float(special.chdtri(p, 1.0 - a)))  # above any σ in the set
     low = max(0.0, x - s) / math.sqrt(float(special.chdtri(p, a)))  # the triangle bound
@@ -264,23 +263,6 @@ class ObservedNoise:
 
 Observer = Callable[[ClientUpdate], "NoiseObservation | str"]
 """A declared mechanism's observation of a recovered update (``Mechanism.observe``)."""
-
-
-def observe_update(
-    declaration: Declaration, theta: np.ndarray | Sequence[np.ndarray],
-    theta_client: np.ndarray | Sequence[np.ndarray], observer: Observer,
-) -> NoiseObservation | str:
-    """Recover the update as :func:`~fedpriv.verification.verify_update` does and hand it to
-    the mechanism's ``observer``; a reason (str) where the optimiser or a non-finite update
-    defeats recovery."""
-    d = declaration
-    records = record_count(d.steps, batch_sizes=d.batch_sizes, sampling=d.sampling,
-                           local_size=d.local_size, sample_rate=d.sample_rate)
-    update = client_update(theta, theta_client, lr=d.lr, steps=d.steps, batch_size=d.batch_size,
-                           records=records, optimizer=d.optimizer, fresh_state=d.fresh_state)
-    if isinstance(update, Verdict):
-        return f"not observable: {update.reason}"
-    return observer(update)
 
 
 def _observation(update: ClientUpdate, law: str, norm_ord: int, clip: float,
