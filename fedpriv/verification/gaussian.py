@@ -21,7 +21,7 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from fedpriv.validate import check_dim, check_nonnegative, check_positive, check_probability
 from fedpriv.verification.clip import verify_clip
@@ -39,7 +39,7 @@ from fedpriv.verification.power import (
     gaussian_signal_power,
 )
 from fedpriv.verification.records import RecordCount
-from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
+from fedpriv.verification.roundoff import ROUNDOFF_RISK, chi_roundoff_quantile, norm_tolerance
 from fedpriv.verification.sandwich import (
     NoiseNorm,
     low_tail,
@@ -262,13 +262,6 @@ def _shape_applicable(
     return alternative < threshold
 
 
-@lru_cache(maxsize=64)
-def _chi_roundoff_quantile(p: int) -> float:
-    """``χ_p`` at its ``1 − ROUNDOFF_RISK`` quantile (kept per ``p``: scipy's ``isf`` costs more
-    than the rest of a reply's check)."""
-    return math.sqrt(float(stats.chi2.isf(ROUNDOFF_RISK, p)))
-
-
 def verify_gaussian(
     update: ClientUpdate,
     *,
@@ -292,7 +285,7 @@ def verify_gaussian(
     most = records.upper_quantile(ROUNDOFF_RISK)
     c_float = c * (1.0 + norm_tolerance(p, most, update.unit_roundoff))
     noise_std = sigma * c
-    step_noise = noise_std * _chi_roundoff_quantile(p)
+    step_noise = noise_std * chi_roundoff_quantile(p)
     step2 = (step_noise + c_float * most) / update.batch_size
     u = update.noisy_sum
     slack2 = update.batch_size * update.summed_error(2, step2)

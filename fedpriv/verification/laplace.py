@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 from fedpriv.validate import check_dim, check_nonnegative, check_positive, check_probability
 from fedpriv.verification.laws import (
@@ -30,7 +28,7 @@ from fedpriv.verification.laws import (
 )
 from fedpriv.verification.power import laplace_detectable_fraction, laplace_signal_power
 from fedpriv.verification.records import RecordCount
-from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
+from fedpriv.verification.roundoff import ROUNDOFF_RISK, gamma_roundoff_quantile, norm_tolerance
 from fedpriv.verification.sandwich import (
     NoiseNorm,
     norm_verdict,
@@ -137,12 +135,6 @@ def laplace_shape_test(
     return verdict
 
 
-@lru_cache(maxsize=64)
-def _gamma_roundoff_quantile(p: int) -> float:
-    """``Gamma(p, 1)`` at its ``1 − ROUNDOFF_RISK`` quantile (kept per ``p``)."""
-    return float(stats.gamma.isf(ROUNDOFF_RISK, p))
-
-
 def verify_laplace(
     update: ClientUpdate,
     *,
@@ -159,7 +151,7 @@ def verify_laplace(
     most = records.upper_quantile(ROUNDOFF_RISK)
     c_float = c * (1.0 + norm_tolerance(p, most, update.unit_roundoff))
     b = lam * c
-    step1 = (b * _gamma_roundoff_quantile(p) + c_float * most) / update.batch_size
+    step1 = (b * gamma_roundoff_quantile(p) + c_float * most) / update.batch_size
     u = update.noisy_sum
     slack1 = update.batch_size * update.summed_error(1, step1)
     slack2 = update.batch_size * update.summed_error(2, step1)  # ‖·‖₂ ≤ ‖·‖₁

@@ -59,7 +59,12 @@ from scipy import optimize, special, stats
 from fedpriv.validate import check_dim, check_positive, check_probability
 from fedpriv.verification.laws import laplace_l1_law, ncx2_sf
 from fedpriv.verification.records import RecordCount
-from fedpriv.verification.roundoff import ROUNDOFF_RISK, norm_tolerance
+from fedpriv.verification.roundoff import (
+    ROUNDOFF_RISK,
+    chi_roundoff_quantile,
+    gamma_roundoff_quantile,
+    norm_tolerance,
+)
 from fedpriv.verification.update import ClientUpdate
 
 __all__ = [
@@ -287,7 +292,7 @@ def observe_gaussian(update: ClientUpdate, *, clip_bound: float,
     """The Gaussian mechanism's observation (ℓ2; the declared σ only sizes the rounding
     slack, as in :func:`~fedpriv.verification.verify_gaussian`)."""
     c = check_positive("clip_bound", clip_bound)
-    step = noise_multiplier * c * math.sqrt(float(stats.chi2.isf(ROUNDOFF_RISK, update.dim)))
+    step = noise_multiplier * c * chi_roundoff_quantile(update.dim)
     return _observation(update, "gaussian", 2, c, step)
 
 
@@ -298,5 +303,5 @@ def observe_laplace(update: ClientUpdate, *, clip_bound: float,
     c = check_positive("clip_bound", clip_bound)
     if update.steps > MAX_LAPLACE_STEPS:
         return f"not observable: more than {MAX_LAPLACE_STEPS} local steps for the Laplace bound"
-    step = laplace_scale * c * float(stats.gamma.isf(ROUNDOFF_RISK, update.dim))
+    step = laplace_scale * c * gamma_roundoff_quantile(update.dim)
     return _observation(update, "laplace", 1, c, step)

@@ -23,11 +23,16 @@ References
 from __future__ import annotations
 
 import math
+from functools import lru_cache
+
+from scipy import stats
 
 __all__ = [
     "FLOAT32_UNIT_ROUNDOFF",
     "ROUNDOFF_RISK",
+    "chi_roundoff_quantile",
     "gamma_bound",
+    "gamma_roundoff_quantile",
     "norm_tolerance",
     "roundoff_bound",
 ]
@@ -38,6 +43,21 @@ FLOAT32_UNIT_ROUNDOFF = 2.0**-24
 # this upper tail probability per step, so a slack fails with probability ≤ k·1e-15 — and even
 # then only matters if the slack is comparable to the test's margin, which it never is.
 ROUNDOFF_RISK = 1e-15
+
+
+@lru_cache(maxsize=64)
+def chi_roundoff_quantile(p: int) -> float:
+    """``χ_p`` at its ``1 − ROUNDOFF_RISK`` quantile: a bound on one Gaussian step's noise norm
+    in units of its std (kept per ``p``: scipy's ``isf`` costs more than the rest of a reply's
+    check, and the verification and the observation both ask)."""
+    return math.sqrt(float(stats.chi2.isf(ROUNDOFF_RISK, p)))
+
+
+@lru_cache(maxsize=64)
+def gamma_roundoff_quantile(p: int) -> float:
+    """``Gamma(p, 1)`` at its ``1 − ROUNDOFF_RISK`` quantile: a bound on one Laplace step's
+    noise ℓ1 norm in units of its scale (kept per ``p``)."""
+    return float(stats.gamma.isf(ROUNDOFF_RISK, p))
 
 # The release arithmetic (noise scaling, sum, division by L; or s·y), fl(η), the product η·r and,
 # for weight decay or Nesterov, one more addition: at most 8 roundings relative to the step.
