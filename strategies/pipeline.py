@@ -313,7 +313,7 @@ class AuditPipeline:
                        verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                          audit.verify_alpha, share))
             observation = observe_reply(report, recovered)
-            fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, broadcast,
+            fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, theta,
                                 audit.verify_alpha)
             if fresh is not None:  # can refute the round, never verify it: a precondition
                 verdict = with_preconditions(verdict, [fresh])

@@ -7,7 +7,6 @@ Pure functions of the reply, its report and the sketches: :mod:`strategies.pipel
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -135,7 +134,7 @@ def update_row(report: ClientReport, node: int, release: Release) -> dict:
 
 
 def fresh_noise(sketches: UpdateSketches, cid: int, report: ClientReport, flat: np.ndarray,
-                broadcast: Sequence[np.ndarray], alpha: float) -> Verdict | None:
+                theta: np.ndarray, alpha: float) -> Verdict | None:
     """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
     (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
     noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
@@ -145,7 +144,7 @@ def fresh_noise(sketches: UpdateSketches, cid: int, report: ClientReport, flat: 
         return None
     std = d.lr * mechanism.noise_std / d.batch_size
     unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
-    theta = math.sqrt(sum(float(np.sum(np.square(a, dtype=np.float64))) for a in broadcast))
+    size = float(np.linalg.norm(theta))  # θ flattened (float64) once per round
     step = float(np.linalg.norm(flat))
-    slack = unit * (d.steps + 1) * (2 * theta + (8 * d.steps + 1) * step)
+    slack = unit * (d.steps + 1) * (2 * size + (8 * d.steps + 1) * step)
     return sketches.fresh_noise_test(cid, flat, std, alpha=alpha, slack=slack)
