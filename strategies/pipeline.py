@@ -35,12 +35,11 @@ from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
-from fedpriv.instructions import with_preconditions
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
-from fedpriv.verification import Verdict, combine_verdicts
+from fedpriv.verification import Verdict, combine_verdicts, with_preconditions
 from fedpriv.verification.observed import NoiseObservation, round_observation
 from fedpriv.verification.replay import UpdateSketches
 from fedpriv.verification.update import flatten

@@ -15,12 +15,11 @@ from fedpriv.instructions import (
     settings_differences,
     settings_verdict,
     size_verdict,
-    with_preconditions,
 )
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import ClientReport
-from fedpriv.verification import Verdict
+from fedpriv.verification import Verdict, with_preconditions
 
 OVERRIDE = "mechanism.overrides=[{clients=[1],name='vmf',kappa=1000.0}]"
 

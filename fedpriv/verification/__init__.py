@@ -60,6 +60,7 @@ from fedpriv.verification.verdict import (
     Verdict,
     combine_verdicts,
     unverifiable,
+    with_preconditions,
 )
 from fedpriv.verification.vmf import verify_vmf, verify_vmf_layers, vmf_norm_test
 
@@ -108,5 +109,6 @@ __all__ = [
     "verify_update",
     "verify_vmf",
     "verify_vmf_layers",
+    "with_preconditions",
     "vmf_norm_test",
 ]

@@ -12,7 +12,7 @@ declaration) or ``p = 1``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "combine_verdicts",
     "decide",
     "unverifiable",
+    "with_preconditions",
 ]
 
 Status = Literal["consistent", "inconsistent", "unverifiable", "undeclared"]
@@ -141,3 +142,30 @@ def combine_verdicts(
         statistic={f"{v.test}.{k}": x for v in everything for k, x in v.statistic.items()},
         parts=tuple(everything),
     )
+
+
+def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
+    """``verdict`` (a client-round's) with ``checks`` as further preconditions, its parts
+    kept flat (``checks`` first): ``inconsistent`` when any check is — a precondition can
+    refute a round, never verify it (:func:`fedpriv.verification.combine_verdicts`) — else
+    the verdict's own status and reason. Deterministic checks (no ``alpha``) add nothing to the
+    false-alarm rate; a statistical one (the fresh-noise test) adds its ``alpha``, and the
+    p-value becomes Bonferroni's over every statistical part, as in ``combine_verdicts``."""
+    failed = [c for c in checks if c.status == "inconsistent"]
+    parts = (*checks, *(verdict.parts or (verdict,)))
+    statistic = {**verdict.statistic,
+                 **{f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}}
+    tested = [c for c in checks if c.alpha is not None]
+    alpha, p_value = verdict.alpha, verdict.p_value
+    if tested:
+        alphas = [q.alpha for q in parts if q.alpha is not None]
+        p_values = [q.p_value for q in parts if q.p_value is not None]
+        alpha = sum(alphas)
+        p_value = min(1.0, len(alphas) * min(p_values))
+    if not failed:
+        return replace(verdict, parts=parts, statistic=statistic, alpha=alpha, p_value=p_value)
+    own = [verdict] if verdict.status == "inconsistent" else []
+    reason = "; ".join(f"{c.test}: {c.reason}" for c in [*failed, *own])
+    bad = 0.0 if any(c.alpha is None for c in failed) else p_value
+    return replace(verdict, status="inconsistent", reason=reason, p_value=bad, parts=parts,
+                   statistic=statistic, alpha=alpha)
