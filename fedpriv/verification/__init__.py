@@ -109,6 +109,6 @@ __all__ = [
     "verify_update",
     "verify_vmf",
     "verify_vmf_layers",
-    "with_preconditions",
     "vmf_norm_test",
+    "with_preconditions",
 ]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fedpriv.validate import check_probability
-from fedpriv.verification.declaration import Declaration, check_batch_sizes, check_declaration
+from fedpriv.verification.declaration import Declaration, declaration_checks
 from fedpriv.verification.records import record_count
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
@@ -72,16 +72,9 @@ def verify_update(
     """
     a = check_probability("alpha", alpha)
     d = declaration
-    plausible = check_declaration(d)
-    if plausible.status == "inconsistent":
-        return combine_verdicts([], preconditions=[plausible])
-    preconditions = [plausible]
-    if d.batch_sizes is not None and d.sampling == "poisson":
-        preconditions.append(
-            check_batch_sizes(
-                d.batch_sizes, local_size=d.local_size, sample_rate=d.sample_rate, alpha=a
-            )
-        )
+    preconditions = declaration_checks(d, a)
+    if preconditions[0].status == "inconsistent":
+        return combine_verdicts([], preconditions=preconditions)
     update = recover_update(d, theta, theta_client) if recovered is None else recovered
     checked = update if isinstance(update, Verdict) else verifier(update, a)
     return combine_verdicts([checked], preconditions=preconditions)

@@ -24,7 +24,7 @@ from fedpriv.validate import check_dim, check_probability, check_rate
 from fedpriv.verification.records import SAMPLINGS, binomial_cdf, binomial_sf
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide
 
-__all__ = ["Declaration", "check_batch_sizes", "check_declaration"]
+__all__ = ["Declaration", "check_batch_sizes", "check_declaration", "declaration_checks"]
 
 
 @dataclass(frozen=True)
@@ -170,3 +170,16 @@ def check_batch_sizes(
         failed=f"{total} records over {k} steps do not fit q = {q:.4g}, n = {n} (expected "
         f"{k * n * q:.4g})",
     )
+
+
+def declaration_checks(declaration: Declaration, alpha: float) -> list[Verdict]:
+    """The preconditions every client-round verdict starts from: the declaration is possible
+    (:func:`check_declaration`) and declared Poisson batch sizes fit ``Binomial(k·n, q)``
+    (:func:`check_batch_sizes`, at ``alpha``); the first alone when it fails (nothing else of
+    an impossible declaration is worth testing)."""
+    d = declaration
+    plausible = check_declaration(d)
+    if plausible.status == "inconsistent" or d.batch_sizes is None or d.sampling != "poisson":
+        return [plausible]
+    return [plausible, check_batch_sizes(d.batch_sizes, local_size=d.local_size,
+                                         sample_rate=d.sample_rate, alpha=alpha)]

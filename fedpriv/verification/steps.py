@@ -44,7 +44,7 @@ import numpy as np
 from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.validate import check_probability
 from fedpriv.verification.client_round import Verifier
-from fedpriv.verification.declaration import Declaration, check_batch_sizes, check_declaration
+from fedpriv.verification.declaration import Declaration, declaration_checks
 from fedpriv.verification.records import record_count
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF
 from fedpriv.verification.update import ClientUpdate, flatten
@@ -265,18 +265,14 @@ def verify_steps(
     """
     a = check_probability("alpha", alpha)
     d = declaration
-    plausible = check_declaration(d)
-    if plausible.status == "inconsistent":
-        return combine_verdicts([], preconditions=[plausible])
+    preconditions = declaration_checks(d, a)
+    if preconditions[0].status == "inconsistent":
+        return combine_verdicts([], preconditions=preconditions)
     releases = np.asarray(releases)
     if releases.ndim != 2 or releases.shape[0] != d.steps:
         bad = Verdict("composition", "inconsistent", f"{releases.shape[0]} step releases for "
                       f"k = {d.steps} declared steps", p_value=0.0)
-        return combine_verdicts([], preconditions=[plausible, bad])
-    preconditions = [plausible]
-    if d.batch_sizes is not None and d.sampling == "poisson":
-        preconditions.append(check_batch_sizes(d.batch_sizes, local_size=d.local_size,
-                                               sample_rate=d.sample_rate, alpha=a))
+        return combine_verdicts([], preconditions=[*preconditions, bad])
     if not np.all(np.isfinite(releases)):
         return combine_verdicts([unverifiable(
             "steps", "a step release is not finite (training diverged?)")],
