@@ -161,7 +161,8 @@ def linear_factors(
         if len(calls) != 1 or calls[0][0].dim() != 2:
             raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
     outputs = [seen[m][0][1] for m in layers]
-    errors = dict(zip(layers, torch.autograd.grad(losses.sum(), outputs), strict=True))
+    grads = torch.autograd.grad(losses, outputs, grad_outputs=torch.ones_like(losses))  # of Σℓ_i
+    errors = dict(zip(layers, grads, strict=True))
     return LinearFactors(
         errors=[errors[m] for m, _, _ in owners],
         inputs=[seen[m][0][0] if name == "weight" else None for m, name, _ in owners],
