@@ -16,7 +16,8 @@ the math here is a few lines and is tested against ``vmap`` and against
 :func:`fedpriv.gradients.clipping.clipped_sum` on the materialised gradients.
 
 Scope: :func:`is_all_linear` says whether a model qualifies — every trainable parameter belongs
-to an ``nn.Linear``; such layers must then run exactly once per forward pass on 2-D inputs
+to one ``nn.Linear`` and to no other module (a tied weight's per-example gradient is a sum of
+outer products); such layers must then run exactly once per forward pass on 2-D inputs
 ``(B, in)``, and :func:`linear_factors` raises ``ValueError`` for a model that breaks that
 promise (a bug in the model, not a signal to take another route). Any other model goes through
 :func:`fedpriv.gradients.vmap.vmap_per_example_gradients`.
