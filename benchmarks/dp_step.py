@@ -1,9 +1,11 @@
-"""The cost of privacy in one training step: the paper MLP at batch 128 (16×16 digits), CPU.
+"""The cost of privacy in one training step: the paper MLP at batch 128 (the paper study) and
+batch 16 (the scaling workload), 16×16 digits, CPU.
 
 ``python -m benchmarks.dp_step [--quick | --smoke]`` (from the repository root) prints one JSON
 object:
 
-* ``steps_ms``: one full step (gradients, clip/noise, parameter update) by each route —
+* ``steps_ms`` (batch 128) and ``batch_16.steps_ms``: one full step (gradients, clip/noise,
+  parameter update) by each route —
   ``plain`` (mean-loss backward, ``torch.optim.SGD``), ``dp_outer``
   (:func:`fedpriv.gradients.linear.linear_per_example_gradients`, then the Gaussian
   mechanism's ``privatize``), ``dp_vmap`` (``torch.func.vmap`` per-example gradients, the route
@@ -13,20 +15,22 @@ object:
   the route :func:`fedpriv.training.private_release` takes for clipped
   mechanisms on all-linear models), ``dp_local_train`` (the whole production call,
   :func:`fedpriv.training.local_train` for one step of a fixed-size batch of all ``B`` records:
-  the batch draw, the release, the optimiser's step and the bookkeeping) and ``dp_opacus``
-  (Opacus ``GradSampleModule`` hooks + ``DPOptimizer``) and ``dp_opacus_ghost`` (Opacus's
-  ghost clipping, ``GradSampleModuleFastGradientClipping``: two backward passes), both if Opacus
-  is importable (``pip install -e ".[opacus]"``). Every DP route but ``dp_local_train`` and the
-  Opacus ones applies its release with the plain route's own ``torch.optim.SGD`` (the release
-  set as ``p.grad``, as ``local_train`` does with its default optimiser), so the update costs
-  every route the same.
+  the batch draw, the release, a fresh optimiser, its step and the bookkeeping) and
+  ``dp_opacus`` (Opacus ``GradSampleModule`` hooks + ``DPOptimizer``) and ``dp_opacus_ghost``
+  (Opacus's ghost clipping, ``GradSampleModuleFastGradientClipping``: two backward passes),
+  both if Opacus is importable (``pip install -e ".[opacus]"``). Every DP route but
+  ``dp_local_train`` and the Opacus ones applies its release with the plain route's own
+  ``torch.optim.SGD`` (the release set as ``p.grad``, as ``local_train`` does with its default
+  optimiser), so the update costs every route the same.
 * ``ratio_to_plain``: each route's median over ``plain``'s; ``ratio_dp_to_plain`` is the
   production route's, ``dp_ghost`` (aim ≤ 1.25: the
   physical limit is one extra pass over the per-example norms and the noise draw).
 * ``per_mechanism_ms``: one step per mechanism (none, clip, gaussian, laplace, vmf) by the
-  ``vmap``, ``outer`` and (clipped mechanisms) ``ghost`` routes.
-* ``profile``: the production step split into its parts, torch.profiler's top operators, and
-  the minor page faults per step of each route.
+  ``vmap``, ``outer`` and (clipped mechanisms) ``ghost`` routes, batch 128.
+* ``profile``: at both batches, the production step built up stage by stage (gradient source,
+  clipped sum, release, update; each stage's marginal cost measured in place, and the noise
+  draw alone) against the plain step's forward + backward and update; torch.profiler's top
+  operators of the production step; the minor page faults per step of each route.
 * ``malloc_tuned``: ``steps_ms`` and ratios again in a child process whose glibc keeps freed
   memory (``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_`` = 1 GiB): without it every
   step's fresh ``(B, p)`` buffers (7 MB) are returned to the OS and page-faulted back in.
@@ -56,17 +60,18 @@ from benchmarks.timing import ratio, timed, timed_interleaved
 __all__ = ["measure"]
 
 BATCH, LR, AIM = 128, 0.01, 1.25
+SMALL_BATCH = 16  # the scaling workload's batch (benchmarks/scaling.py)
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**30)}
 
 
-def _data() -> tuple[torch.Tensor, torch.Tensor]:
+def _data(batch: int = BATCH) -> tuple[torch.Tensor, torch.Tensor]:
     from sklearn.datasets import load_digits
 
     from fedpriv.data.datasets import upsample_digits
 
     bunch = load_digits()
-    x = upsample_digits(bunch.images[:BATCH])
-    return x, torch.as_tensor(bunch.target[:BATCH], dtype=torch.int64)
+    x = upsample_digits(bunch.images[:batch])
+    return x, torch.as_tensor(bunch.target[:batch], dtype=torch.int64)
 
 
 def _model() -> torch.nn.Module:
@@ -126,7 +131,7 @@ def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[
     def step() -> None:
         grads, _ = per_example(model, x, y)
         source = PerExampleGradients(grads, None, tuple(sizes))
-        update(mech.privatize(source, gen, batch_size=float(BATCH)))
+        update(mech.privatize(source, gen, batch_size=float(x.shape[0])))
 
     return step
 
@@ -141,22 +146,22 @@ def _ghost_step(model, x, y, mech) -> Callable[[], None]:
     update = _sgd_update(model)
 
     def step() -> None:
-        update(private_release(model, x, y, mech, gen, batch_size=float(BATCH))[0])
+        update(private_release(model, x, y, mech, gen, batch_size=float(x.shape[0]))[0])
 
     return step
 
 
 def _local_train_step(model, x, y, mech) -> Callable[[], None]:
     """The production call: one step of :func:`fedpriv.training.local_train` on a fixed-size
-    batch of all ``BATCH`` records (default optimiser: plain SGD at ``LR``)."""
+    batch of all the records of ``x`` (default optimiser: plain SGD at ``LR``)."""
     from fedpriv.mechanisms import make_generator
     from fedpriv.training import local_train
 
     gen = make_generator(0, 0, 0)
 
     def step() -> None:
-        local_train(model, x, y, mech, lr=LR, local_steps=1, batch_size=BATCH, sampling="fixed",
-                    generator=gen)
+        local_train(model, x, y, mech, lr=LR, local_steps=1, batch_size=x.shape[0],
+                    sampling="fixed", generator=gen)
 
     return step
 
@@ -180,7 +185,7 @@ def _opacus_step(model, x, y) -> Callable[[], None] | None:
         return None
     gsm = GradSampleModule(copy.deepcopy(model))
     opt = DPOptimizer(torch.optim.SGD(gsm.parameters(), lr=LR), noise_multiplier=1.0,
-                      max_grad_norm=1.0, expected_batch_size=BATCH)
+                      max_grad_norm=1.0, expected_batch_size=x.shape[0])
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
@@ -203,7 +208,7 @@ def _opacus_ghost_step(model, x, y) -> Callable[[], None] | None:
                                                use_ghost_clipping=True)
     opt = DPOptimizerFastGradientClipping(torch.optim.SGD(gsm.parameters(), lr=LR),
                                           noise_multiplier=1.0, max_grad_norm=1.0,
-                                          expected_batch_size=BATCH)
+                                          expected_batch_size=x.shape[0])
     criterion = DPLossFastGradientClipping(gsm, opt, torch.nn.CrossEntropyLoss())
 
     def step() -> None:
@@ -214,11 +219,11 @@ def _opacus_ghost_step(model, x, y) -> Callable[[], None] | None:
     return step
 
 
-def _steps() -> dict[str, Callable[[], None]]:
+def _steps(batch: int = BATCH) -> dict[str, Callable[[], None]]:
     """One step of each route but the loop (Gaussian mechanism, σ = 1, C = 1)."""
     from fedpriv.mechanisms import build_mechanism
 
-    x, y = _data()
+    x, y = _data(batch)
     mech = build_mechanism("gaussian", {})
     routes = _routes()
     steps = {"plain": _plain_step(_model(), x, y)}
@@ -233,13 +238,13 @@ def _steps() -> dict[str, Callable[[], None]]:
     return steps
 
 
-def step_times(repeats: int) -> dict[str, Any]:
-    """Plain vs DP steps by every route, interleaved; the per-example loop apart."""
+def step_times(repeats: int, batch: int = BATCH) -> dict[str, Any]:
+    """Plain vs DP steps by every route at ``batch``, interleaved; the per-example loop apart."""
     from fedpriv.mechanisms import build_mechanism
 
-    steps = _steps()
+    steps = _steps(batch)
     times = timed_interleaved(steps, repeats, warmup=3)
-    x, y = _data()
+    x, y = _data(batch)
     loop = _materialised_step(_model(), x, y, build_mechanism("gaussian", {}),
                               _routes()["loop"])  # ~100× slower: fewer runs
     times["dp_loop"] = timed(loop, max(3, repeats // 10), warmup=1)
@@ -248,7 +253,8 @@ def step_times(repeats: int) -> dict[str, Any]:
     return {"steps_ms": times, "ratio_to_plain": ratios, "ratio_of_minima": of_minima,
             "ratio_dp_to_plain": ratios["dp_ghost"], "aim": AIM,
             "meets_aim": ratios["dp_ghost"] <= AIM,
-            "opacus": "measured" if "dp_opacus" in steps else "not installed (skipped)"}
+            "opacus": "measured" if "dp_opacus" in steps else "not installed (skipped)",
+            "batch": batch}
 
 
 def page_faults(steps: int = 20) -> dict[str, float]:
@@ -288,38 +294,86 @@ def per_mechanism(repeats: int) -> dict[str, dict[str, Any]]:
     return out
 
 
-def profile(repeats: int, steps: int = 10) -> dict[str, Any]:
-    """The vmap step split into parts, torch.profiler's top operators over ``steps`` vmap
-    steps, and the page faults per step of each route over ``2 * steps`` steps (the production
-    routes are timed in :func:`step_times`)."""
+def _plain_forward_backward(model, x, y) -> Callable[[], None]:
+    """The plain step without its update: what the DP route's gradients compare with."""
+    params = list(model.parameters())
+
+    def step() -> None:
+        for p in params:
+            p.grad = None
+        F.cross_entropy(model(x), y).backward()
+
+    return step
+
+
+def stages(repeats: int, batch: int) -> dict[str, Any]:
+    """The production step (``dp_ghost``) built up stage by stage, every stage a whole call
+    timed round-robin with the others, so that each stage's marginal cost is measured in
+    place (parts timed alone, on warm caches, add up to less than the step): the gradient
+    source (forward, one backward to the layer outputs), then its clipped sum (per-example
+    norms and one weighted product per layer), then the release (noise), then the update.
+    ``noise_draw`` is the draw of ``p`` standard normals alone (torch's CPU generator)."""
+    from fedpriv.gradients import gradient_source
+    from fedpriv.mechanisms import build_mechanism, make_generator
+    from fedpriv.training import private_release
+
+    x, y = _data(batch)
+    mech, gen = build_mechanism("gaussian", {}), make_generator(0, 0, 0)
+    dim = sum(p.numel() for p in _model().parameters())
+    models = [_model() for _ in range(3)]
+    runs = {
+        "plain_forward_backward": _plain_forward_backward(_model(), x, y),
+        "plain": _plain_step(_model(), x, y),
+        "noise_draw": lambda: torch.empty(dim).normal_(generator=gen),
+        "source": lambda: gradient_source(models[0], x, y),
+        "clipped_sum": lambda: gradient_source(models[1], x, y).clipped_sum(
+            mech.clip_bounds, mech.norm_ord),
+        "release": lambda: private_release(models[2], x, y, mech, gen, batch_size=float(batch)),
+        "dp_ghost": _ghost_step(_model(), x, y, mech),
+    }
+    times = timed_interleaved(runs, repeats, warmup=3)
+    med = {k: v["median"] for k, v in times.items()}
+    marginal = {
+        "plain: forward + backward": med["plain_forward_backward"],
+        "plain: update": med["plain"] - med["plain_forward_backward"],
+        "dp: forward + backward to the layer outputs": med["source"],
+        "dp: norms + weighted products": med["clipped_sum"] - med["source"],
+        "dp: noise + release arithmetic": med["release"] - med["clipped_sum"],
+        "dp: update": med["dp_ghost"] - med["release"],
+    }
+    return {"batch": batch, "stages_ms": times,
+            "marginal_ms": {k: round(v, 4) for k, v in marginal.items()},
+            "share_of_plain": {k: round(v / med["plain"], 3) for k, v in marginal.items()},
+            "noise_draw_share_of_plain": round(med["noise_draw"] / med["plain"], 3)}
+
+
+def top_ops(batch: int, steps: int = 10) -> list[dict[str, Any]]:
+    """torch.profiler's top operators (self CPU) over ``steps`` production steps
+    (``dp_ghost``); the profiler's own overhead inflates small operators."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
-    from fedpriv.gradients import PerExampleGradients
-    from fedpriv.gradients import vmap_per_example_gradients as per_example_gradients
-    from fedpriv.mechanisms import build_mechanism, make_generator
+    from fedpriv.mechanisms import build_mechanism
 
-    x, y = _data()
-    model, mech, gen = _model(), build_mechanism("gaussian", {}), make_generator(0, 0, 0)
-    update = _sgd_update(model)
-    grads, _ = per_example_gradients(model, x, y)
-    source = PerExampleGradients(grads)
-    release = mech.privatize(source, gen, batch_size=float(BATCH))
-    parts = {
-        "per_example_gradients_vmap": timed(lambda: per_example_gradients(model, x, y), repeats),
-        "privatize_gaussian": timed(
-            lambda: mech.privatize(source, gen, batch_size=float(BATCH)), repeats),
-        "apply_update": timed(lambda: update(release), repeats),
-    }
+    x, y = _data(batch)
+    step = _ghost_step(_model(), x, y, build_mechanism("gaussian", {}))
+    for _ in range(3):
+        step()
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
         for _ in range(steps):
-            per_example_gradients(model, x, y)
+            step()
     table = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in table) or 1.0
-    top = [{"op": e.key, "calls_per_step": e.count // steps,
-            "self_cpu_share": round(e.self_cpu_time_total / total, 3)} for e in table[:8]]
-    return {"parts_ms": parts, "vmap_top_ops": top,
-            "vmap_ops_per_step": sum(e.count for e in table) // steps,
+    return [{"op": e.key, "calls_per_step": e.count // steps,
+             "self_cpu_share": round(e.self_cpu_time_total / total, 3)} for e in table[:10]]
+
+
+def profile(repeats: int, steps: int = 10) -> dict[str, Any]:
+    """The production step by stages (:func:`stages`, ``repeats`` calls of each) and its top
+    operators (:func:`top_ops`) at both batch sizes, and the page faults per step of each route
+    over ``2 * steps`` steps."""
+    return {"stages": {str(b): stages(repeats, b) for b in (SMALL_BATCH, BATCH)},
+            "top_ops": {str(b): top_ops(b, steps) for b in (SMALL_BATCH, BATCH)},
             "minor_page_faults_per_step": page_faults(2 * steps)}
 
 
@@ -331,8 +385,9 @@ def measure(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     parts = 1 if smoke else max(10, repeats // 4)
     return {
         **step_times(repeats),
+        f"batch_{SMALL_BATCH}": step_times(repeats, SMALL_BATCH),
         "per_mechanism_ms": per_mechanism(parts),
-        "profile": profile(parts, steps=1 if smoke else 10),
+        "profile": profile(2 if smoke else 5 * repeats, steps=1 if smoke else 10),
         "malloc_tuned": malloc_tuned(repeats),
         "batch": BATCH, "model": "paper-mlp (13,700 parameters)", "threads": 1,
         "repeats": repeats,

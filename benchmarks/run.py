@@ -275,6 +275,9 @@ def _dp_lines(r: dict[str, Any]) -> list[str]:
     lines = ["  step ms (median): " + ", ".join(f"{k} {_median(v)}" for k, v in steps.items()),
              f"  ratio to plain: {r['ratio_to_plain']}  (aim {r['aim']} for dp_ghost: "
              f"{'met' if r['meets_aim'] else 'MISSED'})"]
+    small = r.get("batch_16")
+    if small:
+        lines.append(f"  batch 16, ratio to plain: {small['ratio_to_plain']}")
     tuned = r.get("malloc_tuned", {})
     if tuned:
         lines.append(f"  glibc keeping freed memory: {tuned['ratio_to_plain']}")

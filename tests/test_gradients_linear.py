@@ -10,7 +10,13 @@ from torch import nn
 
 from fedpriv.gradients import vmap_per_example_gradients as per_example_gradients
 from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
-from fedpriv.gradients.linear import is_all_linear, linear_factors, linear_per_example_gradients
+from fedpriv.gradients.linear import (
+    is_all_linear,
+    linear_factors,
+    linear_per_example_gradients,
+    parameter_layout,
+)
+from fedpriv.gradients.source import LinearFactorGradients, gradient_source
 from fedpriv.models.mlp import PaperMLP
 
 
@@ -107,3 +113,55 @@ def test_ghost_rejects_wrong_number_of_bounds():
     x, y = _batch(4, torch.float32)
     with pytest.raises(ValueError, match="bounds"):
         ghost_clipped_sum(linear_factors(model, x, y), [1.0, 1.0])
+
+
+def _tied_mlp() -> nn.Module:
+    """A linear model whose first weight is held again by a later layer (tied weights)."""
+    torch.manual_seed(3)
+    first, second = nn.Linear(6, 6, bias=False), nn.Linear(6, 3)
+    model = nn.Sequential(first, nn.Sigmoid(), nn.Sequential(nn.Linear(6, 6), second))
+    model[2][0].weight = first.weight
+    return model.double()
+
+
+def test_parameter_layout_follows_parameter_order_and_sees_a_tied_weight():
+    """One walk gives torch's own order, a tied parameter once, at its first owner."""
+    model = _tied_mlp()
+    layout = parameter_layout(model)
+    first, middle, second = model[0], model[2][0], model[2][1]
+    assert [p for _, _, p in layout.owners] == list(model.parameters())
+    assert [(m, name) for m, name, _ in layout.owners] == [
+        (first, "weight"), (middle, "bias"), (second, "weight"), (second, "bias")]
+    assert layout.shared and not layout.all_linear and not is_all_linear(model)
+    assert parameter_layout(_biased_mlp()).all_linear
+
+
+def test_tied_weights_take_the_general_route():
+    """A tied weight's per-example gradient is a sum of two outer products: the factor route
+    refuses it, and the batch's source is the ``vmap`` one, which matches a per-example loop."""
+    model = _tied_mlp()
+    x, y = torch.rand(5, 6, dtype=torch.float64), torch.tensor([0, 1, 2, 0, 1])
+    with pytest.raises(ValueError, match="shared"):
+        linear_factors(model, x, y)
+    source = gradient_source(model, x, y)
+    assert not isinstance(source, LinearFactorGradients)
+    for i in range(5):
+        loss = nn.functional.cross_entropy(model(x[i : i + 1]), y[i : i + 1])
+        row = torch.cat([g.reshape(-1) for g in torch.autograd.grad(loss, model.parameters())])
+        torch.testing.assert_close(source.per_example()[i], row, atol=1e-12, rtol=1e-10)
+
+
+@pytest.mark.parametrize("per_layer", [False, True])
+def test_an_example_exactly_at_the_bound_enters_unchanged(per_layer):
+    """The factor ``min(1, C/‖g‖)`` is exactly 1 at ``‖g‖ = C`` (a correctly rounded division,
+    not ``C · (1/‖g‖)``): clipping a single example to its own norm changes no bit of it."""
+    model = _biased_mlp(torch.float64)
+    x, y = _batch(12, torch.float64, seed=6)
+    for i in range(12):
+        factors = linear_factors(model, x[i : i + 1], y[i : i + 1])
+        norm = torch.linalg.vector_norm
+        blocks = torch.stack([norm(d, dim=1) if a is None else norm(d, dim=1) * norm(a, dim=1)
+                              for d, a in zip(factors.errors, factors.inputs, strict=True)], dim=1)
+        bounds = blocks[0].tolist() if per_layer else [float(torch.linalg.vector_norm(blocks[0]))]
+        unclipped = LinearFactorGradients(factors).gradient_sum()
+        assert torch.equal(ghost_clipped_sum(factors, bounds), unclipped)

@@ -120,7 +120,7 @@ def _block_norms(factors: LinearFactors, norm_ord: int) -> torch.Tensor:
     norms = []
     for d, a in zip(factors.errors, factors.inputs, strict=True):
         n = torch.linalg.vector_norm(d, ord=norm_ord, dim=1)
-        norms.append(n if a is None else n * torch.linalg.vector_norm(a, ord=norm_ord, dim=1))
+        norms.append(n if a is None else n.mul_(torch.linalg.vector_norm(a, ord=norm_ord, dim=1)))
     return torch.stack(norms, dim=1)
 
 
@@ -128,6 +128,12 @@ def ghost_clipped_sum(
     factors: LinearFactors, bounds: Sequence[float], norm_ord: int = 2
 ) -> torch.Tensor:
     """``Σ_i ḡ_i`` (shape ``(p,)``) without materialising the per-example gradients.
+
+    Each example's factor ``min(1, C/‖g_i‖)`` (from the factorised block norms) weights its
+    error rows, and each weight block is one product ``(s ⊙ δ)ᵀ a`` written into its slice of
+    the result (no per-block copies): beyond the backward pass, one pass over the per-example
+    norms and one weighting of the errors. A factor is 1 exactly for an example within the
+    bound (``torch.div``, as in :func:`clip_factors`), so its rows enter unchanged.
 
     Parameters
     ----------
@@ -144,14 +150,22 @@ def ghost_clipped_sum(
 
     block = _block_norms(factors, norm_ord)
     if len(bounds) == 1:
-        total = block.pow(norm_ord).sum(dim=1).pow(1.0 / norm_ord)
-        scale = (bounds[0] / total).clamp(max=1.0).unsqueeze(1).expand_as(block)
+        total = torch.linalg.vector_norm(block, ord=norm_ord, dim=1, keepdim=True)
+        scales = [torch.div(bounds[0], total).clamp_(max=1.0)] * block.shape[1]
     elif len(bounds) == block.shape[1]:
-        scale = (block.new_tensor(list(bounds)) / block).clamp(max=1.0)
+        scales = list(torch.div(block.new_tensor(list(bounds)), block).clamp_(max=1.0)
+                      .split(1, dim=1))
     else:
         raise ValueError(f"ghost_clipped_sum: {len(bounds)} bounds for {block.shape[1]} blocks")
-    sums = []
-    for k, (d, a) in enumerate(zip(factors.errors, factors.inputs, strict=True)):
-        weighted = d * scale[:, k : k + 1]
-        sums.append(weighted.sum(dim=0) if a is None else (weighted.T @ a).reshape(-1))
-    return torch.cat(sums)
+    out = block.new_empty(sum(factors.widths))
+    offset = 0
+    for d, a, scale in zip(factors.errors, factors.inputs, scales, strict=True):
+        weighted = d * scale
+        if a is None:
+            torch.sum(weighted, dim=0, out=out[offset : offset + d.shape[1]])
+            offset += d.shape[1]
+        else:
+            width = d.shape[1] * a.shape[1]
+            torch.mm(weighted.T, a, out=out[offset : offset + width].view(d.shape[1], -1))
+            offset += width
+    return out

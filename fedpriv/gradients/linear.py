@@ -16,7 +16,8 @@ the math here is a few lines and is tested against ``vmap`` and against
 :func:`fedpriv.gradients.clipping.clipped_sum` on the materialised gradients.
 
 Scope: :func:`is_all_linear` says whether a model qualifies — every trainable parameter belongs
-to an ``nn.Linear``; such layers must then run exactly once per forward pass on 2-D inputs
+to one ``nn.Linear`` and to no other module (a tied weight's per-example gradient is a sum of
+outer products); such layers must then run exactly once per forward pass on 2-D inputs
 ``(B, in)``, and :func:`linear_factors` raises ``ValueError`` for a model that breaks that
 promise (a bug in the model, not a signal to take another route). Any other model goes through
 :func:`fedpriv.gradients.vmap.vmap_per_example_gradients`.
@@ -40,8 +41,8 @@ from torch import nn
 from fedpriv.gradients.loss import Loss, cross_entropy
 
 __all__ = [
-    "LinearFactors", "is_all_linear", "linear_factors", "linear_per_example_gradients",
-    "materialise",
+    "LinearFactors", "Owner", "ParameterLayout", "is_all_linear", "linear_factors",
+    "linear_per_example_gradients", "materialise", "parameter_layout",
 ]
 
 
@@ -72,37 +73,81 @@ class LinearFactors:
         ]
 
 
-def _owners(model: nn.Module) -> list[tuple[nn.Module, str]]:
-    """``(module, "weight" | "bias" | ...)`` owning each trainable parameter, in parameter order."""
-    owner = {}
+Owner = tuple[nn.Module, str, nn.Parameter]
+"""``(module, attribute name, parameter)``: which module holds a parameter, under which name."""
+
+
+@dataclass(frozen=True)
+class ParameterLayout:
+    """Who owns each parameter of a model, from one walk of its modules.
+
+    Attributes
+    ----------
+    owners
+        One :data:`Owner` per parameter, in ``model.parameters()`` order (torch's own walk:
+        modules depth-first, a parameter held by several modules at its first).
+    shared
+        Whether some parameter is held by two modules (tied weights): its per-example gradient
+        is then a sum of outer products, not one, so the factor route does not apply.
+    """
+
+    owners: list[Owner]
+    shared: bool
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """``numel`` of each parameter, in order."""
+        return tuple(p.numel() for _, _, p in self.owners)
+
+    @property
+    def all_linear(self) -> bool:
+        """Whether every parameter belongs to one ``nn.Linear`` and to no other module."""
+        return not self.shared and all(isinstance(m, nn.Linear) for m, _, _ in self.owners)
+
+
+def parameter_layout(model: nn.Module) -> ParameterLayout:
+    """The :class:`ParameterLayout` of ``model``."""
+    owners: list[Owner] = []
+    seen: set[int] = set()
+    shared = False
     for module in model.modules():
         for name, param in module.named_parameters(recurse=False):
-            owner[id(param)] = (module, name)
-    return [owner[id(param)] for param in model.parameters()]
+            if id(param) in seen:
+                shared = True
+                continue
+            seen.add(id(param))
+            owners.append((module, name, param))
+    return ParameterLayout(owners, shared)
 
 
 def is_all_linear(model: nn.Module) -> bool:
-    """Whether every trainable parameter of ``model`` belongs to an ``nn.Linear``."""
-    return all(isinstance(module, nn.Linear) for module, _ in _owners(model))
-
-
-def _linear_of_each_parameter(model: nn.Module) -> list[tuple[nn.Linear, str]]:
-    """``(layer, "weight" | "bias")`` for each trainable parameter, in parameter order."""
-    owners = _owners(model)
-    for module, _ in owners:
-        if not isinstance(module, nn.Linear):
-            raise ValueError(f"linear factors: parameter of {type(module).__name__} is not linear")
-    return owners  # type: ignore[return-value]
+    """Whether every trainable parameter of ``model`` belongs to an ``nn.Linear`` (and none is
+    shared between modules)."""
+    return parameter_layout(model).all_linear
 
 
 def linear_factors(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy,
+    *, layout: ParameterLayout | None = None,
 ) -> LinearFactors:
     """Inputs ``a`` and errors ``δ = ∂ℓ_i/∂z_i`` of every linear layer, and the per-example
-    losses ``ℓ_i`` (:mod:`fedpriv.gradients.loss`; cross-entropy by default)."""
-    params = _linear_of_each_parameter(model)
-    layers = list(dict.fromkeys(module for module, _ in params))
-    seen: dict[nn.Linear, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
+    losses ``ℓ_i`` (:mod:`fedpriv.gradients.loss`; cross-entropy by default).
+
+    One forward pass (a hook per layer keeps its input and output) and one backward pass to
+    the layers' outputs only: the weight gradients are never formed, the clipped sum weights
+    the factors instead. ``layout``: ``model``'s :func:`parameter_layout`, when the caller
+    already walked the model.
+    """
+    layout = parameter_layout(model) if layout is None else layout
+    owners = layout.owners
+    for module, _, _ in owners:
+        if not isinstance(module, nn.Linear):
+            raise ValueError(f"linear factors: parameter of {type(module).__name__} is not linear")
+    if layout.shared:
+        raise ValueError("linear factors: a parameter shared by two modules (tied weights) has "
+                         "no rank-one per-example gradient")
+    layers = list(dict.fromkeys(module for module, _, _ in owners))
+    seen: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
 
     def keep(module: nn.Module, args: tuple, out: torch.Tensor) -> None:
         seen[module].append((args[0].detach(), out))
@@ -117,10 +162,11 @@ def linear_factors(
         if len(calls) != 1 or calls[0][0].dim() != 2:
             raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
     outputs = [seen[m][0][1] for m in layers]
-    errors = dict(zip(layers, torch.autograd.grad(losses.sum(), outputs), strict=True))
+    grads = torch.autograd.grad(losses, outputs, grad_outputs=torch.ones_like(losses))  # of Σℓ_i
+    errors = dict(zip(layers, grads, strict=True))
     return LinearFactors(
-        errors=[errors[m] for m, _ in params],
-        inputs=[seen[m][0][0] if name == "weight" else None for m, name in params],
+        errors=[errors[m] for m, _, _ in owners],
+        inputs=[seen[m][0][0] if name == "weight" else None for m, name, _ in owners],
         losses=losses.detach(),
     )
 

@@ -9,7 +9,8 @@ bounds and norm (every other mechanism; privacy-math.md §2). Two sources give t
 * :class:`LinearFactorGradients` holds the rank-one factors of an all-linear model (the paper
   MLP) and forms the sums by ghost clipping, 5–10× faster on CPU, never forming ``(B, p)``.
 
-:func:`gradient_source` picks one per model, explicitly, from :func:`is_all_linear`.
+:func:`gradient_source` picks one per model, explicitly, from its
+:func:`~fedpriv.gradients.linear.parameter_layout` (``all_linear``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import torch
 from torch import nn
 
 from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
-from fedpriv.gradients.linear import LinearFactors, is_all_linear, linear_factors, materialise
+from fedpriv.gradients.linear import LinearFactors, linear_factors, materialise, parameter_layout
 from fedpriv.gradients.loss import Loss, cross_entropy
 from fedpriv.gradients.vmap import vmap_per_example_gradients
 
@@ -101,11 +102,12 @@ def gradient_source(
     An empty batch (Poisson sampling can draw none) is a zero-row :class:`PerExampleGradients`:
     every sum is zero and the mechanism still adds its noise.
     """
-    sizes = tuple(p.numel() for p in model.parameters())
+    layout = parameter_layout(model)  # one walk of the model per batch
+    sizes = layout.sizes
     if x.shape[0] == 0:
         return PerExampleGradients(x.new_zeros((0, sum(sizes))), x.new_zeros((0,)), sizes)
-    if is_all_linear(model):
-        return LinearFactorGradients(linear_factors(model, x, y, loss), sizes)
+    if layout.all_linear:
+        return LinearFactorGradients(linear_factors(model, x, y, loss, layout=layout), sizes)
     grads, losses = vmap_per_example_gradients(model, x, y, loss)
     return PerExampleGradients(grads, losses, sizes)
 

@@ -78,15 +78,15 @@ def private_release(
     return release, source.losses.detach()
 
 
-def _flat(model: nn.Module) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+def _flat(params: list[nn.Parameter]) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in params])
 
 
-def _set_gradients(model: nn.Module, update: torch.Tensor) -> None:
+def _set_gradients(params: list[nn.Parameter], update: torch.Tensor) -> None:
     """``p.grad`` of every parameter from the flat ``update`` (what Opacus's ``DPOptimizer``
     leaves in ``p.grad`` before the wrapped optimiser steps)."""
     offset = 0
-    for p in model.parameters():
+    for p in params:
         k = p.numel()
         p.grad = update[offset : offset + k].view_as(p).to(p.dtype)
         offset += k
@@ -138,13 +138,14 @@ def local_train(
         (``audit.release = "steps"``; fedpriv/verification/steps.py).
     """
     n = x.shape[0]
-    ids = torch.as_tensor(record_ids if record_ids is not None else range(n))
-    mechanism.check_layers([p.numel() for p in model.parameters()])
+    ids = torch.arange(n) if record_ids is None else torch.as_tensor(record_ids)
+    params = list(model.parameters())  # one walk of the model per call, not per step
+    mechanism.check_layers([p.numel() for p in params])
     expected = min(batch_size, n)
     result = LocalResult(loss=0.0, steps=local_steps, sample_rate=sampling_rate(n, batch_size))
     losses = []
-    anchor = _flat(model) if proximal_mu else None
-    stepper = (optimizer or LocalOptimizer()).build(model.parameters(), lr)
+    anchor = _flat(params) if proximal_mu else None
+    stepper = (optimizer or LocalOptimizer()).build(params, lr)
     for _ in range(local_steps):
         idx = sample_batch(n, batch_size, sampling, generator)
         release, batch_losses = private_release(
@@ -152,10 +153,10 @@ def local_train(
             canaries=canaries, loss=loss,
         )
         if keep_releases:
-            result.releases.append(release.detach().to(next(model.parameters()).dtype).clone())
+            result.releases.append(release.detach().to(params[0].dtype).clone())
         if anchor is not None:
-            release = release + proximal_mu * (_flat(model) - anchor)
-        _set_gradients(model, release)
+            release = release + proximal_mu * (_flat(params) - anchor)
+        _set_gradients(params, release)
         stepper.step()
         losses.append(batch_losses)
         result.batch_sizes.append(int(idx.numel()))
