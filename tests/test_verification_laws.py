@@ -16,15 +16,18 @@ from fedpriv.verification.laws import (
     GammaNorm,
     abs_normal_slopes,
     excess_kurtosis,
+    gaussian_excess_law,
     gaussian_l1_law,
     laplace_l1_law,
     laplace_l2_law,
     log_mgf_abs_laplace_sum,
     log_mgf_abs_normal,
     log_mgf_laplace_square,
+    log_mgf_normal_excess,
     lower_quantile,
     mean_abs_laplace_sum,
     ncx2_sf,
+    normal_excess_slopes,
 )
 
 
@@ -68,6 +71,43 @@ def test_abs_normal_slopes_are_the_mgf_derivatives(lam):
     slope, curvature = abs_normal_slopes(lam)
     assert slope == pytest.approx(first, rel=1e-8, abs=1e-13)  # λ + m cancels for λ ≪ 0
     assert curvature == pytest.approx(second, rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.parametrize("tau", [0.5, 2.0, 3.5])
+@pytest.mark.parametrize("lam", [-59.0, -30.0, -5.0, -0.5, 0.0, 0.7, 4.0, 30.0, 45.0])
+def test_normal_excess_slopes_are_the_mgf_derivatives(tau, lam):
+    """ψ' and ψ'' of the light-tail law against mpmath's derivatives of its MGF in closed form
+    (the Mills-ratio branch, and the limits beyond λ = τ + 35)."""
+    with mpmath.workdps(60):
+        def log_mgf(x):
+            t = mpmath.mpf(tau)
+            return mpmath.log(mpmath.erf(t / mpmath.sqrt(2))
+                              + 2 * mpmath.exp(x * x / 2 - x * t) * mpmath.ncdf(x - t))
+
+        first, second = (float(mpmath.diff(log_mgf, lam, n)) for n in (1, 2))
+    slope, curvature = normal_excess_slopes(lam, tau)
+    assert slope == pytest.approx(first, rel=1e-11)
+    assert curvature == pytest.approx(second, rel=1e-8)
+
+
+@pytest.mark.parametrize("p", [50, 13_700])
+@pytest.mark.parametrize("tau", [1.0, 3.0])
+def test_light_tail_newton_bound_is_brents(p, tau):
+    """The light-tail law minimises its exponent by Newton steps; scipy's bounded Brent search
+    on the same exponent gives the same bound (never looser), on both tails."""
+    newton = gaussian_excess_law(p, tau)
+    assert newton == gaussian_excess_law(p, tau)  # by value: lower_quantile keeps it per law
+    assert hash(newton) == hash(gaussian_excess_law(p, tau))
+    brent = ChernoffSum(p, lambda lam: log_mgf_normal_excess(lam, tau), newton.mean)
+    mean = p * newton.mean
+    pairs = [(newton.cdf(t), brent.cdf(t)) for t in mean * np.array([0.01, 0.5, 0.9, 0.99])]
+    pairs += [(newton.sf(t), brent.sf(t)) for t in mean * np.array([1.01, 1.5, 3.0])]
+    for ours, theirs in pairs:
+        if theirs == 0.0:
+            assert ours == 0.0
+            continue
+        assert math.log(ours) <= math.log(theirs) + 1e-9
+        assert math.log(ours) == pytest.approx(math.log(theirs), abs=1e-6)
 
 
 @pytest.mark.parametrize("p", [1, 50, 13_700])
