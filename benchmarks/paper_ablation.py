@@ -38,7 +38,7 @@ import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own convention
 from scipy import stats
 
-__all__ = ["CELLS", "PUBLISHED", "run", "specs", "tables"]
+__all__ = ["CELLS", "FACTOR_PAIRS", "PUBLISHED", "factor_table", "run", "specs", "tables"]
 
 CELLS: list[tuple[str, str, dict[str, float]]] = [
     ("none", "no noise", {}),
@@ -183,6 +183,45 @@ def tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+FACTOR_PAIRS = [
+    ("vmf-layers", "base", "per-layer VMF (κ on every layer)"),
+    ("clip-layers", "base", "per-layer clipping, C_r = 1/√3"),
+    ("clip-layers1", "base", "per-layer clipping, C_r = 1"),
+    ("adam", "base", "coupled decay (Adam, weight decay 0.1)"),
+    ("fixed", "base", "fixed-size batches (no Poisson)"),
+    ("antialias", "base", "antialiased resize"),
+    ("half", "base", "inputs in [−1, 1]"),
+    ("std", "base", "standardised inputs"),
+    ("antialias-std", "std", "antialiased resize, standardised"),
+    ("std+vmf-layers", "std", "per-layer VMF, standardised"),
+    ("std+clip-layers", "std", "per-layer clipping (1/√3), standardised"),
+    ("std+fixed", "std", "fixed batches, standardised"),
+]
+"""``(variant, reference, what changes)``: the factors of study.md's ablation table."""
+
+
+def factor_table(rows: list[dict[str, Any]], batch: int = 128) -> str:
+    """Markdown: each factor's accuracy change against its reference per cell, paired by seed
+    (the same initial model, batches and noise stream), mean ± 95% t-interval over seeds."""
+    acc: dict[tuple[str, str], dict[int, float]] = collections.defaultdict(dict)
+    for r in rows:
+        if r["batch"] == batch:
+            acc[(r["variant"], r["cell"])][r["seed"]] = r["acc"]
+    labels = list(PUBLISHED)
+    out = ["| factor | against | seeds | " + " | ".join(labels) + " |",
+           "|" + " --- |" * (len(labels) + 3)]
+    for variant, reference, what in FACTOR_PAIRS:
+        shown, counts = [], set()
+        for c in labels:
+            ours, theirs = acc.get((variant, c), {}), acc.get((reference, c), {})
+            diffs = [ours[s] - theirs[s] for s in sorted(set(ours) & set(theirs))]
+            counts.add(len(diffs))
+            shown.append("–" if not diffs else
+                         f"{'+' if statistics.fmean(diffs) >= 0 else ''}{_interval(diffs)}")
+        out.append(f"| {what} | {reference} | {max(counts)} | " + " | ".join(shown) + " |")
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--variants", default="base,std")
@@ -194,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--table", type=Path, nargs="+", help="print the tables of these files")
     args = parser.parse_args(argv)
     if args.table:
-        print(tables([json.loads(line) for f in args.table for line in f.open() if line.strip()]))
+        rows = [json.loads(line) for f in args.table for line in f.open() if line.strip()]
+        print(tables(rows) + "\n\n" + factor_table(rows))
         return 0
     if args.out is None:
         parser.error("--out is required to run")
