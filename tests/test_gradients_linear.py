@@ -32,6 +32,12 @@ def _paper_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
     return PaperMLP().to(dtype)
 
 
+def _standardized_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
+    """The paper MLP behind its input standardisation: the factors must see (x − μ)/σ."""
+    torch.manual_seed(3)
+    return PaperMLP(input_mean=0.3, input_std=0.25).to(dtype)
+
+
 def _biased_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
     torch.manual_seed(2)
     return nn.Sequential(
@@ -39,7 +45,7 @@ def _biased_mlp(dtype: torch.dtype = torch.float32) -> nn.Module:
     ).to(dtype)
 
 
-@pytest.mark.parametrize("make", [_paper_mlp, _biased_mlp])
+@pytest.mark.parametrize("make", [_paper_mlp, _standardized_mlp, _biased_mlp])
 def test_matches_vmap_to_1e6(make):
     model = make()
     x, y = _batch(33, torch.float32)

@@ -53,6 +53,21 @@ def test_the_fashion_mnist_presets_carry_the_published_protocol():
     assert quick.sweep.baselines == ["none"] and quick.sweep.seeds == [0]
 
 
+def test_the_fashion_mnist_recipe_is_the_protocol_on_standardised_inputs_at_table_v():
+    base = load_config(CONFIGS / "paper-fmnist.toml")
+    recipe = load_config(CONFIGS / "paper-fmnist-recipe.toml")
+    assert recipe.model.name == "paper-mlp-standardized" and base.model.name == "paper-mlp"
+    # everything else the published protocol, as the base preset has it
+    for section in ("data", "train", "mechanism", "audit", "simulation"):
+        assert getattr(recipe, section) == getattr(base, section), section
+    assert (recipe.rounds, recipe.sweep.epochs, recipe.sweep.batch_sizes) == (1, 3, [128])
+    assert recipe.sweep.parameters == {"gaussian": [1.23, 0.660, 0.461, 0.204],
+                                       "vmf": [75.0, 150.0, 250.0, 400.0]}
+    assert recipe.sweep.baselines == ["none"] and recipe.sweep.seeds == [0, 1, 2]
+    assert (recipe.sweep.attack, recipe.sweep.attack_iterations, recipe.sweep.attack_on) == (
+        "iga", 10_000, "first-release")
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

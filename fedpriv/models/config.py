@@ -13,4 +13,5 @@ __all__ = ["ModelConfig"]
 class ModelConfig:
     """``[model]``."""
 
-    name: str = rule(*one_of("paper-mlp", "small-cnn"), default="paper-mlp")
+    name: str = rule(*one_of("paper-mlp", "paper-mlp-standardized", "small-cnn"),
+                     default="paper-mlp")

@@ -8,16 +8,25 @@ from torch import nn
 
 from fedpriv.errors import InputError
 from fedpriv.models.cnn import SmallCNN
-from fedpriv.models.mlp import PaperMLP
+from fedpriv.models.mlp import FMNIST16_MEAN, FMNIST16_STD, PaperMLP
 
 __all__ = ["MODELS", "build_model", "count_parameters", "register_model"]
 
 
-def _paper_mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+def _features(input_shape: tuple[int, ...]) -> int:
     features = 1
     for d in input_shape:
         features *= d
-    return PaperMLP(in_features=features, num_classes=num_classes)
+    return features
+
+
+def _paper_mlp(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    return PaperMLP(in_features=_features(input_shape), num_classes=num_classes)
+
+
+def _paper_mlp_standardized(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+    return PaperMLP(in_features=_features(input_shape), num_classes=num_classes,
+                    input_mean=FMNIST16_MEAN, input_std=FMNIST16_STD)
 
 
 def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
@@ -26,6 +35,7 @@ def _small_cnn(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
 
 MODELS: dict[str, Callable[[tuple[int, ...], int], nn.Module]] = {
     "paper-mlp": _paper_mlp,
+    "paper-mlp-standardized": _paper_mlp_standardized,
     "small-cnn": _small_cnn,
 }
 _BUILT_IN = frozenset(MODELS)
@@ -52,7 +62,8 @@ def build_model(name: str, input_shape: tuple[int, ...], num_classes: int = 10) 
     Parameters
     ----------
     name
-        ``"paper-mlp"`` or ``"small-cnn"``.
+        ``"paper-mlp"``, ``"paper-mlp-standardized"`` (the paper MLP on standardised inputs:
+        :mod:`fedpriv.models.mlp`) or ``"small-cnn"``.
     input_shape
         ``(channels, height, width)`` of one example.
     num_classes
