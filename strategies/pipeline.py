@@ -124,7 +124,7 @@ class AuditPipeline:
         self._model = (model, dataset.input_shape, dataset.num_classes)
         self._dim = 0
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
-        self._theta: tuple[object, np.ndarray] = (None, np.empty(0))  # (broadcast, flattened)
+        self._theta: tuple[object, np.ndarray, float] = (None, np.empty(0), 0.0)  # θ, flat, ‖θ‖
         self.canaries = CanaryAuditor(audit, seed)
 
     # -- the round ----------------------------------------------------------------------------
@@ -305,14 +305,14 @@ class AuditPipeline:
                               f"the update repeats this client's update of round {replayed}",
                               p_value=0.0)
         else:  # recovered once: verified (in steps mode recomposed, then every step tested),
-            theta = self._flat_theta(broadcast)  # observed and tested for fresh noise
+            theta, theta_norm = self._flat_theta(broadcast)  # observed, tested for fresh noise
             recovered = recovered_reply(report, theta, arrays)
             verdict = (verified_or_inconsistent(report, theta, arrays, audit.verify_alpha,
                                                 recovered) if reply.releases is None else
                        verify_step_reply(report, broadcast, reply.arrays, reply.releases,
                                          audit.verify_alpha, share))
             observation = observe_reply(report, recovered)
-            fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, theta,
+            fresh = fresh_noise(self._sketches_of(flat.size), cid, report, flat, theta_norm,
                                 audit.verify_alpha)
             if fresh is not None:  # can refute the round, never verify it: a precondition
                 verdict = with_preconditions(verdict, [fresh])
@@ -401,14 +401,14 @@ class AuditPipeline:
         return {**tally, "details": {"pac_estimate": {"eps_mbp": tally["mbp_estimate"],
                                                       "beta": beta, **pac.as_dict()}}}
 
-    def _flat_theta(self, broadcast: Sequence[np.ndarray]) -> np.ndarray:
-        """θ flattened to float64 once per broadcast (read-only: the verification keeps its
-        norms) instead of once per reply."""
+    def _flat_theta(self, broadcast: Sequence[np.ndarray]) -> tuple[np.ndarray, float]:
+        """θ flattened to float64 (read-only: the verification keeps its norms) and its ℓ2 norm,
+        once per broadcast instead of once per reply."""
         if self._theta[0] is not broadcast:
             flat = flatten(broadcast)
             flat.flags.writeable = False
-            self._theta = (broadcast, flat)
-        return self._theta[1]
+            self._theta = (broadcast, flat, float(np.linalg.norm(flat)))
+        return self._theta[1], self._theta[2]
 
     def _sketches_of(self, dim: int) -> UpdateSketches:
         if self._sketches is None:

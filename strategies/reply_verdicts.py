@@ -134,17 +134,17 @@ def update_row(report: ClientReport, node: int, release: Release) -> dict:
 
 
 def fresh_noise(sketches: UpdateSketches, cid: int, report: ClientReport, flat: np.ndarray,
-                theta: np.ndarray, alpha: float) -> Verdict | None:
+                theta_norm: float, alpha: float) -> Verdict | None:
     """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
     (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
     noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
-    included); None for other mechanisms and adaptive optimisers (not testable)."""
+    included); None for other mechanisms and adaptive optimisers (not testable).
+    ``theta_norm`` is the broadcast's ℓ2 norm, which sizes the round-off slack."""
     mechanism, d = report.mechanism, report.declaration()
     if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
         return None
     std = d.lr * mechanism.noise_std / d.batch_size
     unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
-    size = float(np.linalg.norm(theta))  # θ flattened (float64) once per round
     step = float(np.linalg.norm(flat))
-    slack = unit * (d.steps + 1) * (2 * size + (8 * d.steps + 1) * step)
+    slack = unit * (d.steps + 1) * (2 * theta_norm + (8 * d.steps + 1) * step)
     return sketches.fresh_noise_test(cid, flat, std, alpha=alpha, slack=slack)

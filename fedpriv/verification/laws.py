@@ -82,7 +82,6 @@ def ncx2_sf(x: float, df: float, nc: float) -> float:
     return upper if upper > _COMPLEMENT_FLOOR else float(stats.ncx2.sf(x, df, nc))
 
 
-
 class NormLaw(Protocol):
     """A law of a standardised noise norm, through bounds on its two tails."""
 
