@@ -10,7 +10,9 @@ import pytest
 from fedpriv.accounting import ReleaseEvent, epsilon
 from fedpriv.data import load_dataset, partition_indices
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import make_release
+from fedpriv.ledger import PrivacyLedger
+from fedpriv.mechanisms import build_mechanism, make_release
+from fedpriv.mechanisms.vmf import VMFLayersRelease
 from workflows.config import config_from_dict
 from workflows.sweep import (
     account_cell,
@@ -102,6 +104,39 @@ def test_an_explicit_parameter_is_accounted_not_calibrated(mechanism, value):
     assert cell.target_epsilon is None and cell.parameter == value
     assert cell.epsilon == pytest.approx(_reaccount(cell, SETTING), rel=1e-12)
     assert cell.epsilon_per_epoch < cell.epsilon
+
+
+PER_LAYER = {"clip": 1.0, "vmf_layers": "per-layer", "vmf_layer_dims": [12_800, 750, 150]}
+
+
+def test_per_layer_vmf_cells_are_accounted_as_the_run_releases_them():
+    """With ``vmf_layers = "per-layer"`` a cell's ε, calibration and capacity are those of
+    the release the run's clients make and its ledger tallies (one VMF per layer, RDPs
+    summed: tests/test_mechanisms_vmf_layers.py), not the one-block VMF's."""
+    run_release = build_mechanism("vmf", {**PER_LAYER, "kappa": 75.0}).release(SETTING.dim)
+    assert isinstance(run_release, VMFLayersRelease)
+    tallied = PrivacyLedger(SETTING.delta).fold(
+        1, 0, run_release, steps=SETTING.steps, sample_rate=SETTING.sample_rate,
+        batch_size=128, dim=SETTING.dim)["epsilon"]
+    cell = account_cell(SETTING, "vmf", 75.0, PER_LAYER)
+    assert cell.epsilon == pytest.approx(tallied, rel=1e-12)
+    whole = account_cell(SETTING, "vmf", 75.0)
+    assert cell.epsilon > 10 * whole.epsilon  # the 150-parameter layer at κ = 75 dominates
+    calibrated = plan_cell(SETTING, "vmf", 10.0, PER_LAYER)
+    release = calibrated.release(SETTING.dim, PER_LAYER)
+    assert release == VMFLayersRelease((calibrated.parameter,) * 3, (12_800, 750, 150))
+    events = [ReleaseEvent(release, SETTING.sample_rate, SETTING.steps)]
+    achieved = epsilon(events, SETTING.delta).epsilon
+    assert 10.0 * (1 - 2e-3) <= achieved <= 10.0
+    assert calibrated.parameter < plan_cell(SETTING, "vmf", 10.0).parameter
+
+
+def test_a_sweep_refuses_per_layer_kappas_that_would_override_its_cells():
+    raw = {**RAW, "model": {"name": "paper-mlp"},
+           "mechanism": {**PER_LAYER, "vmf_kappas": [75.0, 75.0, 75.0]}}
+    with pytest.raises(InputError) as err:
+        check_sweepable(config_from_dict(raw))
+    assert err.value.key == "mechanism.vmf_kappas"
 
 
 def test_a_baseline_has_no_guarantee():

@@ -24,13 +24,14 @@ the server the first noisy release of training (module :mod:`workflows.sweep.run
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from fedpriv.accounting.events import Release
 from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import make_release, release_class
+from fedpriv.mechanisms import build_mechanism, release_class
 
 __all__ = [
     "Cell",
@@ -39,6 +40,7 @@ __all__ = [
     "baseline_cell",
     "batch_sizes",
     "cell_config",
+    "cell_release",
     "check_sweepable",
     "plan_cell",
     "plan_cells",
@@ -127,9 +129,10 @@ class Cell:
     route: str | None
     optimal_order: float | None
 
-    def release(self, dim: int) -> Release:
-        """One release of the cell's accountable mechanism at its parameter."""
-        return make_release(self.mechanism, self.parameter, dim)
+    def release(self, dim: int, params: Mapping[str, Any] | None = None) -> Release:
+        """One release of the cell's accountable mechanism at its parameter, with the
+        ``[mechanism]`` parameters ``params`` (:func:`cell_release`)."""
+        return cell_release(self.mechanism, self.parameter, dim, params)
 
     @property
     def key(self) -> str:
@@ -207,6 +210,18 @@ def sweep_setting(cfg: Config, batch_size: int | None = None) -> SweepSetting:
                         cfg.audit.delta, cfg.audit.accountant, sizes, dataset.num_classes, shape)
 
 
+def cell_release(mechanism: str, parameter: float | None, dim: int,
+                 params: Mapping[str, Any] | None = None) -> Release:
+    """One release of ``mechanism`` at its noise ``parameter``, built as the cell's runs build
+    it: with the config's ``[mechanism]`` parameters ``params`` (clip bounds, per-layer VMF:
+    ``vmf_layers = "per-layer"`` releases one VMF per parameter tensor, whose RDP is the
+    blocks' sum — not the one-block VMF's)."""
+    values = dict(params or {})
+    if parameter is not None:  # a baseline (none, clip) has none
+        values[release_class(mechanism, "sweep.mechanisms").parameter_name] = parameter
+    return build_mechanism(mechanism, values).release(dim)
+
+
 def _account(setting: SweepSetting, release: Release, steps: int) -> Any:
     """The accountant's result for ``steps`` releases at the setting's rate and δ."""
     from fedpriv.accounting import ReleaseEvent, epsilon
@@ -220,8 +235,10 @@ def _per_epoch(setting: SweepSetting, release: Release) -> float:
     return _account(setting, release, setting.epoch_releases).epsilon
 
 
-def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> Cell:
-    """Calibrate ``mechanism``'s noise parameter to ``target_epsilon`` under ``setting``.
+def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float,
+              params: Mapping[str, Any] | None = None) -> Cell:
+    """Calibrate ``mechanism``'s noise parameter to ``target_epsilon`` under ``setting``, its
+    release built with the ``[mechanism]`` parameters ``params`` (:func:`cell_release`).
 
     Raises
     ------
@@ -231,7 +248,8 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> C
     from fedpriv.accounting import calibrate
 
     try:
-        template = release_class(mechanism, "sweep.mechanisms").calibration_start(setting.dim)
+        start = release_class(mechanism, "sweep.mechanisms").calibration_start(setting.dim)
+        template = cell_release(mechanism, start.parameter, setting.dim, params)
         cal = calibrate(template, target_epsilon, delta=setting.delta,
                         sample_rate=setting.sample_rate, steps=setting.steps,
                         accountant=setting.accountant)
@@ -241,14 +259,16 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float) -> C
                          f"{exc.allowed} (calibrating {mechanism} to epsilon "
                          f"{target_epsilon:g})") from exc
     res = cal.result
-    per_epoch = _per_epoch(setting, make_release(mechanism, cal.parameter, setting.dim))
+    per_epoch = _per_epoch(setting, template.with_parameter(cal.parameter))
     return Cell(mechanism, setting.batch_size, float(target_epsilon), cal.parameter_name,
                 cal.parameter, res.epsilon, per_epoch, res.route, res.optimal_order)
 
 
-def account_cell(setting: SweepSetting, mechanism: str, parameter: float) -> Cell:
-    """The cell of ``mechanism`` at the given noise ``parameter``, its ε computed."""
-    release = make_release(mechanism, parameter, setting.dim)
+def account_cell(setting: SweepSetting, mechanism: str, parameter: float,
+                 params: Mapping[str, Any] | None = None) -> Cell:
+    """The cell of ``mechanism`` at the given noise ``parameter``, its ε computed (release
+    built with the ``[mechanism]`` parameters ``params``, :func:`cell_release`)."""
+    release = cell_release(mechanism, parameter, setting.dim, params)
     res = _account(setting, release, setting.steps)
     return Cell(mechanism, setting.batch_size, None, release.parameter_name, float(parameter),
                 res.epsilon, _per_epoch(setting, release), res.route, res.optimal_order)
@@ -265,8 +285,10 @@ def plan_cells(cfg: Config, setting: SweepSetting) -> list[Cell]:
     sweep = cfg.sweep
     cells = []
     for mechanism in sweep.mechanisms:
-        cells += [plan_cell(setting, mechanism, e) for e in sorted(sweep.epsilons)]
-        cells += [account_cell(setting, mechanism, v) for v in sweep.parameters.get(mechanism, [])]
+        params = cfg.mechanism.params
+        cells += [plan_cell(setting, mechanism, e, params) for e in sorted(sweep.epsilons)]
+        cells += [account_cell(setting, mechanism, v, params)
+                  for v in sweep.parameters.get(mechanism, [])]
     return cells + [baseline_cell(setting, m) for m in sweep.baselines]
 
 
@@ -278,6 +300,9 @@ def check_sweepable(cfg: Config) -> None:
     if cfg.mechanism.overrides:
         raise InputError("mechanism.overrides", f"{len(cfg.mechanism.overrides)} table(s)",
                          "none in a sweep (every client uses the cell's mechanism)")
+    if cfg.mechanism.params.get("vmf_kappas") is not None:  # would override every cell's κ
+        raise InputError("mechanism.vmf_kappas", list(cfg.mechanism.params["vmf_kappas"]),
+                         "unset in a sweep (each VMF cell sets one kappa for every layer)")
     if not cfg.audit.enabled:
         raise InputError("audit.enabled", False, "true in a sweep (the attacks need the store)")
     if not cfg.audit.ground_truth:

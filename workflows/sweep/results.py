@@ -66,12 +66,8 @@ def update_log_capacity(cfg: Config, cell: Cell, dim: int) -> float:
     """log Bayes capacity of one release of the cell's mechanism under the run's threat model
     (privacy-math.md §5; ∞ without a guarantee); ``k`` releases have ``k`` times it."""
     from fedpriv.ledger import secret_radius_units
-    from fedpriv.mechanisms import build_mechanism
 
-    params = dict(cfg.mechanism.params)
-    if cell.parameter_name is not None:
-        params[cell.parameter_name] = cell.parameter
-    release = build_mechanism(cell.mechanism, params).release(dim)
+    release = cell.release(dim, cfg.mechanism.params)
     radius = secret_radius_units(cfg.audit.threat_model, cell.batch_size)
     return release.log_bayes_capacity(dim, radius)
 
@@ -126,7 +122,7 @@ def _cell_part(cfg: Config, setting: SweepSetting, cell: Cell) -> dict[str, Any]
     """The columns every run of ``cell`` shares."""
     one = update_log_capacity(cfg, cell, setting.dim)
     attacked = 1 if cfg.sweep.attack_on == "first-release" else setting.local_steps
-    equivalent = (cell.release(setting.dim).gaussian_equivalent(setting.dim)
+    equivalent = (cell.release(setting.dim, cfg.mechanism.params).gaussian_equivalent(setting.dim)
                   if cell.parameter is not None else None)
     return {
         "cell": cell.key, "mechanism": cell.mechanism,
