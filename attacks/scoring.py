@@ -26,6 +26,7 @@ from scipy.optimize import linear_sum_assignment
 from skimage import metrics
 
 __all__ = [
+    "MAX_MATCH_PAIRS",
     "ReconstructionScore",
     "image_ssim",
     "label_accuracy",
@@ -37,6 +38,12 @@ __all__ = [
 ]
 
 SSIM_KIND = "skimage.metrics.structural_similarity (7x7 uniform window, data_range=1)"
+MAX_MATCH_PAIRS = 2**26
+"""Most (reconstruction, true image) pairs a matching may cost: its cost matrix is 8 bytes a
+pair (512 MiB here). A round's update attacked after many local steps is scored against every
+record the round used (1,407 steps of batch 128 on Fashion-MNIST: 128 × 60,000 pairs)."""
+_CHUNK_BYTES = 2**25
+"""Bytes of pixel differences computed at once (the cost matrix is filled in column blocks)."""
 
 
 def _unit(images: np.ndarray, data_range: tuple[float, float]) -> np.ndarray:
@@ -59,11 +66,23 @@ def paired_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
 def match_reconstructions(reconstructions: np.ndarray, truth: np.ndarray) -> np.ndarray:
     """Index of the reconstruction assigned to each true image (min total pairwise MSE).
 
-    With fewer reconstructions than true images the unmatched true images get ``-1``.
+    With fewer reconstructions than true images the unmatched true images get ``-1``. The
+    pairwise MSE is computed exactly, in blocks of true images (:data:`_CHUNK_BYTES` of
+    differences at a time), so memory is the ``(n, m)`` cost matrix, at most
+    :data:`MAX_MATCH_PAIRS` pairs (ValueError beyond).
     """
-    diff = reconstructions[:, None].astype(np.float64) - truth[None].astype(np.float64)
+    n, m = len(reconstructions), len(truth)
+    if n * m > MAX_MATCH_PAIRS:
+        raise ValueError(f"matching {n} reconstructions to {m} true images needs {n * m:,} "
+                         f"pairs, over the limit of {MAX_MATCH_PAIRS:,}")
     pixels = int(np.prod(truth.shape[1:]))
-    cost = (diff**2).reshape(len(reconstructions), len(truth), pixels).mean(axis=2)
+    recon = reconstructions.astype(np.float64).reshape(n, pixels)
+    true = truth.astype(np.float64).reshape(m, pixels)
+    cost = np.empty((n, m))
+    block = max(1, _CHUNK_BYTES // (8 * max(1, n * pixels)))
+    for start in range(0, m, block):
+        diff = recon[:, None] - true[None, start:start + block]
+        cost[:, start:start + block] = (diff**2).mean(axis=2)
     rows, cols = linear_sum_assignment(cost)
     order = np.full(len(truth), -1, dtype=np.int64)
     order[cols] = rows

@@ -26,7 +26,7 @@ from attacks.game import GameSettings, identification_game
 from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
-from attacks.scoring import pair_scores, score_reconstruction
+from attacks.scoring import MAX_MATCH_PAIRS, pair_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.data import Dataset
@@ -293,6 +293,14 @@ class AttackPlan:
             if not item.truth_ids:
                 log.info("round %d client %d %s: no ground truth, reconstruction kept unscored",
                          rnd, item.client_id, result.attack)
+                yield Outcome(item.client_id, unscored_row(result), result.reconstructions)
+                continue
+            pairs = len(item.truth_ids) * len(result.reconstructions)
+            if pairs > MAX_MATCH_PAIRS:  # checked before the truth is loaded
+                log.warning("round %d client %d %s: %d reconstructions against %d true images "
+                            "is over %d pairs to match; reconstruction kept unscored", rnd,
+                            item.client_id, result.attack, len(result.reconstructions),
+                            len(item.truth_ids), MAX_MATCH_PAIRS)
                 yield Outcome(item.client_id, unscored_row(result), result.reconstructions)
                 continue
             images, labels = truth(item.truth_ids)

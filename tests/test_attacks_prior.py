@@ -76,3 +76,28 @@ def test_without_public_data_there_is_no_prior():
 def test_public_prior_needs_images_with_labels():
     with pytest.raises(ValueError, match="public prior"):
         PublicPrior(np.zeros((0, 1, 8, 8)), np.zeros(0))
+
+
+def test_the_nearest_public_image_is_found_in_blocks(monkeypatch):
+    """The pool oracle for a round's every record (60,000) against the test set (10,000) is
+    computed a block of records at a time: the same picks as the whole cost matrix, without
+    holding it (here 20,000 × 1,000 × 8 bytes = 160 MB)."""
+    import tracemalloc
+
+    import attacks.prior as prior
+
+    rng = np.random.default_rng(5)
+    pool, truth = rng.random((1000, 1, 4, 4)), rng.random((20_000, 1, 4, 4))
+    public = PublicPrior(pool, rng.integers(0, 10, 1000))
+    flat, rows = truth.reshape(20_000, -1), pool.reshape(1000, -1)
+    expected = pool[((flat[:, None] - rows[None]) ** 2).sum(axis=2).argmin(axis=1)]
+    tracemalloc.start()
+    try:
+        found = public.nearest(truth)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(found, expected)
+    assert peak < 96 * 2**20  # a block's products and costs: 2 × 32 MiB
+    monkeypatch.setattr(prior, "_ROW_BYTES", 8 * 1000 * 333)  # blocks of 333 records
+    np.testing.assert_array_equal(public.nearest(truth), expected)

@@ -132,3 +132,44 @@ def test_a_prior_of_the_wrong_shape_is_refused():
     truth = _truth(3)
     with pytest.raises(ValueError, match="prior of shape"):
         score_reconstruction(truth, truth, prior=truth[:2])
+
+
+def _peak_bytes(call) -> int:
+    """Peak bytes traced while ``call()`` runs (numpy reports its buffers to tracemalloc)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_matching_many_true_images_is_exact_and_holds_only_the_cost_matrix(monkeypatch):
+    """A round's update is scored against every record the round used (128 against 60,000
+    on Fashion-MNIST): the pairwise MSE is computed in blocks — the same numbers as all
+    pixel differences at once, without their (n, m, pixels) array (262 MB here)."""
+    import attacks.scoring as scoring
+
+    rng = np.random.default_rng(3)
+    recon, truth = rng.random((128, 1, 16, 16)), rng.random((1000, 1, 16, 16))
+    truth[rng.permutation(1000)[:128]] = recon  # a perfect match hidden among the records
+    diff = recon[:, None] - truth[None]
+    cost = (diff**2).reshape(128, 1000, -1).mean(axis=2)
+    expected = np.full(1000, -1)
+    expected[np.argmin(cost, axis=1)] = np.arange(128)
+    del diff
+    order = None
+
+    def match():
+        nonlocal order
+        order = match_reconstructions(recon, truth)
+
+    assert _peak_bytes(match) < 96 * 2**20  # 1 MB of costs; 32 MiB of differences, squared
+    np.testing.assert_array_equal(order, expected)
+    monkeypatch.setattr(scoring, "_CHUNK_BYTES", 8 * 128 * 256 * 7)  # blocks of 7 images
+    np.testing.assert_array_equal(match_reconstructions(recon, truth), expected)
+    monkeypatch.setattr(scoring, "MAX_MATCH_PAIRS", 128 * 1000 - 1)
+    with pytest.raises(ValueError, match="128 reconstructions to 1000 true images"):
+        match_reconstructions(recon, truth)
