@@ -47,6 +47,8 @@ Check = Callable[[str, Any], Any]
 
 def number(value: Any) -> float:
     """``value`` as a float, or NaN when it is not a real number (so range checks refuse it)."""
+    if type(value) is float:  # the common case, without the ABC check (~0.5 µs; the server
+        return value  # checks ~60 values per reply)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         return math.nan
     try:
