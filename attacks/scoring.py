@@ -25,8 +25,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 from skimage import metrics
 
+from fedpriv.audit.pairing import MAX_MATCH_PAIRS
+
 __all__ = [
-    "MAX_MATCH_PAIRS",
     "ReconstructionScore",
     "image_ssim",
     "label_accuracy",
@@ -38,10 +39,6 @@ __all__ = [
 ]
 
 SSIM_KIND = "skimage.metrics.structural_similarity (7x7 uniform window, data_range=1)"
-MAX_MATCH_PAIRS = 2**26
-"""Most (reconstruction, true image) pairs a matching may cost: its cost matrix is 8 bytes a
-pair (512 MiB here). A round's update attacked after many local steps is scored against every
-record the round used (1,407 steps of batch 128 on Fashion-MNIST: 128 × 60,000 pairs)."""
 _CHUNK_BYTES = 2**25
 """Bytes of pixel differences computed at once (the cost matrix is filled in column blocks)."""
 
@@ -69,7 +66,7 @@ def match_reconstructions(reconstructions: np.ndarray, truth: np.ndarray) -> np.
     With fewer reconstructions than true images the unmatched true images get ``-1``. The
     pairwise MSE is computed exactly, in blocks of true images (:data:`_CHUNK_BYTES` of
     differences at a time), so memory is the ``(n, m)`` cost matrix, at most
-    :data:`MAX_MATCH_PAIRS` pairs (ValueError beyond).
+    :data:`~fedpriv.audit.pairing.MAX_MATCH_PAIRS` pairs (ValueError beyond).
     """
     n, m = len(reconstructions), len(truth)
     if n * m > MAX_MATCH_PAIRS:

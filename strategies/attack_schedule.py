@@ -26,9 +26,10 @@ from attacks.game import GameSettings, identification_game
 from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
-from attacks.scoring import MAX_MATCH_PAIRS, pair_scores, score_reconstruction
+from attacks.scoring import pair_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
+from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.training.config import TrainConfig

@@ -62,6 +62,20 @@ def test_a_pairing_that_does_not_reproduce_the_mse_is_refused():
         np.testing.assert_array_equal(pairing.originals, truth)
 
 
+def test_rematching_beyond_the_pair_bound_is_refused_without_a_cost_matrix(monkeypatch):
+    """A round's update is stored against every record the round used (56,976 at 1,407 steps
+    of batch 128): re-matching those is a 26 GB cost matrix, so beyond
+    ``MAX_MATCH_PAIRS`` the pairing is left unpaired, and says why."""
+    import fedpriv.audit.pairing as pairing_module
+
+    truth, aligned, mse, _ = _scored(3)
+    monkeypatch.setattr(pairing_module, "MAX_MATCH_PAIRS", len(truth) * len(aligned) - 1)
+    pairing = pair_attack(truth, aligned, mse)
+    assert pairing.status == UNPAIRED and "pairs to re-match" in pairing.note
+    monkeypatch.setattr(pairing_module, "MAX_MATCH_PAIRS", len(truth) * len(aligned))
+    assert pair_attack(truth, aligned, mse).status == REMATCHED
+
+
 def test_image_sizes_must_agree():
     with pytest.raises(ValueError, match="pixels"):
         pair_attack(np.zeros((2, 8, 8)), np.zeros((2, 4, 4)), 0.0)

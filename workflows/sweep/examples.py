@@ -1,8 +1,10 @@
 """Example reconstructions of a cell, taken from its run's audit store for the figure grid.
 
 For the first attacked client (lowest id) the stored true batch and the stored reconstruction
-are paired again by minimum-cost assignment on pixel MSE
-(:func:`attacks.scoring.match_reconstructions`, the scorer's own pairing) and the first
+are paired as stored when that reproduces the scored MSE (:func:`fedpriv.audit.pairing.
+pair_attack`), else again by minimum-cost assignment on pixel MSE
+(:func:`attacks.scoring.match_reconstructions`, the scorer's own pairing; none beyond
+:data:`~fedpriv.audit.pairing.MAX_MATCH_PAIRS` pairs) and the first
 ``count`` images of the true batch are kept with their reconstructions. Every cell attacks the
 same round-1 batch (:func:`workflows.sweep.plan.cell_config`), so the same originals appear in
 every cell and the grid compares like with like.
@@ -43,6 +45,7 @@ def example_images(
     from attacks.scoring import match_reconstructions
     from fedpriv.audit import StoreReader
     from fedpriv.audit.errors import StoreError
+    from fedpriv.audit.pairing import MAX_MATCH_PAIRS, PAIRED_AS_STORED, pair_attack
 
     found = _first_attack(report)
     if found is None:
@@ -56,6 +59,12 @@ def example_images(
         log.warning("no example images in %s: %s", run_dir, exc)
         return None
     originals, recons = as_images(truth)[:count], as_images(recon)
+    if pair_attack(truth, recon, attack.get("mse")).status == PAIRED_AS_STORED:
+        return {"originals": originals, "reconstructions": recons[: len(originals)]}
+    if len(recons) * len(truth) > MAX_MATCH_PAIRS:  # a round's every record, not a batch
+        log.warning("no example images in %s: %d reconstructions against %d true images are "
+                    "over %d pairs to match", run_dir, len(recons), len(truth), MAX_MATCH_PAIRS)
+        return None
     order = match_reconstructions(recons, as_images(truth))[: len(originals)]
     hit = (order >= 0).reshape(-1, *([1] * (recons.ndim - 1)))
     matched = np.where(hit, recons[np.maximum(order, 0)], np.nan)  # NaN: left unmatched
