@@ -32,7 +32,7 @@ from workflows.sweep.grid import write_grid
 from workflows.sweep.rows import Row, number, series
 from workflows.sweep.style import label, style
 
-__all__ = ["BATCH_FIGURE", "FIGURES", "write_figures"]
+__all__ = ["BATCH_FIGURE", "FIGURES", "line_name", "write_figures"]
 
 FIGURES = (
     "accuracy_vs_epsilon.png", "reconstruction_vs_epsilon.png", "mse_vs_log_capacity.png",
@@ -211,6 +211,34 @@ def _capacity_vs_epsilon(rows: Sequence[Row], path: Path) -> str:
     return _save(fig, path)
 
 
+_SYMBOLS = {"noise_multiplier": "σ", "kappa": "κ", "laplace_scale": "b"}
+
+
+def line_name(name: str | None, value: Any, target: Any) -> str:
+    """A batch-figure line's own label: ``σ 1.23``, ``κ 75``, ``ε 5`` (calibrated to a target
+    ε), or ``""`` for a baseline (its colour says which)."""
+    if target is not None:
+        return f"ε {number(target):g}"
+    if name is None:
+        return ""
+    return f"{_SYMBOLS.get(name, name)} {number(value):g}"
+
+
+def _name_line_ends(ax: Any, ends: list[tuple[float, int, str, str]]) -> None:
+    """Name each line right of its last point, nudged apart so that no two names overlap
+    (at least 3% of the panel's height between neighbours)."""
+    if not ends:
+        return
+    low, high = ax.get_ylim()
+    gap = 0.03 * (high - low)
+    placed: list[float] = []
+    for y, x, text, colour in sorted(ends):
+        at = y if not placed else max(y, placed[-1] + gap)
+        placed.append(at)
+        ax.annotate(text, (x, y), xytext=(x * 1.08, at), textcoords="data", color=colour,
+                    va="center", fontsize=9)
+
+
 def _batch_study(rows: Sequence[Row], path: Path) -> str:
     """Accuracy, MSE and SSIM against the batch size, one line per (mechanism, parameter)."""
     from matplotlib.figure import Figure
@@ -224,25 +252,32 @@ def _batch_study(rows: Sequence[Row], path: Path) -> str:
                               ("test accuracy", "reconstruction MSE", "reconstruction SSIM"),
                               strict=True):
         shown: set[str] = set()
+        ends: list[tuple[float, int, str, str]] = []  # (y, x, name, colour) of each line's end
         for mech, name, value, target in lines:
             mine = sorted((r for r in rows if (r["mechanism"], r.get("parameter_name"),
                                                 r.get(name) if name else None,
                                                 r.get("target_epsilon"))
                            == (mech, name, value, target)), key=lambda r: r["batch_size"])
             text, colour, marker = style(mech)
-            ax.errorbar([r["batch_size"] for r in mine], [number(r[key]) for r in mine],
-                        yerr=_error(np.array([number(r.get(f"{key}_ci")) for r in mine])),
+            xs, ys = [r["batch_size"] for r in mine], [number(r[key]) for r in mine]
+            ax.errorbar(xs, ys, yerr=_error(np.array([number(r.get(f"{key}_ci")) for r in mine])),
                         color=colour, marker=marker or "x", capsize=3, alpha=0.75,
                         label=None if text in shown else text)
             shown.add(text)
+            if key == "accuracy" and mine and math.isfinite(ys[-1]):
+                ends.append((ys[-1], xs[-1], line_name(name, value, target), colour))
+        _name_line_ends(ax, ends)
         ax.set_xscale("log", base=2)
-        ax.set_xticks(_batch_sizes(rows), [str(b) for b in _batch_sizes(rows)])
+        sizes = _batch_sizes(rows)
+        ax.set_xlim(sizes[0] / 1.2, sizes[-1] * (1.7 if key == "accuracy" else 1.2))
+        ax.set_xticks(sizes, [str(b) for b in sizes])
         ax.set_xlabel("batch size L (log scale)")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].legend()
     _interval_note(axes[1], rows, "mse")
-    fig.suptitle("Batch size: one line per mechanism and noise parameter", fontsize=16)
+    fig.suptitle("Batch size: one line per mechanism and noise parameter (named in the first "
+                 "panel)", fontsize=16)
     return _save(fig, path)
 
 
