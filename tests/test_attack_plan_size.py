@@ -1,5 +1,5 @@
 """The attack plan scores a reconstruction only when the matching's cost matrix is bounded:
-beyond :data:`attacks.scoring.MAX_MATCH_PAIRS` pairs it is kept unscored, before the truth is
+beyond :data:`fedpriv.audit.pairing.MAX_MATCH_PAIRS` pairs it is kept unscored, before the truth is
 loaded (a round of 1,407 steps is scored against every record it used)."""
 
 from __future__ import annotations
