@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -96,9 +97,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("failure", exc_info=True)
         print(f"fedpriv {args.command}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
+    _blocking(sys.stdout)
     if getattr(args, "json", False):
         print(dumps(result))
     else:
         render = getattr(module, "render", None)
         print(render(result) if render else json.dumps(jsonable(result), indent=2))
     return 0
+
+
+def _blocking(stream: Any) -> None:
+    """Put ``stream``'s descriptor back in blocking mode before the result is written. The
+    open pipe is shared with every process that inherited it, and a library may leave it
+    non-blocking; a write to a full pipe is then cut short silently, with exit status 0
+    (seen: a resumed run's ``--json`` object cut at 131,072 bytes)."""
+    try:
+        os.set_blocking(stream.fileno(), True)
+    except (AttributeError, OSError, ValueError):  # not a file descriptor (a test's stream)
+        pass
