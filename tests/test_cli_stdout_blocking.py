@@ -2,9 +2,9 @@
 
 The pipe a command writes to is one open file shared with every process that inherited it;
 once any of them sets it non-blocking, a write to a full pipe is cut short — silently, with
-exit status 0 (a resumed run's object was cut at 131,072 bytes). The child below leaves its
-stdout non-blocking and writes 300 kB; the parent starts reading only once the pipe is full
-or the child has exited, so a cut write would show.
+exit status 0 (a resumed run's object was cut at 131,072 bytes). The child below keeps its
+stdout non-blocking from a thread while it writes 300 kB; the parent starts reading only once
+the pipe is full or the child has exited, so a cut write would show.
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = """
-import importlib, os, sys, types
+import importlib, os, sys, threading, types
 cli = importlib.import_module("workflows.cli.main")
 fake = types.ModuleType("workflows.cli.fake")
 def register(sub):
     sub.add_parser("fake").add_argument("--json", action="store_true")
+def keep_non_blocking():  # as a library's thread may, while the result is written
+    while True:
+        os.set_blocking(1, False)
 def run(args):
-    os.set_blocking(1, False)  # as a library may leave it
+    os.set_blocking(1, False)
+    threading.Thread(target=keep_non_blocking, daemon=True).start()
     return {"blob": "x" * 300_000}
 fake.register, fake.run = register, run
 sys.modules["workflows.cli.fake"] = fake

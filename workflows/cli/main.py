@@ -12,6 +12,7 @@ import importlib
 import json
 import logging
 import os
+import select
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -97,21 +98,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.debug("failure", exc_info=True)
         print(f"fedpriv {args.command}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    _blocking(sys.stdout)
     if getattr(args, "json", False):
-        print(dumps(result))
+        _emit(dumps(result))
     else:
         render = getattr(module, "render", None)
-        print(render(result) if render else json.dumps(jsonable(result), indent=2))
+        _emit(render(result) if render else json.dumps(jsonable(result), indent=2))
     return 0
 
 
-def _blocking(stream: Any) -> None:
-    """Put ``stream``'s descriptor back in blocking mode before the result is written. The
-    open pipe is shared with every process that inherited it, and a library may leave it
-    non-blocking; a write to a full pipe is then cut short silently, with exit status 0
-    (seen: a resumed run's ``--json`` object cut at 131,072 bytes)."""
+def _emit(text: str) -> None:
+    """Write ``text`` and a newline to stdout, all of it, whatever mode its descriptor is in.
+    The pipe is one open file shared with every process that inherited it and every thread
+    of this one; once anything sets it non-blocking, a write to a full pipe is cut short
+    silently, with exit status 0 (seen: a resumed run's ``--json`` object cut at 131,072
+    bytes, while Ray and Flower were shutting down). So the bytes go out by ``os.write``,
+    waiting for the pipe whenever it is full."""
+    stream = sys.stdout
     try:
-        os.set_blocking(stream.fileno(), True)
-    except (AttributeError, OSError, ValueError):  # not a file descriptor (a test's stream)
-        pass
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a descriptor (a test's captured stream)
+        print(text, file=stream)
+        return
+    stream.flush()
+    data = memoryview(f"{text}\n".encode(stream.encoding or "utf-8", stream.errors or "strict"))
+    while data:
+        try:
+            written = os.write(fd, data)
+        except BlockingIOError:
+            select.select([], [fd], [])
+            continue
+        data = data[written:]
