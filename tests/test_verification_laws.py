@@ -27,6 +27,7 @@ from fedpriv.verification.laws import (
     lower_quantile,
     mean_abs_laplace_sum,
     ncx2_sf,
+    ncx2_sf_minus,
     normal_excess_slopes,
 )
 
@@ -50,6 +51,19 @@ def test_ncx2_sf_matches_the_poisson_mixture(df, nc, level):
     # both branches: the complement of chndtr (tails above 1e-6) and scipy.stats below it
     x = float(stats.ncx2.isf(level, df, nc))
     assert ncx2_sf(x, df, nc) == pytest.approx(_ncx2_sf_series(x, df, nc), rel=1e-8)
+
+
+@pytest.mark.parametrize(("df", "nc"), [(150, 30.0), (13_700, 400.0)])
+@pytest.mark.parametrize("level", [0.03, 1e-8])
+def test_ncx2_sf_minus_has_the_sign_of_the_exact_tail_minus_the_level(df, nc, level):
+    """What the observed-noise bound's root finder asks (verification/observed.py): the sign
+    of ``sf − level`` right at, just above and just below the level, and far from it."""
+    at = float(stats.ncx2.isf(level, df, nc))
+    for x in (0.5 * at, at * (1 - 1e-9), at * (1 + 1e-9), 2.0 * at):
+        exact = _ncx2_sf_series(x, df, nc) - level
+        got = ncx2_sf_minus(x, df, nc, level)
+        assert math.copysign(1.0, got) == math.copysign(1.0, exact)
+        assert got == pytest.approx(exact, rel=1e-6, abs=1e-15)
 
 
 @pytest.mark.parametrize("lam", [-30.0, -1.0, -0.01, 0.0, 0.5, 3.0, 20.0])

@@ -58,6 +58,7 @@ __all__ = [
     "mean_abs_laplace_sum",
     "mean_normal_excess",
     "ncx2_sf",
+    "ncx2_sf_minus",
     "normal_excess_slopes",
 ]
 
@@ -80,6 +81,16 @@ def ncx2_sf(x: float, df: float, nc: float) -> float:
         return float(special.chdtrc(df, x)) if x > 0 else 1.0
     upper = 1.0 - float(special.chndtr(x, df, nc))
     return upper if upper > _COMPLEMENT_FLOOR else float(stats.ncx2.sf(x, df, nc))
+
+
+def ncx2_sf_minus(x: float, df: float, nc: float, level: float) -> float:
+    """``ncx2_sf(x, df, nc) − level`` with its sign always right, for root finding on the
+    tail: the complement ``1 − chndtr`` (absolute round-off ~10⁻¹⁶, so its sign against
+    ``level`` is sure) unless it lies within 10⁻¹³ of ``level``, then :func:`ncx2_sf`."""
+    if nc <= 0:
+        return ncx2_sf(x, df, nc) - level
+    upper = 1.0 - float(special.chndtr(x, df, nc))
+    return upper - level if abs(upper - level) > 1e-13 else ncx2_sf(x, df, nc) - level
 
 
 class NormLaw(Protocol):

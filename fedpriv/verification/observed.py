@@ -57,7 +57,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from fedpriv.validate import check_dim, check_positive, check_probability
-from fedpriv.verification.laws import laplace_l1_law, ncx2_sf
+from fedpriv.verification.laws import laplace_l1_law, ncx2_sf_minus
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import (
     ROUNDOFF_RISK,
@@ -179,9 +179,7 @@ def gaussian_noise_lcb(norm: float, *, dim: int, steps: int, signal: float,
         return 0.0
 
     def excess(sigma: float) -> float:  # > 0: σ is in the confidence set (increasing in σ)
-        t, nc = (x / sigma) ** 2, (s / sigma) ** 2
-        upper = 1.0 - float(special.chndtr(t, p, nc))  # round-off ~1e-16: its sign is sure
-        return upper - a if abs(upper - a) > 1e-13 else ncx2_sf(t, p, nc) - a  # unless close
+        return ncx2_sf_minus((x / sigma) ** 2, p, (s / sigma) ** 2, a)
 
     high = x / math.sqrt(float(special.chdtri(p, 1.0 - a)))  # above any σ in the set
     low = max(0.0, x - s) / math.sqrt(float(special.chdtri(p, a)))  # the triangle bound
