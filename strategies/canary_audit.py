@@ -177,9 +177,15 @@ class CanaryAuditor:
     def remember(self, rnd: int, client: int, entry: dict[str, np.ndarray]) -> _Pool:
         """Add a scored round to the client's pool from its entry (:attr:`CanaryRound.memory`:
         the in and out scores and the canary ε; ``--resume`` rebuilds the pools from them)."""
+        ins, outs, formal = (np.asarray(entry.get(k)) for k in ("ins", "outs", "formal"))
+        if ins.ndim != 1 or outs.ndim != 1 or formal.shape != (1,) or not all(
+                a.dtype.kind == "f" for a in (ins, outs, formal)) or not (
+                np.isfinite(ins).all() and np.isfinite(outs).all()):
+            raise ValueError("a canary entry holds finite 'ins' and 'outs' scores and one "
+                             f"'formal' ε, not shapes {list(ins.shape)}, {list(outs.shape)} "
+                             f"and {list(formal.shape)}")
         pool = self._pools.setdefault(client, _Pool())
-        pool.add(rnd, np.asarray(entry["ins"]), np.asarray(entry["outs"]),
-                 float(entry["formal"][0]))
+        pool.add(rnd, ins, outs, float(formal[0]))
         return pool
 
     def _bound(self, ins: np.ndarray, outs: np.ndarray) -> EpsilonLowerBound:

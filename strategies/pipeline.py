@@ -32,6 +32,8 @@ from threadpoolctl import threadpool_limits
 from attacks.view import ServerView
 from fedpriv.audit import AuditStore
 from fedpriv.audit.config import AuditConfig
+from fedpriv.audit.errors import StoreError
+from fedpriv.audit.reader import DB_NAME
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
@@ -460,10 +462,14 @@ class AuditPipeline:
                              verified=None if label is None else label == "verified",
                              observation=observed.get((update.round, update.client_id)))
         for rnd, cid, kind, state in self.store.iter_memory():
-            if kind == "sketch":
-                self._sketches_of(dim).remember(rnd, cid, state)
-            elif kind == "canaries":
-                self.canaries.remember(rnd, cid, state)
+            try:
+                if kind == "sketch":
+                    self._sketches_of(dim).remember(rnd, cid, state)
+                elif kind == "canaries":
+                    self.canaries.remember(rnd, cid, state)
+            except ValueError as exc:  # written for another model, or altered
+                raise StoreError(self.store.run_dir / DB_NAME, f"memory row ({kind}, round "
+                                 f"{rnd}, client {cid}): {exc}") from None
 
     # -- attacks ------------------------------------------------------------------------------
 

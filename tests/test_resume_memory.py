@@ -132,6 +132,62 @@ def test_the_entries_rebuild_every_field_of_the_replay_memory():
     from fedpriv.audit.tensors import decode_state, encode_state
 
     for rnd, cid, entry in entries:  # through the store's encoding, as a resume reads them
-        rebuilt.remember(rnd, cid, decode_state(encode_state(entry)))
+        rebuilt.remember(rnd, cid, decode_state(encode_state(entry), Path("db"), "row"))
     assert _same(live, rebuilt)
 
+
+
+def _huge_header_bundle() -> bytes:
+    """An ``.npz`` whose one member declares 2⁴⁵ float64 (256 TiB) and holds 16 bytes."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f8", "fortran_order": False, "shape": (2**45,)})
+    bundle = io.BytesIO()
+    with zipfile.ZipFile(bundle, "w") as archive:
+        archive.writestr("sketch.npy", header.getvalue() + b"\0" * 16)
+    return bundle.getvalue()
+
+
+def _bundle(**arrays: np.ndarray) -> bytes:
+    from fedpriv.audit.tensors import encode_state
+
+    return encode_state(arrays)
+
+
+@pytest.mark.parametrize(("kind", "state", "problem"), [
+    ("sketch", _huge_header_bundle(),
+     r"declares shape \[35184372088832\] dtype <f8, more data than its"),
+    ("sketch", b"not a bundle", "does not read back as arrays"),
+    ("sketch", _bundle(sketch=np.zeros(7)),
+     r"sketch must be \d+ finite numbers, not an array of shape \[7\]"),
+    ("canaries", _bundle(ins=np.zeros((2, 2)), outs=np.zeros(3), formal=np.ones(1)),
+     r"finite 'ins' and 'outs' scores and one 'formal' ε, not shapes \[2, 2\], \[3\]"),
+], ids=["2^45 elements", "not a bundle", "another width", "canary scores of another shape"])
+def test_an_altered_memory_row_stops_the_resume_with_a_store_error(
+    kind: str, state: bytes, problem: str, tmp_path: Path
+) -> None:
+    """A memory row that does not read back, or reads back as another model's sketch or
+    malformed canary scores, stops ``--resume`` with the store's error (the CLI's exit 2)
+    naming the row — before a round runs, and without allocating what a hostile header
+    declares."""
+    import sqlite3
+
+    from fedpriv.audit.errors import StoreError
+    from fedpriv.audit.reader import DB_NAME
+
+    cfg = load_config(QUICKSTART, [*SETTINGS, "rounds=2"])
+    grid = LocalGrid(client_app, cfg.data.num_clients, stop_at=2)
+    with pytest.raises(Killed):
+        _run(cfg, tmp_path / "run", grid)
+    with sqlite3.connect(tmp_path / "run" / DB_NAME) as conn:
+        changed = conn.execute("UPDATE memory SET state = ? WHERE round = 1 AND client_id = 0 "
+                               "AND kind = ?", (state, kind)).rowcount
+    assert changed == 1
+    grid.stop_at = None
+    where = rf"memory row \({kind}, round 1, client 0\)"
+    with pytest.raises(StoreError, match=where) as caught:
+        _run(cfg, tmp_path / "run", grid, resume=True)
+    assert caught.match(problem)

@@ -193,7 +193,9 @@ class StoreReader:
                "r.round = m.round WHERE r.status = 'completed' ORDER BY m.round, m.client_id, "
                "m.kind")
         for row in self._fetch(sql):
-            yield row["round"], row["client_id"], row["kind"], decode_state(row["state"])
+            where = f"memory row ({row['kind']}, round {row['round']}, client {row['client_id']})"
+            state = decode_state(row["state"], self.run_dir / DB_NAME, where)
+            yield row["round"], row["client_id"], row["kind"], state
 
     def iter_updates(
         self,

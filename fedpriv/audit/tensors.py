@@ -115,13 +115,23 @@ def encode_state(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def decode_state(data: bytes) -> dict[str, np.ndarray]:
-    """The bundle :func:`encode_state` wrote (no pickles); StoreError when it does not read."""
+def decode_state(data: bytes, database: Path, row: str) -> dict[str, np.ndarray]:
+    """The bundle :func:`encode_state` wrote (no pickles), read within the row's bytes: each
+    member's header is checked before its array is read (:func:`_member_header`), so a row
+    declaring 2⁴⁰ elements is refused, not allocated. StoreError naming the ``database`` and
+    the ``row`` (in words) when it does not read."""
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+            for member in bundle.infolist():
+                shape, dtype, room = _member_header(bundle, member)
+                if math.prod(shape) * dtype.itemsize > room:
+                    raise ValueError(f"array {member.filename} declares shape {list(shape)} "
+                                     f"dtype {dtype.str}, more data than its {room} bytes")
         with np.load(io.BytesIO(data), allow_pickle=False) as bundle:
             return {name: bundle[name] for name in bundle.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as exc:
-        raise StoreError(f"a memory row does not read back as arrays: {exc}") from exc
+        raise StoreError(database, f"{row} does not read back as arrays ({exc})",
+                         "uncompressed .npy arrays of numbers, as the store writes them") from exc
 
 
 def load_arrays(root: Path, relative: str, recorded: TensorInfo) -> dict[str, np.ndarray]:
@@ -230,10 +240,31 @@ def _read_bounded(root: Path, relative: str, nbytes: int) -> bytes:
     return data
 
 
+def _member_header(
+    bundle: zipfile.ZipFile, member: zipfile.ZipInfo
+) -> tuple[tuple[int, ...], np.dtype, int]:
+    """The shape and dtype one ``.npy`` member declares and the bytes of data it holds, read
+    from its header alone: stored uncompressed, ``.npy`` format 1.0 or 2.0, no object dtype;
+    ValueError otherwise (naming the member). Reading the array is bounded by the member's
+    bytes once the caller has checked the declared size against them."""
+    name = member.filename
+    if member.compress_type != zipfile.ZIP_STORED or member.file_size != member.compress_size:
+        raise ValueError(f"array {name} is compressed")
+    with bundle.open(member) as handle:
+        version = np.lib.format.read_magic(handle)
+        if version not in _HEADER_READERS:
+            raise ValueError(f"array {name}: .npy format {version}")
+        shape, _, dtype = _HEADER_READERS[version](handle)
+        room = member.file_size - handle.tell()
+    if dtype.hasobject:
+        raise ValueError(f"array {name} declares dtype {dtype.str}")
+    return shape, dtype, room
+
+
 def _check_members(path: Path, bundle: zipfile.ZipFile, recorded: TensorInfo) -> None:
-    """Each member's ``.npy`` header against the row: uncompressed, recorded name, dtype and
-    shape, and the data it declares inside the member (so allocating it is bounded by the
-    file's size)."""
+    """Each member's ``.npy`` header (:func:`_member_header`) against the row: uncompressed,
+    recorded name, dtype and shape, and the data it declares inside the member (so allocating
+    it is bounded by the file's size)."""
     members = bundle.infolist()
     names = [m.filename.removesuffix(".npy") for m in members]
     if names != recorded.names:
@@ -241,22 +272,16 @@ def _check_members(path: Path, bundle: zipfile.ZipFile, recorded: TensorInfo) ->
                          f"arrays {recorded.names}, as recorded")
     total = 0
     for member, shape, dtype in zip(members, recorded.shapes, recorded.dtypes, strict=True):
-        if member.compress_type != zipfile.ZIP_STORED:
-            raise StoreError(path, f"array {member.filename} is compressed",
-                             "uncompressed arrays, as the store writes them")
-        with bundle.open(member) as handle:
-            version = np.lib.format.read_magic(handle)
-            if version not in _HEADER_READERS:
-                raise StoreError(path, f"array {member.filename}: .npy format {version}",
-                                 ".npy format 1.0 or 2.0")
-            found, _, kind = _HEADER_READERS[version](handle)
-            offset = handle.tell()
+        try:
+            found, kind, room = _member_header(bundle, member)
+        except ValueError as exc:
+            raise StoreError(path, str(exc), "uncompressed .npy 1.0 or 2.0 arrays of numbers, "
+                             "as the store writes them") from None
         declared = f"shape {list(found)} dtype {kind.str}"
-        if list(found) != list(shape) or kind.str != dtype or kind.hasobject:
+        if list(found) != list(shape) or kind.str != dtype:
             raise StoreError(path, f"array {member.filename} declares {declared}",
                              f"shape {list(shape)} dtype {dtype}, as recorded")
         total += math.prod(found) * kind.itemsize
-        if (member.file_size != member.compress_size or total > recorded.nbytes
-                or math.prod(found) * kind.itemsize > member.file_size - offset):
+        if total > recorded.nbytes or math.prod(found) * kind.itemsize > room:
             raise StoreError(path, f"array {member.filename} declares {declared}, more data "
                              f"than the file's {recorded.nbytes} bytes hold", "complete arrays")

@@ -161,9 +161,19 @@ class UpdateSketches:
         return entry
 
     def remember(self, rnd: int, client_id: int, entry: dict[str, np.ndarray]) -> None:
-        """Remember an accepted update from its entry (:meth:`add`; ``--resume``)."""
-        self._seen.setdefault(client_id, []).append((rnd, np.asarray(entry["sketch"],
-                                                                     np.float64)))
+        """Remember an accepted update from its entry (:meth:`add`; ``--resume``).
+
+        Raises
+        ------
+        ValueError
+            The entry holds no finite sketch of this width (a store written with another
+            model, or altered).
+        """
+        sketch = np.asarray(entry.get("sketch"), np.float64)
+        if sketch.shape != (self.width,) or not np.isfinite(sketch).all():
+            raise ValueError(f"an update's sketch must be {self.width} finite numbers, not "
+                             f"an array of shape {list(sketch.shape)}")
+        self._seen.setdefault(client_id, []).append((rnd, sketch))
 
 
 def _distance_from_span(vector: np.ndarray, rows: np.ndarray) -> tuple[float, int]:
