@@ -159,9 +159,12 @@ def test_bad_prefix_is_refused() -> None:
 # (or its stdin closes: the test ended)
 HOLDER = textwrap.dedent(
     """
-    import os, subprocess, sys
+    import os, signal, subprocess, sys
     from pathlib import Path
     from workflows.deploy.netns import NetnsNetwork
+    # Ctrl-C reaches the holder as it reaches a foreground process, even when the tests run in
+    # a shell's background job (which starts with SIGINT ignored, and Python keeps that)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from workflows.deploy.processes import ProcessGroup
     network = NetnsNetwork(sys.argv[1])
     network.start()

@@ -96,9 +96,12 @@ def test_processes_with_env_finds_the_marked_ones(tmp_path: Path) -> None:
 
 SCRIPT = textwrap.dedent(
     """
-    import os, subprocess, sys, time
+    import os, signal, subprocess, sys, time
     from pathlib import Path
     from workflows.deploy.processes import ProcessGroup
+    # Ctrl-C reaches the parent as it reaches a foreground process, even when the tests run in
+    # a shell's background job (which starts with SIGINT ignored, and Python keeps that)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     group = ProcessGroup(stop_timeout=5)
     group.start("tree", ["sh", "-c", {tree!r}], env=os.environ, cwd=Path.cwd(),
                 stdout=subprocess.DEVNULL)
