@@ -284,8 +284,8 @@ def plan_cells(cfg: Config, setting: SweepSetting) -> list[Cell]:
     ascending), then its explicit ones (as listed); then the baselines."""
     sweep = cfg.sweep
     cells = []
+    params = cfg.mechanism.params  # as every cell's runs build their releases
     for mechanism in sweep.mechanisms:
-        params = cfg.mechanism.params
         cells += [plan_cell(setting, mechanism, e, params) for e in sorted(sweep.epsilons)]
         cells += [account_cell(setting, mechanism, v, params)
                   for v in sweep.parameters.get(mechanism, [])]

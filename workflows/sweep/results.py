@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from fedpriv.accounting.events import Release
 from fedpriv.atomic import atomic_write_bytes
 from fedpriv.config import Config
 from fedpriv.mechanisms import accountable, release_class
@@ -62,12 +63,12 @@ ROW_KEYS = (
 """Columns of ``results.csv`` and keys of every cell row, in order."""
 
 
-def update_log_capacity(cfg: Config, cell: Cell, dim: int) -> float:
-    """log Bayes capacity of one release of the cell's mechanism under the run's threat model
-    (privacy-math.md §5; ∞ without a guarantee); ``k`` releases have ``k`` times it."""
+def update_log_capacity(cfg: Config, cell: Cell, release: Release, dim: int) -> float:
+    """log Bayes capacity of one ``release`` of the cell (:meth:`Cell.release`) under the
+    run's threat model (privacy-math.md §5; ∞ without a guarantee); ``k`` releases have ``k``
+    times it."""
     from fedpriv.ledger import secret_radius_units
 
-    release = cell.release(dim, cfg.mechanism.params)
     radius = secret_radius_units(cfg.audit.threat_model, cell.batch_size)
     return release.log_bayes_capacity(dim, radius)
 
@@ -120,9 +121,10 @@ def _run_epsilon(report: Mapping[str, Any]) -> float | None:
 
 def _cell_part(cfg: Config, setting: SweepSetting, cell: Cell) -> dict[str, Any]:
     """The columns every run of ``cell`` shares."""
-    one = update_log_capacity(cfg, cell, setting.dim)
+    release = cell.release(setting.dim, cfg.mechanism.params)  # as the cell's runs release
+    one = update_log_capacity(cfg, cell, release, setting.dim)
     attacked = 1 if cfg.sweep.attack_on == "first-release" else setting.local_steps
-    equivalent = (cell.release(setting.dim, cfg.mechanism.params).gaussian_equivalent(setting.dim)
+    equivalent = (release.gaussian_equivalent(setting.dim)
                   if cell.parameter is not None else None)
     return {
         "cell": cell.key, "mechanism": cell.mechanism,
