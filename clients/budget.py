@@ -49,13 +49,16 @@ def record_releases(context: Context, releases: int) -> None:
 
 def budget_check(
     budget: float | None, mechanism: Mechanism, audit: AuditConfig, *, released: int,
-    sample_rate: float, steps: int, dim: int,
+    sample_rate: float, steps: int, dim: int, population: int | None = None,
 ) -> BudgetCheck | None:
     """Whether the coming round of ``steps`` local steps keeps the client within its ε
     ``budget`` (``MechanismConfig.budget_for``; None: it has none), at ``audit.delta`` with
     ``audit.accountant``, as the server's ledger accounts it."""
     if budget is None:
         return None
+    # a client-level release class is its pair against the server, as the ledger takes it
+    relation = audit.neighbouring if mechanism.level == "record" else "add-remove"
     return check_budget(budget, mechanism.release(dim), sample_rate=sample_rate,
                         released=released, steps=steps, delta=audit.delta,
-                        accountant=audit.accountant)
+                        accountant=audit.accountant, population=population,
+                        neighbouring=relation)

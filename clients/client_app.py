@@ -121,7 +121,7 @@ def train(msg: Message, context: Context) -> Message:
     dim = sum(p.numel() for p in model.parameters())
     released = releases_so_far(context, config, pid)
     check = budget_check(cfg.mechanism.budget_for(pid), mechanism, cfg.audit, released=released,
-                         sample_rate=report.release_rate, steps=report.releases, dim=dim)
+                         **report.release_sampling, steps=report.releases, dim=dim)
     if check is not None and not check.within:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})

@@ -60,10 +60,12 @@ class BudgetCheck:
 
 def check_budget(
     budget: float, release: Release, *, sample_rate: float, released: int, steps: int,
-    delta: float, accountant: str = "rdp",
+    delta: float, accountant: str = "rdp", population: int | None = None,
+    neighbouring: str = "add-remove",
 ) -> BudgetCheck:
     """ε at ``delta`` after ``released`` past and ``steps`` new releases of ``release``, each
-    Poisson-sampled at ``sample_rate``, against ``budget``.
+    sampled at ``sample_rate`` (Poisson, or fixed-size from ``population``), against
+    ``budget``.
 
     A release without a formal guarantee has ε = ∞: such a client declines every round.
 
@@ -79,11 +81,12 @@ def check_budget(
         Releases made in earlier rounds (``≥ 0``).
     steps
         Local steps of the coming round (``≥ 1``).
-    delta, accountant
-        δ and ``"rdp"``/``"pld"``, as the auditing server's ledger uses them.
+    delta, accountant, population, neighbouring
+        As the auditing server's ledger uses them (:class:`~fedpriv.accounting.ReleaseEvent`,
+        :func:`~fedpriv.accounting.epsilon`).
     """
     b = check_positive("epsilon_budget", budget)
     total = check_dim("releases", released, minimum=0) + check_dim("steps", steps)
-    eps = epsilon([ReleaseEvent(release, sample_rate, total)], delta,
-                  accountant=accountant).epsilon
+    eps = epsilon([ReleaseEvent(release, sample_rate, total, population)], delta,
+                  accountant=accountant, neighbouring=neighbouring).epsilon
     return BudgetCheck(b, eps, int(released), int(steps), delta, accountant)

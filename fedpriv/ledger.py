@@ -41,10 +41,13 @@ The unit of privacy is part of every ε (``unit``, ``neighbouring``): record-lev
 is the guarantee against the server (replace-one neighbours, one release per round the client
 took part in, no amplification by the server's client sampling). Beside it,
 ``epsilon_central`` is the guarantee against a third party that sees only the aggregate
-(add/remove of a client, Poisson-sampled at the rate the server sampled clients each round —
-:meth:`PrivacyLedger.sampled` — composed over every round so far). Flower samples a fixed
-number of clients without replacement; the accounting assumes Poisson sampling at the same
-rate, as it does for fixed-size record batches (docs/client-level.md).
+(a client under the run's neighbouring relation, composed over every round so far), accounted
+as the server sampled: a fixed number ``m`` of the ``N`` clients each round, without
+replacement (:meth:`PrivacyLedger.sampled`; privacy-math.md §14, docs/client-level.md).
+Record-level releases are accounted as they were sampled too: Poisson batches at rate ``q``, or
+fixed-size batches of ``m`` of the client's ``n`` records (``train.sampling = "fixed"``), under
+the run's relation (``audit.neighbouring``: add/remove or replace-one). Every row names its
+``sampling`` and ``neighbouring``.
 
 Beside the declared ε and the canary lower bound, ``epsilon_observed`` is an upper confidence
 bound from what the server saw (:mod:`fedpriv.verification.observed`): every release accounted,
@@ -69,6 +72,7 @@ from functools import lru_cache
 from typing import Any
 
 from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, accountable, epsilon
+from fedpriv.accounting.sampling import check_neighbouring
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
@@ -83,9 +87,10 @@ from fedpriv.verification.observed import (
 __all__ = ["MIN_ACCOUNTABLE", "NEIGHBOURS", "NOT_OBSERVED", "ClientLedger", "PrivacyLedger",
            "epsilon_at_noise", "noise_grid", "secret_radius_units"]
 
-NEIGHBOURS = {"record": "add/remove one record",
+NEIGHBOURS = {"record": "{relation} one record",
               "client": "replace one client's data (against the server)"}
-"""The neighbouring relation behind ``epsilon`` for each unit of privacy."""
+"""The neighbouring relation behind ``epsilon`` for each unit of privacy (``{relation}``: the
+run's ``audit.neighbouring`` for a record)."""
 
 
 def secret_radius_units(threat_model: str, batch_size: float) -> float:
@@ -137,7 +142,8 @@ def noise_grid(noise: float) -> float:
 
 
 def epsilon_at_noise(events: tuple[ReleaseEvent, ...], noise: float, delta: float,
-                     accountant: str = "rdp", route: str = "best") -> float:
+                     accountant: str = "rdp", route: str = "best",
+                     neighbouring: str = "add-remove") -> float:
     """ε at ``delta`` of ``events`` with every release's noise parameter set to
     :func:`noise_grid` of ``noise`` (rounded down: less noise, more ε; clients share the
     accounting), by ``accountant``; RDP where that one cannot take it; ``inf`` below
@@ -149,10 +155,12 @@ def epsilon_at_noise(events: tuple[ReleaseEvent, ...], noise: float, delta: floa
             not e.release.formal_guarantee or e.release.parameter_name is None for e in events):
         return math.inf
     grid = noise_grid(noise)
-    at = [ReleaseEvent(e.release.with_parameter(grid), e.sample_rate, e.count) for e in events]
+    at = [ReleaseEvent(e.release.with_parameter(grid), e.sample_rate, e.count, e.population)
+          for e in events]
     for name in dict.fromkeys((accountant, "rdp")):
         try:
-            return epsilon(at, delta, accountant=name, route=route).epsilon
+            return epsilon(at, delta, accountant=name, route=route,
+                           neighbouring=neighbouring).epsilon
         except (ArithmeticError, ValueError, InputError):
             continue
     return math.inf
@@ -166,26 +174,29 @@ class PrivacyLedger:
     delta
         δ of the reported ε.
     accountant
-        ``"rdp"`` or ``"pld"`` (:class:`~fedpriv.accounting.ClientAccountant`).
+        ``"tightest"``, ``"rdp"`` or ``"pld"`` (:class:`~fedpriv.accounting.ClientAccountant`).
     threat_model
         ``"record"`` or ``"batch"``: the secret the capacity and ξ are about.
     pac_beta
         β of the PAC fields (``audit.pac_beta``).
+    neighbouring
+        ``"add-remove"`` or ``"replace-one"`` (``audit.neighbouring``): the relation of the
+        record-level ``epsilon`` and of ``epsilon_central``.
     """
 
     def __init__(self, delta: float, accountant: str = "rdp", threat_model: str = "record",
-                 pac_beta: float = 0.01):
+                 pac_beta: float = 0.01, neighbouring: str = "add-remove"):
         self.delta, self.accountant, self.threat_model = delta, accountant, threat_model
-        self.pac_beta = pac_beta
+        self.pac_beta, self.neighbouring = pac_beta, check_neighbouring(neighbouring)
         self.clients: dict[int, ClientLedger] = {}
-        self.client_rates: dict[int, float] = {}  # round -> fraction of clients sampled
+        self.client_samples: dict[int, tuple[int, int]] = {}  # round -> (m sampled, of N)
         self._accountable: dict[tuple, str | None] = {}  # unaccountable()'s answers, kept
 
-    def sampled(self, rnd: int, rate: float) -> None:
-        """The fraction of clients the server sampled in round ``rnd`` (``epsilon_central``)."""
-        if not 0.0 < rate <= 1.0:
-            raise ValueError(f"client sampling rate {rate!r} not in (0, 1]")
-        self.client_rates[rnd] = float(rate)
+    def sampled(self, rnd: int, count: int, population: int) -> None:
+        """The server sampled ``count`` of its ``population`` clients in round ``rnd``, without
+        replacement (``epsilon_central``; a count above the population is the population)."""
+        population = check_dim("population", population)
+        self.client_samples[rnd] = (min(check_dim("count", count), population), population)
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.clients)
@@ -194,10 +205,11 @@ class PrivacyLedger:
         self, rnd: int, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, verification: str | None = None,
         accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
-        observation: NoiseObservation | str | None = None,
+        observation: NoiseObservation | str | None = None, population: int | None = None,
     ) -> dict[str, Any]:
-        """Add one round's ``steps`` Poisson-sampled releases; return the cumulative tally row
-        (the audit store's ``tallies`` columns).
+        """Add one round's ``steps`` releases, sampled at ``sample_rate`` (Poisson, or fixed-size
+        from ``population`` records); return the cumulative tally row (the audit store's
+        ``tallies`` columns).
 
         ``verification`` is the round's verdict on the update against its declaration
         (``"consistent"``, ``"inconsistent"``, ``"unverifiable"``; ``None``: not checked);
@@ -218,9 +230,10 @@ class PrivacyLedger:
             raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
         ledger = self._copy(client_id)
         ledger.unit = unit
-        if unit == "client":
+        if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
-        ledger.accountant.record(release, sample_rate, steps)
+            ledger.accountant.neighbouring = "add-remove"
+        ledger.accountant.record(release, sample_rate, steps, population)
         radius = secret_radius_units(self.threat_model, batch_size)
         round_capacity = steps * _log_capacity(release, dim, radius)
         ledger.releases += steps
@@ -243,7 +256,7 @@ class PrivacyLedger:
 
     def unaccountable(
         self, client_id: int, release: Release, *, steps: int, sample_rate: float,
-        batch_size: float, dim: int, unit: str = "record",
+        batch_size: float, dim: int, unit: str = "record", population: int | None = None,
     ) -> str | None:
         """Why this round's releases cannot be folded into the client's tallies, in one line
         (None: they can): the run's accountant cannot account the client's ledger with them
@@ -254,13 +267,13 @@ class PrivacyLedger:
         previous = self.clients.get(client_id)
         history = () if previous is None else previous.accountant.events
         try:
-            events = [*history, ReleaseEvent(release, sample_rate, steps)]
+            events = [*history, ReleaseEvent(release, sample_rate, steps, population)]
         except InputError as exc:
             return f"{exc.key} = {exc.value!r}: expected {exc.allowed}"
         # the answer depends on the history and the round alone, which a round's clients
         # share: computed once per distinct key, not once per reply
         key: tuple | None = (tuple(events), batch_size, dim, unit,
-                             tuple(self.client_rates.items()))
+                             tuple(self.client_samples.items()))
         try:
             if key in self._accountable:
                 return self._accountable[key]
@@ -268,7 +281,7 @@ class PrivacyLedger:
             key = None
         reason = self._unaccountable(client_id, previous, events, release, steps=steps,
                                      sample_rate=sample_rate, batch_size=batch_size, dim=dim,
-                                     unit=unit)
+                                     unit=unit, population=population)
         if key is not None:
             if len(self._accountable) >= _KEPT_ANSWERS:
                 self._accountable.clear()
@@ -278,19 +291,22 @@ class PrivacyLedger:
     def _unaccountable(
         self, client_id: int, previous: ClientLedger | None, events: list[ReleaseEvent],
         release: Release, *, steps: int, sample_rate: float, batch_size: float, dim: int,
-        unit: str,
+        unit: str, population: int | None,
     ) -> str | None:
         """:meth:`unaccountable`, computed: the accountant, then a trial fold."""
-        reason = accountable.unaccountable(events, self.delta, accountant=self.accountant)
+        relation = self.neighbouring if unit == "record" else "add-remove"
+        reason = accountable.unaccountable(events, self.delta, accountant=self.accountant,
+                                           neighbouring=relation)
         if reason is not None:
             return reason
-        trial = PrivacyLedger(self.delta, self.accountant, self.threat_model, self.pac_beta)
-        trial.client_rates = dict(self.client_rates)
+        trial = PrivacyLedger(self.delta, self.accountant, self.threat_model, self.pac_beta,
+                              self.neighbouring)
+        trial.client_samples = dict(self.client_samples)
         if previous is not None:
             trial.clients[client_id] = previous
         try:  # on a ledger of its own: fold replaces the client's entry only when it succeeds
             trial.fold(0, client_id, release, steps=steps, sample_rate=sample_rate,
-                       batch_size=batch_size, dim=dim, unit=unit)
+                       batch_size=batch_size, dim=dim, unit=unit, population=population)
         except Exception as exc:  # noqa: BLE001 - any failure to tally a claim is the claim's
             return f"the tally of this declaration fails: {type(exc).__name__}: {exc}"
         return None
@@ -326,7 +342,7 @@ class PrivacyLedger:
         return {
             "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": declared,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
-            "optimal_order": acct.optimal_order,
+            "optimal_order": acct.optimal_order, "sampling": acct.sampling,
             "compose": "per-round" if ledger.unit == "client" else "per-step",
             "releases": ledger.releases, "log_capacity_round": 0.0,
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
@@ -360,7 +376,8 @@ class PrivacyLedger:
         if seen.reason is not None:
             return {**doc, "reason": seen.reason}
         value = epsilon_at_noise(ledger.accountant.events, seen.bound, self.delta,
-                                 ledger.accountant.accountant, ledger.accountant.route)
+                                 ledger.accountant.accountant, ledger.accountant.route,
+                                 ledger.accountant.neighbouring)
         ratio = value / declared if declared > 0 and math.isfinite(declared) else None
         reason = None if math.isfinite(value) else (
             "no noise shown: the clipped signal alone (C·B) can make the releases' norms"
@@ -370,31 +387,38 @@ class PrivacyLedger:
                 "noise_accounted": noise_grid(seen.bound) if seen.bound > 0 else None}
 
     def _units(self, ledger: ClientLedger) -> dict[str, Any]:
-        """The unit columns; at the client level ``epsilon_central`` and the last round's
-        client sampling rate too (module docstring)."""
-        out: dict[str, Any] = {"unit": ledger.unit, "neighbouring": NEIGHBOURS[ledger.unit],
+        """The unit columns; at the client level ``epsilon_central``, how clients were sampled
+        for it and the last round's client sampling rate too (module docstring)."""
+        relation = NEIGHBOURS[ledger.unit].format(relation=self.neighbouring)
+        out: dict[str, Any] = {"unit": ledger.unit, "neighbouring": relation,
                                "epsilon_central": None, "client_rate": None}
-        if ledger.unit != "client" or not self.client_rates:
+        if ledger.unit != "client" or not self.client_samples:
             return out
-        out["client_rate"] = self.client_rates[max(self.client_rates)]
+        m, n = self.client_samples[max(self.client_samples)]
+        out.update(client_rate=m / n, central_neighbouring=f"{self.neighbouring} one client",
+                   central_sampling=f"fixed-size: {m} of {n} clients without replacement")
         if ledger.inconsistent or ledger.central is None:
             return {**out, "epsilon_central": math.inf}
-        counts: dict[float, int] = {}
-        for rate in self.client_rates.values():
-            counts[rate] = counts.get(rate, 0) + 1
-        events = [ReleaseEvent(ledger.central, rate, n) for rate, n in sorted(counts.items())]
-        return {**out, "epsilon_central": epsilon(events, self.delta,
-                                                  accountant=self.accountant).epsilon}
+        counts: dict[tuple[int, int], int] = {}
+        for sample in self.client_samples.values():
+            counts[sample] = counts.get(sample, 0) + 1
+        events = [ReleaseEvent(ledger.central, m / n, rounds, n)
+                  for (m, n), rounds in sorted(counts.items())]
+        return {**out, "epsilon_central": epsilon(events, self.delta, accountant=self.accountant,
+                                                  neighbouring=self.neighbouring).epsilon}
 
     def _ledger(self, client_id: int) -> ClientLedger:
-        return self.clients.setdefault(client_id, ClientLedger(ClientAccountant(self.accountant)))
+        return self.clients.setdefault(client_id, self._new())
+
+    def _new(self) -> ClientLedger:
+        return ClientLedger(ClientAccountant(self.accountant, neighbouring=self.neighbouring))
 
     def _copy(self, client_id: int) -> ClientLedger:
         """A copy of the client's ledger (a new one for a new client) that :meth:`fold` may
         change without touching the ledger until it succeeds."""
         ledger = self.clients.get(client_id)
         if ledger is None:
-            return ClientLedger(ClientAccountant(self.accountant))
+            return self._new()
         return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds),
                        observed=replace(ledger.observed))
 

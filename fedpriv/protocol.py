@@ -335,6 +335,16 @@ class ClientReport:
         return 1.0 if self.client_level else self.sample_rate
 
     @property
+    def release_sampling(self) -> dict[str, Any]:
+        """How each release was sampled, as the ledger and the budget check take it:
+        ``sample_rate`` (:attr:`release_rate`) and ``population`` — ``n`` for fixed-size
+        batches (``m = q·n`` of the ``n`` records, without replacement), None under Poisson
+        sampling and at the client level (privacy-math.md §14)."""
+        fixed = self.sampling == "fixed" and not self.client_level and self.sample_rate < 1.0
+        return {"sample_rate": self.release_rate,
+                "population": self.local_examples if fixed else None}
+
+    @property
     def secret_batch(self) -> float:
         """The batch a batch-level secret spans, in sensitivities (``L``); 1 at the client
         level, where the secret is the client's update, within the clip bound (§5, §11)."""

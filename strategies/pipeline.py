@@ -117,7 +117,7 @@ class AuditPipeline:
         self.store = store
         self.dataset = dataset
         self.ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model,
-                                    audit.pac_beta)
+                                    audit.pac_beta, audit.neighbouring)
         self.exhausted: set[int] = set()  # clients that declined for their ε budget
         self.plan = AttackPlan(audit, len(dataset.train_y), device, public_prior(dataset))
         self.node_clients: dict[int, int] = {}  # Flower node id -> partition id, as replies tell
@@ -205,7 +205,7 @@ class AuditPipeline:
         """The inner strategy sampled ``count`` of the ``num_clients`` clients this round: the
         client rate of the client-level ε against the aggregate (:mod:`fedpriv.ledger`)."""
         if count > 0:
-            self.ledger.sampled(server_round, min(1.0, count / self.num_clients))
+            self.ledger.sampled(server_round, count, self.num_clients)
 
     # -- budgets ------------------------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class AuditPipeline:
         except Exception as exc:  # noqa: BLE001 - a declaration the tally cannot read
             return f"{type(exc).__name__}: {exc}"
         return (self.ledger.unaccountable(
-            cid, release, steps=report.releases, sample_rate=report.release_rate,
+            cid, release, steps=report.releases, **report.release_sampling,
             batch_size=report.secret_batch, dim=dim, unit=report.mechanism.level)
             or self.canaries.unaccountable(rnd, cid, report, dim))
 
@@ -327,7 +327,7 @@ class AuditPipeline:
         release = report.mechanism.release(dim)
         try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
             tally = self.ledger.fold(
-                rnd, cid, release, steps=report.releases, sample_rate=report.release_rate,
+                rnd, cid, release, steps=report.releases, **report.release_sampling,
                 batch_size=report.secret_batch, dim=dim, verification=verdict.status,
                 accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
                 observation=observation, verified=summary["label"] == "verified",
@@ -436,7 +436,7 @@ class AuditPipeline:
         exactly the memory of an uninterrupted run."""
         for row in self.store.query("SELECT round, COUNT(DISTINCT client_id) AS sent FROM "
                                     "updates GROUP BY round"):  # clients sent a train message
-            self.ledger.sampled(row["round"], min(1.0, row["sent"] / self.num_clients))
+            self.ledger.sampled(row["round"], row["sent"], self.num_clients)
         rows = self.store.query("SELECT round, client_id, verification_json, "
                                 "epsilon_observed_json FROM tallies WHERE verification_json "
                                 "IS NOT NULL")
@@ -456,7 +456,7 @@ class AuditPipeline:
             summary = verdicts.get((update.round, update.client_id)) or {}
             label = summary.get("label")  # absent in stores written before property verdicts
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
-                             steps=report.releases, sample_rate=report.release_rate,
+                             steps=report.releases, **report.release_sampling,
                              batch_size=report.secret_batch, dim=dim,
                              verification=summary.get("status"), unit=report.mechanism.level,
                              verified=None if label is None else label == "verified",

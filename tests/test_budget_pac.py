@@ -37,7 +37,7 @@ def _rate(cfg, pid: int) -> float:  # noqa: ANN001
     return min(cfg.train.batch_size, n) / n
 
 
-def _eps(sigma: float, q: float, releases: int, accountant: str = "rdp") -> float:
+def _eps(sigma: float, q: float, releases: int, accountant: str | None = None) -> float:
     return account("gaussian", noise_multiplier=sigma, sample_rate=q, steps=releases,
                    delta=DELTA, accountant=accountant)["epsilon"]
 
@@ -55,7 +55,7 @@ def setting():
     cfg = load_config(QUICKSTART, BASE)
     q = [_rate(cfg, pid) for pid in range(3)]
     sigma = account("gaussian", target_epsilon=BUDGET, sample_rate=q[0],
-                    steps=TRAINED * STEPS, delta=DELTA, accountant="rdp")["noise_multiplier"]
+                    steps=TRAINED * STEPS, delta=DELTA)["noise_multiplier"]
     small = _eps(sigma, q[2], STEPS) * (1 + 1e-9)
     overrides = ("[{clients = [1], name = 'laplace', laplace_scale = 50.0}, "
                  f"{{clients = [2], epsilon_budget = {small!r}}}]")

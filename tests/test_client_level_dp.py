@@ -113,17 +113,19 @@ def test_the_server_verifies_the_release_and_catches_missing_noise_or_clipping()
 @pytest.mark.parametrize("kind", ["pld", "rdp"])
 def test_client_level_epsilon_matches_dp_accounting(kind: str) -> None:
     """Against the server: replace-one Gaussian over the rounds taken part in; against the
-    aggregate: Poisson-sampled at the client rate over every round (dp-accounting's DpEvents).
-    Client 0 takes part in rounds 1, 3 and 5, every round sampling clients at q = 0.3."""
+    aggregate: 3 of 10 clients sampled without replacement every round, add/remove — an added
+    client displaces a sampled one, so the Poisson-subsampled Gaussian at σ/2 with
+    q = 3/11 over every round (privacy-math.md §14; dp-accounting's DpEvents).
+    Client 0 takes part in rounds 1, 3 and 5."""
     mech = build_mechanism("client-gaussian", {"clip": CLIP, "noise_multiplier": SIGMA})
     ledger = PrivacyLedger(DELTA, kind)
     row = {}
     for rnd in range(1, 6):
-        ledger.sampled(rnd, 0.3)
+        ledger.sampled(rnd, 3, 10)
         if rnd in (1, 3, 5):
             row = ledger.fold(rnd, 0, mech.release(100), steps=1, sample_rate=1.0,
                               batch_size=1.0, dim=100, verification="consistent", unit="client")
-    server, central = _against_server(kind, SIGMA, 3), _central(kind, SIGMA, 0.3, 5)
+    server, central = _against_server(kind, SIGMA, 3), _central(kind, SIGMA / 2, 3 / 11, 5)
     if kind == "pld" or row["route"] == "rdp":
         assert row["epsilon"] == pytest.approx(server, rel=1e-6)
     else:  # fedpriv's best RDP route may beat the classic conversion, never lose to it
@@ -134,6 +136,8 @@ def test_client_level_epsilon_matches_dp_accounting(kind: str) -> None:
     assert (row["unit"], row["releases"], row["compose"], row["client_rate"]) == (
         "client", 3, "per-round", 0.3)
     assert "replace" in row["neighbouring"] and row["guarantee"] == "verified"
+    assert row["central_sampling"] == "fixed-size: 3 of 10 clients without replacement"
+    assert row["central_neighbouring"] == "add-remove one client"
 
 
 def test_client_level_capacity_is_the_gaussian_closed_form_at_r_equal_s() -> None:
@@ -152,7 +156,8 @@ def test_record_level_tallies_name_their_unit() -> None:
     row = PrivacyLedger(DELTA).fold(1, 0, gauss.release(10), steps=2, sample_rate=0.1,
                                     batch_size=4, dim=10)
     assert (row["unit"], row["neighbouring"], row["epsilon_central"]) == (
-        "record", "add/remove one record", None)
+        "record", "add-remove one record", None)
+    assert row["sampling"] == "poisson"
 
 
 # -- against fedpriv's server, in process ---------------------------------------------------

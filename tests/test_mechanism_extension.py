@@ -29,7 +29,7 @@ toy = account("variance-gaussian", noise_variance=2.25, sample_rate=0.01, steps=
 gauss = account("gaussian", noise_multiplier=1.5, sample_rate=0.01, steps=100, delta=1e-5,
                 accountant="pld")
 toy_full = account("variance-gaussian", noise_variance=2.25, sample_rate=1.0, steps=10,
-                   delta=1e-5, route="rdp")
+                   delta=1e-5, accountant="rdp", route="rdp")
 gauss_full = account("gaussian", noise_multiplier=1.5, sample_rate=1.0, steps=10, delta=1e-5,
                      accountant="rdp", route="rdp")
 calibrated = account("variance-gaussian", target_epsilon=2.0, sample_rate=0.01, steps=100,

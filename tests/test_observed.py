@@ -287,7 +287,8 @@ def test_a_run_observes_every_accepted_reply(tmp_path):
         assert seen["rounds"] == 2 and 0.5 < seen["noise_lower"] < 1.0
         assert clients[cid]["epsilon"] < seen["value"] < math.inf
     assert "fixed norm" in clients[2]["epsilon_observed"]["reason"]
-    ledger = PrivacyLedger(cfg.audit.delta, cfg.audit.accountant)
+    ledger = PrivacyLedger(cfg.audit.delta, cfg.audit.accountant,
+                           neighbouring=cfg.audit.neighbouring)
     with AuditStore.open(tmp_path / "run", readonly=True) as store:
         rows = store.query("SELECT round, client_id, epsilon_observed_json FROM tallies "
                            "WHERE client_id = 0 ORDER BY round")
@@ -295,7 +296,7 @@ def test_a_run_observes_every_accepted_reply(tmp_path):
                                strict=True):
             report = update.report
             tally = ledger.fold(row["round"], 0, report.mechanism.release(13_700),
-                                steps=report.releases, sample_rate=report.release_rate,
+                                steps=report.releases, **report.release_sampling,
                                 batch_size=report.secret_batch, dim=13_700,
                                 verification="consistent",
                                 observation=round_observation(

@@ -58,6 +58,15 @@ class VarianceGaussianRelease(Release):
 
         return log_capacity_gaussian(dim, radius, math.sqrt(self.noise_variance))
 
+    def doubled(self) -> VarianceGaussianRelease:
+        """Twice the sensitivity: a quarter of the variance (fixed-size sampling)."""
+        return VarianceGaussianRelease(self.noise_variance / 4.0)
+
+    @property
+    def noise_law(self) -> tuple[str, float]:
+        """A Gaussian at σ = √v: the replace-one mixture PLD takes it."""
+        return "gaussian", math.sqrt(self.noise_variance)
+
 
 @dataclass(frozen=True)
 class VarianceGaussianMechanism(ClippedMechanism):

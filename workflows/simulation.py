@@ -175,8 +175,10 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
         release = mech.release(dim)
         with _accountable(cfg, client_id, mech, release, q, steps):
             if cfg.audit.enabled or cfg.mechanism.budget_for(client_id) is not None:
-                accountant = ClientAccountant(cfg.audit.accountant)
-                accountant.record(release, q, steps)
+                accountant = ClientAccountant(cfg.audit.accountant, neighbouring=(
+                    cfg.audit.neighbouring if mech.level == "record" else "add-remove"))
+                fixed = cfg.train.sampling == "fixed" and q < 1.0 and mech.level == "record"
+                accountant.record(release, q, steps, n if fixed else None)
                 accountant.result(cfg.audit.delta)
             s = cfg.audit.canaries
             if round_design(cfg.seed, client_id, 1, dim, enabled=s.enabled, count=s.count,

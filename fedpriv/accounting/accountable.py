@@ -41,7 +41,8 @@ def _described(events: Sequence[ReleaseEvent]) -> str:
 
 
 def unaccountable(
-    events: Sequence[ReleaseEvent], delta: float, *, accountant: str = "rdp"
+    events: Sequence[ReleaseEvent], delta: float, *, accountant: str = "rdp",
+    neighbouring: str = "add-remove",
 ) -> str | None:
     """Why ``accountant`` cannot account ``events`` at ``delta``, in one line; None when it can.
 
@@ -58,7 +59,9 @@ def unaccountable(
     delta
         The run's δ.
     accountant
-        ``"rdp"`` or ``"pld"`` (the run's ``audit.accountant``).
+        ``"tightest"``, ``"rdp"`` or ``"pld"`` (the run's ``audit.accountant``).
+    neighbouring
+        The relation it accounts under (``audit.neighbouring``).
 
     Examples
     --------
@@ -74,7 +77,7 @@ def unaccountable(
         return None
     head = f"the {accountant} accountant cannot account {_described(events)}"
     try:
-        eps = epsilon(events, delta, accountant=accountant).epsilon
+        eps = epsilon(events, delta, accountant=accountant, neighbouring=neighbouring).epsilon
     except InputError as exc:
         return f"{head}: {exc.key} = {exc.value!r}: expected {exc.allowed}"
     except Exception as exc:  # noqa: BLE001 - dp-accounting fails outside its range with

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 from fedpriv.accounting.approach1 import Approach1
-from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
+from fedpriv.accounting.events import Release, ReleaseEvent
 from fedpriv.accounting.routes import (
     approach1_route,
     grouped_counts,
@@ -24,11 +24,12 @@ from fedpriv.accounting.routes import (
     pld_epsilon,
     rdp_route,
 )
+from fedpriv.accounting.sampling import accounted_events, check_neighbouring
 from fedpriv.errors import InputError
 
 __all__ = ["ACCOUNTANTS", "ROUTES", "AccountingResult", "ClientAccountant", "epsilon"]
 
-ACCOUNTANTS = ("rdp", "pld")
+ACCOUNTANTS = ("tightest", "rdp", "pld")
 ROUTES = ("best", "rdp", "approach1")
 
 
@@ -39,9 +40,9 @@ class AccountingResult:
     Attributes
     ----------
     epsilon, delta
-        The guarantee (add/remove neighbours, one example; ``inf`` without a formal guarantee).
+        The guarantee (one example under ``neighbouring``; ``inf`` without a formal guarantee).
     accountant
-        ``"rdp"`` or ``"pld"``.
+        ``"tightest"``, ``"rdp"`` or ``"pld"``.
     route
         The route that gave ``epsilon``: ``"rdp"``, ``"approach1"`` or ``"pld"``.
     optimal_order
@@ -54,6 +55,11 @@ class AccountingResult:
         Details of the approach-1 route when it was computed.
     discretization
         PLD value discretisation (``None`` for RDP).
+    neighbouring
+        ``"add-remove"`` or ``"replace-one"``.
+    sampling
+        How the ledger's releases were sampled: ``"poisson"``, ``"fixed-size"``, ``"none"``,
+        or several of them joined by ``+``.
     """
 
     epsilon: float
@@ -65,7 +71,8 @@ class AccountingResult:
     warnings: tuple[str, ...] = ()
     approach1: Approach1 | None = None
     discretization: float | None = None
-    neighbouring_relation: str = NEIGHBOURING_RELATION
+    neighbouring: str = "add-remove"
+    sampling: str = "poisson"
 
 
 def epsilon(
@@ -75,6 +82,7 @@ def epsilon(
     accountant: str = "rdp",
     route: str = "best",
     discretization: float | None = None,
+    neighbouring: str = "add-remove",
 ) -> AccountingResult:
     """Cumulative ε at ``delta`` of ``events`` (module docstring).
 
@@ -85,7 +93,8 @@ def epsilon(
     delta
         Target δ in (0, 1).
     accountant
-        ``"rdp"`` or ``"pld"``.
+        ``"tightest"`` (the least of ``pld`` and ``rdp``; a route that cannot take the ledger
+        is skipped with a warning), ``"rdp"`` or ``"pld"``.
     route
         For ``rdp``: ``"best"`` (least of the RDP conversion and approach 1, the latter only
         on a homogeneous ledger), ``"rdp"`` or ``"approach1"``. Ignored for ``pld``.
@@ -93,28 +102,68 @@ def epsilon(
         PLD value discretisation; default: the finest ``pld_discretization`` of the releases in
         the ledger (PLDs compose only on a common grid), coarsened pessimistically where the
         composed grid would not fit the memory budget (the Δ used is reported).
+    neighbouring
+        ``"add-remove"`` or ``"replace-one"`` (:mod:`.sampling`).
     """
     _check_choices(accountant, route, delta)
-    return _epsilon(tuple(events), delta, accountant, route, discretization)
+    check_neighbouring(neighbouring)
+    return _epsilon(tuple(events), delta, accountant, route, discretization, neighbouring)
 
 
 @lru_cache(maxsize=4096)
 def _epsilon(
     events: tuple[ReleaseEvent, ...], delta: float, accountant: str, route: str,
-    discretization: float | None,
+    discretization: float | None, neighbouring: str,
 ) -> AccountingResult:
     """:func:`epsilon` of a checked ledger, kept per ledger: clients with the same release
     history (most of a federation) share one accounting per round, in the ledger, in each
     client's budget check and in ``--resume`` alike."""
+    sampling = "+".join(dict.fromkeys(e.sampling for e in events)) or "none"
+    named = {"neighbouring": neighbouring, "sampling": sampling}
     if not events:
-        return AccountingResult(0.0, delta, accountant, "none", None)
+        return AccountingResult(0.0, delta, accountant, "none", None, **named)
     if not all(e.release.formal_guarantee for e in events):
-        return _no_guarantee(events, delta, accountant)
+        return replace(_no_guarantee(events, delta, accountant), **named)
+    accounted = accounted_events(events, neighbouring)
     if accountant == "pld":
-        step = discretization or pld_discretization(events)
-        eps = pld_epsilon(events, delta, step)
-        return AccountingResult(eps, delta, "pld", "pld", None, {"pld": eps}, (), None, step)
-    return _rdp_accountant(events, delta, route)
+        result = _pld_accountant(accounted, delta, discretization)
+    elif accountant == "rdp":
+        result = _rdp_accountant(accounted, delta, route)
+    else:
+        result = _tightest(accounted, delta, route, discretization)
+    return replace(result, **named)
+
+
+def _pld_accountant(
+    events: Sequence[ReleaseEvent], delta: float, discretization: float | None
+) -> AccountingResult:
+    step = discretization or pld_discretization(events)
+    eps = pld_epsilon(events, delta, step)
+    return AccountingResult(eps, delta, "pld", "pld", None, {"pld": eps}, (), None, step)
+
+
+def _tightest(
+    events: Sequence[ReleaseEvent], delta: float, route: str, discretization: float | None
+) -> AccountingResult:
+    """The least of the PLD and RDP routes (each an upper bound); a route that cannot take the
+    ledger (outside its numeric range or its grid budget) is skipped with a warning, and the
+    error of the last is raised when none can."""
+    found: list[AccountingResult] = []
+    skipped: list[str] = []
+    error: Exception | None = None
+    for name, run in (("pld", lambda: _pld_accountant(events, delta, discretization)),
+                      ("rdp", lambda: _rdp_accountant(events, delta, route))):
+        try:
+            found.append(run())
+        except (InputError, ArithmeticError, ValueError) as exc:
+            error = exc
+            skipped.append(f"the {name} route was skipped: {exc}")
+    if not found:
+        raise error  # type: ignore[misc]
+    best = min(found, key=lambda r: r.epsilon)
+    routes = {name: eps for r in found for name, eps in r.routes.items()}
+    return replace(best, accountant="tightest", routes=routes,
+                   warnings=(*best.warnings, *skipped))
 
 
 def _check_choices(accountant: str, route: str, delta: float) -> None:
@@ -183,10 +232,12 @@ class ClientAccountant:
     """
 
     def __init__(
-        self, accountant: str = "rdp", route: str = "best", discretization: float | None = None
+        self, accountant: str = "rdp", route: str = "best", discretization: float | None = None,
+        neighbouring: str = "add-remove",
     ) -> None:
         _check_choices(accountant, route, 0.5)
         self.accountant, self.route, self.discretization = accountant, route, discretization
+        self.neighbouring = check_neighbouring(neighbouring)
         self._events: list[ReleaseEvent] = []
 
     @property
@@ -196,20 +247,23 @@ class ClientAccountant:
 
     def copy(self) -> ClientAccountant:
         """An accountant with the same settings and a copy of this ledger."""
-        twin = ClientAccountant(self.accountant, self.route, self.discretization)
+        twin = ClientAccountant(self.accountant, self.route, self.discretization,
+                                self.neighbouring)
         twin._events = list(self._events)
         return twin
 
-    def record(self, release: Release, sample_rate: float, steps: int) -> ReleaseEvent:
-        """Record ``steps`` Poisson-sampled releases at rate ``sample_rate``."""
-        event = ReleaseEvent(release, sample_rate, steps)
+    def record(self, release: Release, sample_rate: float, steps: int,
+               population: int | None = None) -> ReleaseEvent:
+        """Record ``steps`` releases sampled at rate ``sample_rate``: Poisson, or a fixed-size
+        sample of the ``population`` (:class:`ReleaseEvent`)."""
+        event = ReleaseEvent(release, sample_rate, steps, population)
         self._events.append(event)
         return event
 
     def result(self, delta: float) -> AccountingResult:
         """Cumulative :class:`AccountingResult` at ``delta``."""
         return epsilon(self._events, delta, accountant=self.accountant, route=self.route,
-                       discretization=self.discretization)
+                       discretization=self.discretization, neighbouring=self.neighbouring)
 
     def epsilon(self, delta: float) -> float:
         """Cumulative ε at ``delta`` (``inf`` once any release had no formal guarantee)."""

@@ -52,6 +52,8 @@ def calibrate(
     route: str = "best",
     discretization: float | None = None,
     rtol: float = 1e-3,
+    population: int | None = None,
+    neighbouring: str = "add-remove",
 ) -> Calibration:
     """Find the least noise with ε ≤ ``target_epsilon`` for ``steps`` releases at rate ``q``.
 
@@ -62,8 +64,11 @@ def calibrate(
         (e.g. ``VMFRelease.calibration_start(dim)``).
     target_epsilon
         Target ε > 0 at ``delta``.
-    delta, sample_rate, steps, accountant, route, discretization
+    delta, sample_rate, steps, accountant, route, discretization, neighbouring
         As in :func:`fedpriv.accounting.accountant.epsilon`.
+    population
+        ``N`` of a fixed-size sample (:class:`~fedpriv.accounting.events.ReleaseEvent`);
+        None: Poisson sampling.
     rtol
         Relative tolerance on the achieved ε (never above the target).
     """
@@ -77,14 +82,16 @@ def calibrate(
     def account(x: float) -> AccountingResult:
         nonlocal calls
         calls += 1
-        events = [ReleaseEvent(template.with_parameter(math.exp(sign * x)), sample_rate, steps)]
+        events = [ReleaseEvent(template.with_parameter(math.exp(sign * x)), sample_rate, steps,
+                               population)]
         return epsilon(events, delta, accountant=accountant, route=route,
-                       discretization=discretization)
+                       discretization=discretization, neighbouring=neighbouring)
 
     x0, factor = sign * math.log(template.parameter), _FACTOR
-    if accountant == "pld":
+    if accountant != "rdp":  # a PLD is costly: start from the RDP answer, nearby
         warm = calibrate(template, target_epsilon, delta=delta, sample_rate=sample_rate,
-                         steps=steps, route="rdp", rtol=rtol)
+                         steps=steps, route="rdp", rtol=rtol, population=population,
+                         neighbouring=neighbouring)
         x0, factor = sign * math.log(warm.parameter), _WARM_FACTOR
     safe, x_safe = _bisect(account, x0, target_epsilon, rtol, factor)
     return Calibration(template.parameter_name, math.exp(sign * x_safe), safe, calls)

@@ -51,6 +51,7 @@ __all__ = [
     "gaussian_grid_need",
     "gaussian_pld",
     "gaussian_subsampled_rdp",
+    "gaussian_without_replacement_rdp",
     "laplace_grid_need",
     "laplace_pld",
 ]
@@ -230,3 +231,28 @@ def laplace_pld(
             value_discretization_interval=step,
             sampling_prob=float(sample_rate),
         )
+
+
+def gaussian_without_replacement_rdp(
+    orders: Sequence[float], noise_multiplier: float, population: int, sample_size: int
+) -> np.ndarray:
+    """Per-step RDP curve of the Gaussian on a fixed-size sample (``m`` of ``N`` without
+    replacement) under replace-one neighbours, from dp-accounting's accountant
+    (``SampledWithoutReplacementDpEvent``; Wang, Balle and Kasiviswanathan 2019, Thm. 27).
+    ``noise_multiplier`` is over the replace-one sensitivity: the distance of the two signals.
+
+    Raises
+    ------
+    InputError
+        ``noise_multiplier`` outside :data:`GAUSSIAN_RDP_RANGE`.
+    """
+    from dp_accounting import NeighboringRelation, dp_event, rdp
+
+    check_in_range("noise_multiplier", noise_multiplier, *GAUSSIAN_RDP_RANGE,
+                   "the Gaussian RDP's numeric range")
+    accountant = rdp.RdpAccountant(orders=list(orders),
+                                   neighboring_relation=NeighboringRelation.REPLACE_ONE)
+    with _dp_accounting_warnings_once():
+        accountant.compose(dp_event.SampledWithoutReplacementDpEvent(
+            population, sample_size, dp_event.GaussianDpEvent(noise_multiplier)))
+    return accountant.rdp

@@ -9,10 +9,13 @@ accounting and leakage need: its RDP curve (privacy-math.md §3), its PLD, its t
 (§4), its Bayes capacity (§5) and its pure LDP parameter (§6). The accountants, the calibration,
 the capacity tally and the command line are generic over this interface.
 
-A :class:`ReleaseEvent` is ``count`` Poisson-sampled such releases at rate ``sample_rate``.
-Accountants consume sequences of events; the audit store records them. The neighbouring
-relation is add/remove-one-example (record-level unit), except for a client-level release, whose
-own class says which (``fedpriv/mechanisms/client_gaussian.py``, privacy-math.md §11).
+A :class:`ReleaseEvent` is ``count`` such releases, each on a sample drawn as the code drew it
+(privacy-math.md §14): Poisson at rate ``sample_rate``, or, with a ``population`` ``N``, a
+fixed-size sample of ``m = sample_rate·N`` without replacement. Accountants consume sequences of
+events; the audit store records them. How neighbours differ (add/remove one example, or replace
+one) is the accountant's argument, not the event's (:mod:`fedpriv.accounting.sampling`), except
+for a client-level release, whose own class says which (``fedpriv/mechanisms/client_gaussian.py``,
+privacy-math.md §11).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ import numpy as np
 from fedpriv.errors import InputError
 from fedpriv.validate import number
 
-__all__ = ["NEIGHBOURING_RELATION", "NoGuarantee", "Release", "ReleaseEvent"]
+__all__ = ["NEIGHBOURING_RELATIONS", "NoGuarantee", "Release", "ReleaseEvent"]
 
-NEIGHBOURING_RELATION = "add/remove"
+NEIGHBOURING_RELATIONS = ("add-remove", "replace-one")
+"""Add or remove one example; replace one example by another (privacy-math.md §14)."""
 
 
 class Release(ABC):
@@ -133,6 +137,20 @@ class Release(ABC):
         client rate and composed over every round. None for a record-level release."""
         return None
 
+    def doubled(self) -> Release:
+        """The release at twice its sensitivity: the pair of a neighbour that moves the signal
+        by up to ``2Δ`` (fixed-size sampling under add/remove, privacy-math.md §14). A
+        mechanism without one cannot be accounted under fixed-size sampling."""
+        raise InputError("sampling", "fixed-size", f"a mechanism whose release at twice its "
+                         f"sensitivity is known ({self.mechanism} does not say)")
+
+    @property
+    def noise_law(self) -> tuple[str, float] | None:
+        """``(law, scale)`` of a 1-D additive-noise pair in sensitivity units (``"gaussian"``
+        with σ, ``"laplace"`` with λ), which the replace-one mixture PLD takes
+        (:mod:`fedpriv.accounting.mixture_pld`); None for another kind of release."""
+        return None
+
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the audit store."""
         return {"mechanism": self.mechanism, **asdict(self)}  # type: ignore[call-overload]
@@ -170,17 +188,27 @@ class NoGuarantee(Release):
     def log_bayes_capacity(self, dim: int, radius: float) -> float:
         return math.inf
 
+    def doubled(self) -> Release:
+        return self
+
     def as_dict(self) -> dict[str, Any]:
         return {"mechanism": self.name, "formal_guarantee": False}
 
 
+POPULATION_MAX = 2**53
+"""Largest population of a fixed-size sample (``m = q·N`` is exact in a double up to it)."""
+
+
 @dataclass(frozen=True)
 class ReleaseEvent:
-    """``count`` releases, each Poisson-sampled at rate ``sample_rate``."""
+    """``count`` releases, each on a sample drawn at rate ``sample_rate``: Poisson when
+    ``population`` is None, else ``m = sample_rate·population`` of the ``population`` without
+    replacement (a fixed-size sample, privacy-math.md §14)."""
 
     release: Release
     sample_rate: float
     count: int
+    population: int | None = None
 
     def __post_init__(self) -> None:
         rate = number(self.sample_rate)
@@ -191,6 +219,32 @@ class ReleaseEvent:
             raise InputError("steps", self.count, "an integer number of releases >= 1")
         object.__setattr__(self, "sample_rate", rate)  # normalise types; validated above
         object.__setattr__(self, "count", int(count))
+        if self.population is not None:
+            self._check_population()
+
+    def _check_population(self) -> None:
+        size = number(self.population)
+        if (isinstance(self.population, bool) or not math.isfinite(size) or size % 1
+                or not 1 <= size <= POPULATION_MAX):
+            raise InputError("population", self.population,
+                             f"an integer number of records or clients in [1, {POPULATION_MAX}]")
+        sample = self.sample_rate * size
+        if abs(sample - round(sample)) > 1e-6 * max(1.0, sample):
+            raise InputError("sample_rate", self.sample_rate, f"m/N for an integer sample size "
+                             f"m of the population N = {int(size)}")
+        object.__setattr__(self, "population", int(size))
+
+    @property
+    def sample_size(self) -> int | None:
+        """``m`` of a fixed-size sample (None under Poisson sampling)."""
+        return None if self.population is None else round(self.sample_rate * self.population)
+
+    @property
+    def sampling(self) -> str:
+        """``"poisson"``, ``"fixed-size"`` or ``"none"`` (every record in every release)."""
+        if self.sample_rate == 1.0:
+            return "none"
+        return "poisson" if self.population is None else "fixed-size"
 
     @property
     def step(self) -> tuple[Release, float]:
@@ -199,5 +253,6 @@ class ReleaseEvent:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for JSON and the audit store."""
-        return {"release": self.release.as_dict(), "sample_rate": self.sample_rate,
-                "count": self.count}
+        out = {"release": self.release.as_dict(), "sample_rate": self.sample_rate,
+               "count": self.count}
+        return out if self.population is None else {**out, "population": self.population}

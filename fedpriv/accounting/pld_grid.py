@@ -38,6 +38,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -52,6 +53,7 @@ __all__ = [
     "LossLaw",
     "choose_discretization",
     "composed_width",
+    "grid_pmf",
     "resolve_discretization",
     "subsampled_laws",
 ]
@@ -262,3 +264,17 @@ def resolve_discretization(
             f"{need.parameter} = {need.value:g} (limit {budget:,} points), or None to choose "
             "it automatically"))
     return step
+
+
+_SPARSE_SIZE = 1_000  # dp-accounting's create_pmf returns a sparse PMF up to this size
+
+
+def grid_pmf(k_lo: int, probs: np.ndarray, infinite: float, step: float) -> Any:
+    """A pessimistic dp-accounting ``PLDPmf`` with ``probs`` on the losses ``(k_lo + i)·Δ`` and
+    ``infinite`` mass at infinity: sparse up to 1,000 points and dense beyond, as dp-accounting's
+    ``create_pmf`` makes them (PMFs compose by type)."""
+    from dp_accounting.pld import pld_pmf
+
+    if probs.size <= _SPARSE_SIZE:
+        return pld_pmf.create_pmf(dict(enumerate(probs, k_lo)), step, infinite, True)
+    return pld_pmf.DensePLDPmf(step, k_lo, probs, infinite, True)

@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from fedpriv.accounting.pld_grid import GridNeed, LossLaw, resolve_discretization
+from fedpriv.accounting.pld_grid import GridNeed, LossLaw, grid_pmf, resolve_discretization
 from fedpriv.errors import InputError
 from fedpriv.validate import check_dim, check_positive, check_rate
 
@@ -77,7 +77,6 @@ _CELLS = 16_384
 _LOG_WINDOW = 120.0  # the window keeps every θ whose density is within e^-120 of the mode
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 _CHUNK = 1 << 16
-_SPARSE_SIZE = 1_000  # dp-accounting's create_pmf returns a sparse PMF up to this size
 
 
 class _AngleLaw:
@@ -288,7 +287,6 @@ def vmf_pld(
     """
     need = vmf_grid_need(kappa, dim, sample_rate, steps, tail_mass)
     step = resolve_discretization(need, discretization, DEFAULT_DISCRETIZATION)
-    from dp_accounting.pld import pld_pmf
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     law = _angle_law(need.value, int(dim))
@@ -297,8 +295,5 @@ def vmf_pld(
                              strict=True):
         k_lo, probs, infinite = _connect_dots_masses(law, way, step,
                                                       (loss_law.low, loss_law.high))
-        if probs.size <= _SPARSE_SIZE:  # as dp-accounting's create_pmf (PMFs compose by type)
-            pmfs.append(pld_pmf.create_pmf(dict(enumerate(probs, k_lo)), step, infinite, True))
-        else:
-            pmfs.append(pld_pmf.DensePLDPmf(step, k_lo, probs, infinite, True))
+        pmfs.append(grid_pmf(k_lo, probs, infinite, step))
     return pld.PrivacyLossDistribution(*pmfs)

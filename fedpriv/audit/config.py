@@ -13,6 +13,7 @@ __all__ = [
     "CANARY_METHODS",
     "CanaryConfig",
     "DEFAULT_ACCOUNTANT",
+    "DEFAULT_DELTA",
     "GAUSSIAN_ONLY_METHODS",
     "MAX_ITERATIONS",
     "MAX_RESTARTS",
@@ -32,8 +33,12 @@ MAX_ITERATIONS = 1_000_000
 #: Most restarts of an attack (``audit.restarts``, the attack registry's own check).
 MAX_RESTARTS = 1_000
 #: The accountant of a run (``audit.accountant``) and of ``fedpriv account`` unless told
-#: otherwise: one default, so a noise calibrated by the command gives the run's ε.
-DEFAULT_ACCOUNTANT = "rdp"
+#: otherwise: one default, so a noise calibrated by the command gives the run's ε. ``tightest``
+#: reports the least of every valid route (PLD, RDP and its conversions), each an upper bound
+#: (privacy-math.md §15).
+DEFAULT_ACCOUNTANT = "tightest"
+#: δ of a run's ε (``audit.delta``) and of ``fedpriv account`` unless told otherwise.
+DEFAULT_DELTA = 1e-5
 #: What a client sends of its round (``audit.release``): ``update``, its new parameters; or
 #: ``steps``, beside them every local step's release, which the server recomposes and tests one
 #: step at a time (fedpriv/verification/steps.py; docs/trust.md §2, docs/protocol.md).
@@ -63,8 +68,9 @@ class AuditConfig:
     """``[audit]``: what the honest-but-curious server logs, tallies and attacks."""
 
     enabled: bool = rule("true or false", default=True)
-    delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=1e-5)
-    accountant: str = rule(*one_of("rdp", "pld"), default=DEFAULT_ACCOUNTANT)
+    delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=DEFAULT_DELTA)
+    accountant: str = rule(*one_of("tightest", "rdp", "pld"), default=DEFAULT_ACCOUNTANT)
+    neighbouring: str = rule(*one_of("add-remove", "replace-one"), default="add-remove")
     threat_model: str = rule(*one_of("record", "batch"), default="record")
     ground_truth: bool = rule(
         "true or false: the simulation-only oracle that ships each batch's record ids to the "

@@ -53,7 +53,8 @@ TALLIES_CSV = "tallies.csv"
 #: Clients shown per round's figure: the most leaking ones (highest SSIM) first.
 MAX_PANELS = 12
 _CUMULATIVE = ("epsilon", "delta", "accountant", "route", "optimal_order", "compose", "releases",
-               "unit", "neighbouring", "epsilon_central", "client_rate")
+               "sampling", "unit", "neighbouring", "epsilon_central", "central_sampling",
+               "central_neighbouring", "client_rate")
 _ATTACK_KEYS = (
     "attack_id", "round", "iterations", "restarts", "mse", "psnr", "ssim", "best_mse",
     "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",

@@ -47,8 +47,11 @@ APPLICATION_ID = 0x66647076
 #: round's observation, which ``--resume`` folds again; and the ``memory`` table: what the audit
 #: remembers of each client-round beyond the update itself (the replay/fresh-noise sketch entry,
 #: the canary pool entry), so that ``--resume`` rebuilds the same memory under every
-#: ``audit.store_updates`` policy.
-SCHEMA_VERSION = 7
+#: ``audit.store_updates`` policy. Version 8 names how each tally's releases were sampled
+#: (``tallies.sampling``: ``poisson``, ``fixed-size`` or ``none``) and, at the client level,
+#: how ``epsilon_central`` was (``central_sampling``: m of N clients without replacement,
+#: ``central_neighbouring``), privacy-math.md §14.
+SCHEMA_VERSION = 8
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
@@ -71,7 +74,7 @@ TALLY_FIELDS = (
     "mbp_estimate", "abp_estimate", "details", "guarantee", "verification", "epsilon_declared",
     "log_capacity_declared", "epsilon_lower", "pac_accuracy", "pac_robust_confidence",
     "epsilon_budget", "unit", "neighbouring", "epsilon_central", "client_rate",
-    "epsilon_observed",
+    "epsilon_observed", "sampling", "central_sampling", "central_neighbouring",
 )  # fmt: skip
 #: Keys accepted in ``write_attack(result=...)`` (``estimate`` and ``prior`` are stored as JSON).
 ATTACK_FIELDS = (
@@ -193,6 +196,9 @@ CREATE TABLE tallies (
     epsilon_central REAL,
     client_rate REAL,
     epsilon_observed_json TEXT,
+    sampling TEXT,
+    central_sampling TEXT,
+    central_neighbouring TEXT,
     PRIMARY KEY (round, client_id)
 ) STRICT;
 CREATE INDEX tallies_by_client ON tallies (client_id, round);

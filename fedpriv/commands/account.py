@@ -5,9 +5,10 @@ before any work starts. The mechanism is looked up in the registry
 (:func:`fedpriv.mechanisms.release_class`); its release class says which noise parameter it
 takes (``--noise-multiplier``, ``--laplace-scale``, ``--kappa``: the parameter's name with
 dashes). The default accountant is the run's (:data:`fedpriv.audit.config.DEFAULT_ACCOUNTANT`,
-``audit.accountant``: RDP with route ``best``), so a noise calibrated here gives the run the ε
-asked for; ``--accountant pld`` gives the tight number on request (then set
-``audit.accountant = "pld"`` in the run too).
+``audit.accountant``: ``tightest``, the least of every valid route), so a noise calibrated here
+gives the run the ε asked for. Sampling is as the code draws it (privacy-math.md §14):
+``--sampling poisson`` at ``--sample-rate q``, or ``--sampling fixed-size`` with
+``--population N --sample-size m``; ``--neighbouring`` names the relation.
 """
 
 from __future__ import annotations
@@ -18,17 +19,18 @@ from typing import Any
 
 from fedpriv.accounting.accountant import ACCOUNTANTS, ROUTES, AccountingResult, epsilon
 from fedpriv.accounting.calibrate import calibrate
-from fedpriv.accounting.events import NEIGHBOURING_RELATION, Release, ReleaseEvent
-from fedpriv.audit.config import DEFAULT_ACCOUNTANT
+from fedpriv.accounting.events import NEIGHBOURING_RELATIONS, POPULATION_MAX, Release, ReleaseEvent
+from fedpriv.audit.config import DEFAULT_ACCOUNTANT, DEFAULT_DELTA
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import release_class
 from fedpriv.validate import check_dim, check_positive
 
-__all__ = ["COMPOSE", "UNIT", "account", "flag"]
+__all__ = ["COMPOSE", "SAMPLINGS", "UNIT", "account", "flag"]
 
 log = logging.getLogger(__name__)
 
 COMPOSE = ("per-step", "per-epoch")
+SAMPLINGS = ("poisson", "fixed-size")
 UNIT = "record-level (one training example of one client)"
 
 PER_EPOCH_WARNING = (
@@ -89,11 +91,36 @@ def _choices(
     return accountant, route or "best"
 
 
+def _sampling(
+    sampling: Any, sample_rate: Any, population: Any, sample_size: Any
+) -> tuple[float, int | None]:
+    """``(q, N)`` from the sampling flags: Poisson at ``--sample-rate``, or a fixed-size sample
+    of ``--sample-size m`` of ``--population N`` (``q = m/N``, N returned)."""
+    if sampling not in SAMPLINGS:
+        raise InputError("--sampling", sampling, f"one of {', '.join(SAMPLINGS)}")
+    if sampling == "poisson":
+        for key, value in (("population", population), ("sample_size", sample_size)):
+            if value is not None:
+                raise _fail(key, value, "omitted with --sampling poisson (it takes --sample-rate)")
+        q = check_positive("--sample-rate", sample_rate)
+        if q > 1.0:
+            raise _fail("sample_rate", sample_rate, "a sampling rate in (0, 1]")
+        return q, None
+    if sample_rate is not None:
+        raise _fail("sample_rate", sample_rate, "omitted with --sampling fixed-size (q = m/N "
+                    "from --sample-size and --population)")
+    n = check_dim("--population", population, maximum=POPULATION_MAX)
+    m = check_dim("--sample-size", sample_size, maximum=POPULATION_MAX)
+    if m > n:
+        raise _fail("sample_size", sample_size, f"at most --population ({n})")
+    return m / n, n
+
+
 def account(
     mechanism: str,
     *,
     sample_rate: Any = None,
-    delta: Any = None,
+    delta: Any = DEFAULT_DELTA,
     steps: Any = None,
     epochs: Any = None,
     dim: Any = None,
@@ -102,23 +129,28 @@ def account(
     accountant: str | None = None,
     route: str | None = None,
     target_epsilon: Any = None,
+    sampling: str = "poisson",
+    population: Any = None,
+    sample_size: Any = None,
+    neighbouring: str = "add-remove",
     **noise: Any,
 ) -> dict[str, Any]:
-    """ε at δ of ``T`` Poisson-sampled releases, or the noise calibrated to a target ε.
+    """ε at δ of ``T`` sampled releases, or the noise calibrated to a target ε.
 
-    Arguments mirror the flags of ``fedpriv account`` (architecture.md); ``noise`` holds the
-    noise parameters given by name (``noise_multiplier=1.1``; exactly the mechanism's own, unless
-    calibrating). Returns the JSON object: ``epsilon``, ``delta``, ``accountant``, ``route``,
-    ``optimal_order``, the noise parameter, ``steps``, ``sample_rate``, ``compose``,
-    ``neighbouring_relation``, ``unit``, ``warnings`` and details.
+    Arguments mirror the flags of ``fedpriv account`` (DEVELOPERS.md, "One concept, one
+    place"); ``noise`` holds the noise parameters given by name (``noise_multiplier=1.1``;
+    exactly the mechanism's own, unless calibrating). Returns the JSON object: ``epsilon``,
+    ``delta``, ``accountant``, ``route``, ``optimal_order``, the noise parameter, ``steps``,
+    ``sample_rate``, ``sampling`` (with ``population`` and ``sample_size`` for a fixed-size
+    sample), ``compose``, ``neighbouring``, ``unit``, ``warnings`` and details.
     """
     release_type = release_class(mechanism, "--mechanism")
     accountant, route = _choices(release_type, compose, accountant, route)
     own = release_type.parameter_name
     value = _noise(own, noise, target_epsilon)
-    q = check_positive("--sample-rate", sample_rate)
-    if q > 1.0:
-        raise _fail("sample_rate", sample_rate, "a sampling rate in (0, 1]")
+    q, n = _sampling(sampling, sample_rate, population, sample_size)
+    if neighbouring not in NEIGHBOURING_RELATIONS:
+        raise _fail("neighbouring", neighbouring, f"one of {', '.join(NEIGHBOURING_RELATIONS)}")
     d = check_positive("--delta", delta)
     if d >= 1.0:
         raise _fail("delta", delta, "a number in (0, 1)")
@@ -135,7 +167,8 @@ def account(
             raise _fail("dim", dim, f"{exc.allowed} for {mechanism} (the number of model "
                         "parameters)") from None
     setting = dict(mechanism=mechanism, parameter=own, sample_rate=q, steps=steps_t, dim=dims,
-                   delta=d, layer_dims=None if layer_dims is None else str(layer_dims))
+                   delta=d, layer_dims=None if layer_dims is None else str(layer_dims),
+                   population=n, neighbouring=neighbouring)
     try:
         result, value, calls = _compute(template, setting, value, target, accountant, route)
     except InputError as exc:  # a limit found while computing (e.g. PLD size): name the flag
@@ -165,13 +198,16 @@ def _layers_template(mechanism: str, layer_dims: Any, dim: int | None
 def _compute(template: Release, setting: dict[str, Any], value: float | None,
              target: float | None, accountant: str, route: str
              ) -> tuple[AccountingResult, float, int]:
-    q, steps, delta = (setting[k] for k in ("sample_rate", "steps", "delta"))
+    q, steps, delta, n, relation = (setting[k] for k in ("sample_rate", "steps", "delta",
+                                                          "population", "neighbouring"))
     if target is not None:
         cal = calibrate(template, target, delta=delta, sample_rate=q, steps=steps,
-                        accountant=accountant, route=route)
+                        accountant=accountant, route=route, population=n,
+                        neighbouring=relation)
         return cal.result, cal.parameter, cal.evaluations
-    events = [ReleaseEvent(template.with_parameter(value), q, steps)]
-    return epsilon(events, delta, accountant=accountant, route=route), value, 0
+    events = [ReleaseEvent(template.with_parameter(value), q, steps, n)]
+    return (epsilon(events, delta, accountant=accountant, route=route, neighbouring=relation),
+            value, 0)
 
 
 def _report(setting: dict[str, Any], result: AccountingResult, value: float,
@@ -189,7 +225,10 @@ def _report(setting: dict[str, Any], result: AccountingResult, value: float,
         "accountant": result.accountant, "route": result.route,
         "optimal_order": result.optimal_order, "routes": dict(result.routes),
         "steps": setting["steps"], "epochs": epochs, "sample_rate": setting["sample_rate"],
-        "compose": compose, "neighbouring_relation": NEIGHBOURING_RELATION, "unit": UNIT,
+        "sampling": result.sampling, "population": setting["population"],
+        "sample_size": None if setting["population"] is None else round(
+            setting["sample_rate"] * setting["population"]),
+        "compose": compose, "neighbouring": result.neighbouring, "unit": UNIT,
         "target_epsilon": target, "calibrated": target is not None,
         "calibration_evaluations": calls, "value_discretization": result.discretization,
         "warnings": warnings,

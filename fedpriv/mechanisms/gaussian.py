@@ -17,7 +17,7 @@ References
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -92,6 +92,14 @@ class GaussianRelease(Release):
 
     def gaussian_equivalent(self, dim: int) -> float:
         return self.accounted_noise
+
+    def doubled(self) -> GaussianRelease:
+        """The same release at twice the sensitivity: σ/2."""
+        return replace(self, noise_multiplier=self.noise_multiplier / 2.0)
+
+    @property
+    def noise_law(self) -> tuple[str, float]:
+        return "gaussian", self.accounted_noise
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,14 @@ class LaplaceRelease(Release):
 
         return laplace_mbp_bound(radius, self.laplace_scale)
 
+    def doubled(self) -> LaplaceRelease:
+        """The same release at twice the sensitivity: λ/2."""
+        return LaplaceRelease(self.laplace_scale / 2.0)
+
+    @property
+    def noise_law(self) -> tuple[str, float]:
+        return "laplace", self.laplace_scale
+
 
 @dataclass(frozen=True)
 class LaplaceMechanism(ClippedMechanism):

@@ -131,6 +131,11 @@ class VMFRelease(Release):
         """``√p/(2κ)``: the noise multiplier of the Gaussian it resembles for κ ≪ p (§2)."""
         return math.sqrt(self.dim) / (2.0 * self.kappa)
 
+    def doubled(self) -> VMFRelease:
+        """Itself: its pair (antipodal directions) is the worst of any two signals, so a
+        neighbour that moves the signal by ``2C`` moves the release no further."""
+        return self
+
 
 @dataclass(frozen=True)
 class VMFLayersRelease(Release):
@@ -237,6 +242,10 @@ class VMFLayersRelease(Release):
         from fedpriv.leakage.bayesian import vmf_mbp_bound
 
         return float(sum(vmf_mbp_bound(k) for k in self.kappas))
+
+    def doubled(self) -> VMFLayersRelease:
+        """Itself, as :meth:`VMFRelease.doubled` (antipodal directions in every block)."""
+        return self
 
 
 def _check_kappas(key: str, value: Any) -> tuple[float, ...]:

@@ -74,6 +74,12 @@ class SweepSetting:
         ``n_k`` of every client (first seed).
     num_classes, input_shape
         Of the data set (the chance level of accuracy is ``1/num_classes``).
+    population
+        ``n`` of the client with the largest rate under fixed-size batches
+        (``train.sampling = "fixed"``: ``m = q·n`` of its ``n`` records without replacement,
+        privacy-math.md §14); None for Poisson batches.
+    neighbouring
+        ``audit.neighbouring``.
     """
 
     batch_size: int
@@ -86,6 +92,8 @@ class SweepSetting:
     client_sizes: tuple[int, ...]
     num_classes: int
     input_shape: tuple[int, ...]
+    population: int | None = None
+    neighbouring: str = "add-remove"
 
     @property
     def epochs(self) -> float:
@@ -206,8 +214,11 @@ def sweep_setting(cfg: Config, batch_size: int | None = None) -> SweepSetting:
                              f"size {batch} asks for {local_steps:,}): more rounds")
     shape = tuple(int(d) for d in dataset.input_shape)
     dim = _model_dimension(cfg, shape, dataset.num_classes)
+    fixed = cfg.train.sampling == "fixed" and rate < 1.0  # the smallest client: the largest ε
+    population = min(n for found, _ in per_seed for n in found) if fixed else None
     return SweepSetting(batch, local_steps, rate, cfg.rounds * local_steps, dim,
-                        cfg.audit.delta, cfg.audit.accountant, sizes, dataset.num_classes, shape)
+                        cfg.audit.delta, cfg.audit.accountant, sizes, dataset.num_classes, shape,
+                        population, cfg.audit.neighbouring)
 
 
 def cell_release(mechanism: str, parameter: float | None, dim: int,
@@ -226,8 +237,9 @@ def _account(setting: SweepSetting, release: Release, steps: int) -> Any:
     """The accountant's result for ``steps`` releases at the setting's rate and δ."""
     from fedpriv.accounting import ReleaseEvent, epsilon
 
-    event = ReleaseEvent(release, setting.sample_rate, steps)
-    return epsilon([event], setting.delta, accountant=setting.accountant)
+    event = ReleaseEvent(release, setting.sample_rate, steps, setting.population)
+    return epsilon([event], setting.delta, accountant=setting.accountant,
+                   neighbouring=setting.neighbouring)
 
 
 def _per_epoch(setting: SweepSetting, release: Release) -> float:
@@ -252,7 +264,8 @@ def plan_cell(setting: SweepSetting, mechanism: str, target_epsilon: float,
         template = cell_release(mechanism, start.parameter, setting.dim, params)
         cal = calibrate(template, target_epsilon, delta=setting.delta,
                         sample_rate=setting.sample_rate, steps=setting.steps,
-                        accountant=setting.accountant)
+                        accountant=setting.accountant, population=setting.population,
+                        neighbouring=setting.neighbouring)
     except InputError as exc:  # name the config key behind the calibration's own name
         key = {"target_epsilon": "sweep.epsilons", "accountant": "audit.accountant"}
         raise InputError(key.get(exc.key, exc.key), exc.value,
