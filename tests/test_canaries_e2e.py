@@ -82,6 +82,16 @@ def test_every_client_round_carries_a_lower_bound_beside_the_epsilon_it_bounds(r
                 assert own["ratio"] == pytest.approx(own["value"] / own["epsilon_formal"])
 
 
+def _one_gaussian_release(sigma: float) -> float:
+    """ε at δ = 1e-5 of one unsampled Gaussian release, by dp-accounting's PLD accountant."""
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant
+
+    accountant = pld_privacy_accountant.PLDAccountant()
+    accountant.compose(dp_event.GaussianDpEvent(sigma))
+    return accountant.get_epsilon(1e-5)
+
+
 def test_honest_clients_stay_below_a_canarys_epsilon_and_are_verified(runs):  # noqa: ANN001
     audited, _, _ = runs
     clients = _clients(audited)
@@ -93,9 +103,9 @@ def test_honest_clients_stay_below_a_canarys_epsilon_and_are_verified(runs):  # 
             assert lower["round"]["status"] == "consistent"
             assert _part(entry["verification"], "canaries")["status"] == "consistent"
         assert_labelled_by_tests(clients[cid])
-    # the formal ε of a canary: one unsampled release (RDP accountant, the run's)
+    # the formal ε of a canary: one unsampled release (the run's tightest accountant: the PLD)
     formal = [clients[c]["epsilon_lower"]["epsilon_formal"] for c in HONEST]
-    assert formal[0] == pytest.approx(2.1657, rel=1e-3)  # σ = 2
+    assert formal[0] == pytest.approx(_one_gaussian_release(2.0), rel=1e-6)  # σ = 2
     assert formal[1] > formal[0] > formal[2] == pytest.approx(0.5, rel=1e-3)  # σ = 1; λ = 2
 
 
@@ -197,7 +207,8 @@ def test_report_html_sets_each_bound_against_the_epsilon_it_bounds(runs):  # noq
 
     report = json.loads((tmp / "canaries" / "report.json").read_text(encoding="utf-8"))
     clients = _clients(report)
-    assert _upper(clients[0]) == pytest.approx(2.1657, rel=1e-3)  # not the records' ε
+    assert _upper(clients[0]) == pytest.approx(_one_gaussian_release(2.0), rel=1e-6)  # not
+    # the records' ε
     assert math.isinf(_upper(clients[CLIP]))
     assert json_number(clients[CHEAT]["epsilon_lower"]["value"]) > _upper(clients[CHEAT])
 

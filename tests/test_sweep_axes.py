@@ -121,9 +121,10 @@ def test_explicit_parameters_carry_their_per_step_and_per_epoch_epsilon(swept):
         release = make_release(row["mechanism"], row[row["parameter_name"]], row["dim"])
         q = row["batch_size"] / 1437
         per_step = epsilon([ReleaseEvent(release, q, setting["steps"])], 1e-5,
-                           accountant="rdp").epsilon
+                           accountant=setting["accountant"]).epsilon
         epochs = round(setting["steps"] * q)
-        per_epoch = epsilon([ReleaseEvent(release, q, epochs)], 1e-5, accountant="rdp").epsilon
+        per_epoch = epsilon([ReleaseEvent(release, q, epochs)], 1e-5,
+                            accountant=setting["accountant"]).epsilon
         assert row["epsilon"] == row["achieved_epsilon"] == pytest.approx(per_step, rel=1e-12)
         assert row["epsilon_per_epoch"] == pytest.approx(per_epoch, rel=1e-12)
         assert row["epsilon_per_epoch"] < row["epsilon"]  # the compatibility unit understates

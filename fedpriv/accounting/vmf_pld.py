@@ -61,6 +61,7 @@ __all__ = [
     "DIM_MAX",
     "KAPPA_MAX",
     "TAIL_MASS",
+    "loss_cell_masses",
     "vmf_grid_need",
     "vmf_pld",
 ]
@@ -205,6 +206,32 @@ def _connect_dots_masses(
         probs[0] += float(np.sum(outside[cell[~inside] < k_lo]))
         probs[-1] += float(np.sum(outside[cell[~inside] >= k_hi]))
     return k_lo, probs[:-1], float(probs[-1])
+
+
+def loss_cell_masses(kappa: float, dim: int, step: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(k_lo, P-masses, Q-masses)`` of the unsampled loss ``L = 2κ cos θ`` of one release in
+    the cells ``[kΔ, (k+1)Δ)``, ``k = k_lo, k_lo + 1, …``: the θ-intervals between the law's
+    nodes and the points where the loss crosses ``kΔ`` each lie in one cell, integrated with
+    8-point Gauss–Legendre rules (as :func:`vmf_pld`'s masses). What the product of several
+    releases composes (:mod:`fedpriv.accounting.vmf_layers_pld`)."""
+    law = _angle_law(kappa, dim)
+    low, high = (2.0 * kappa * math.cos(t) for t in law.nodes[[-1, 0]])
+    k_lo, k_hi = math.floor(low / step), math.ceil(high / step)
+    levels = np.arange(k_lo, k_hi + 1) * step
+    crossings = np.arccos(np.clip(levels / (2.0 * kappa), math.cos(law.nodes[-1]),
+                                  math.cos(law.nodes[0])))
+    breaks = np.unique(np.concatenate([law.nodes, crossings]))
+    masses = {s: np.zeros(max(k_hi - k_lo, 1)) for s in (1, -1)}
+    for c in range(0, breaks.size - 1, _CHUNK):
+        a, b = breaks[:-1][c:c + _CHUNK], breaks[1:][c:c + _CHUNK]
+        cell = np.floor(2.0 * kappa * np.cos((a + b) / 2.0) / step).astype(np.int64) - k_lo
+        cell = np.clip(cell, 0, masses[1].size - 1)
+        points = law.gl_points(a, b)
+        cos_points = np.cos(points)
+        for s, out in masses.items():
+            mass = (law.density(points, cos_points, {s: 1.0}) @ _GL_W) * ((b - a) / 2.0)
+            out += np.bincount(cell, mass, out.size)
+    return k_lo, masses[1], masses[-1]
 
 
 def _checked(kappa: Any, dim: Any, sample_rate: Any, steps: Any) -> tuple[float, int, float, int]:

@@ -190,22 +190,18 @@ class VMFLayersRelease(Release):
         """``(κ_r, p_r)`` of every block."""
         return tuple(zip(self.kappas, self.dims, strict=True))
 
-    def _check_unsampled(self, sample_rate: float) -> None:
-        # Poisson subsampling samples once for all blocks: the subsampled product is not the
-        # composition of subsampled blocks, and dp-accounting builds a subsampled PLD only from
-        # a mechanism's own law. Unsubsampled, the product's PLD IS the blocks' composition.
-        if sample_rate != 1.0:
-            raise InputError("accountant", "pld", "rdp for the per-layer VMF with a sampling "
-                             "rate below 1 (its PLD is the composition of the blocks' PLDs "
-                             "only without subsampling)")
-
     def pld(self, sample_rate: float, discretization: float | None, *, steps: int = 1) -> Any:
-        """The blocks' unsubsampled VMF PLDs composed (exact for the product of independent
-        blocks); InputError for ``sample_rate < 1``."""
+        """Unsampled: the blocks' VMF PLDs composed (exact for the product of independent
+        blocks). Sampled: the subsampled product, whose joint loss is the blocks' convolved
+        (:mod:`fedpriv.accounting.vmf_layers_pld`; Poisson sampling samples the product
+        once, so it is not the composition of subsampled blocks)."""
         from fedpriv.accounting.pld_grid import choose_discretization
         from fedpriv.accounting.vmf_pld import vmf_pld
 
-        self._check_unsampled(sample_rate)
+        if sample_rate < 1.0:
+            from fedpriv.accounting.vmf_layers_pld import vmf_layers_pld
+
+            return vmf_layers_pld(self.blocks, sample_rate, discretization, steps=steps)
         if discretization is None:
             need = self.grid_need(sample_rate, steps)
             discretization = choose_discretization([need], self.pld_discretization)
@@ -216,13 +212,18 @@ class VMFLayersRelease(Release):
         return composed
 
     def grid_need(self, sample_rate: float, steps: int) -> Any:
-        """The widest block's need composed ``R·steps`` times (pessimistic: every block's
-        window is at most the widest one's)."""
+        """Sampled: the subsampled product's laws
+        (:func:`~fedpriv.accounting.vmf_layers_pld.vmf_layers_grid_need`). Unsampled: the
+        widest block's need composed ``R·steps`` times (pessimistic: every block's window is at
+        most the widest one's)."""
         from dataclasses import replace as _replace
 
         from fedpriv.accounting.vmf_pld import vmf_grid_need
 
-        self._check_unsampled(sample_rate)
+        if sample_rate < 1.0:
+            from fedpriv.accounting.vmf_layers_pld import vmf_layers_grid_need
+
+            return vmf_layers_grid_need(self.blocks, sample_rate, steps)
         needs = [vmf_grid_need(k, p, 1.0, steps) for k, p in self.blocks]
         widest = max(needs, key=lambda n: n.single_width)
         return _replace(widest, steps=steps * len(self.dims))
