@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,9 +40,6 @@ def measure(iterations: int | None = None) -> dict[str, Any]:
 
 def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
     """Run ``cfg``'s federation into ``run_dir``, then IGA on every stored update both ways."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from reliability_support import LocalGrid
-
     from attacks.runner import run_attacks
     from attacks.view import ServerView
     from clients.client_app import app
@@ -51,6 +47,7 @@ def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
     from fedpriv.audit.storage import encode_update
     from strategies.attack_schedule import attack_job, attack_scores
     from strategies.server_run import dataset_of, run_federation
+    from workflows.local_grid import LocalGrid
 
     run_federation(LocalGrid(app, cfg.data.num_clients), cfg, run_dir)
     dataset = dataset_of(cfg)
