@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 BATCHES = (1, 8, 32, 128)
@@ -108,8 +106,6 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    here = str(Path(__file__).resolve().parent)  # as a script this folder would shadow attacks
-    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 iterations instead of 1000")
     parser.add_argument("--iterations", type=int, help="IGA iterations (default 1000)")
