@@ -41,11 +41,10 @@ def measure(iterations: int | None = None) -> dict[str, Any]:
 def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
     """Run ``cfg``'s federation into ``run_dir``, then IGA on every stored update both ways."""
     from attacks.runner import run_attacks
-    from attacks.view import ServerView
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
-    from strategies.attack_schedule import attack_job, attack_scores
+    from strategies.attack_schedule import attack_job, attack_scores, declared_view
     from strategies.server_run import dataset_of, run_federation
     from workflows.local_grid import LocalGrid
 
@@ -59,7 +58,7 @@ def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
             wide = list(store.load_update(update.update_id).values())
             half = [a.astype(np.float32) for a in encode_update(wide, "float16")]
             truth = store.load_ground_truth(update.round, update.client_id)
-            views = [ServerView.from_update(model, theta, d, update.report) for d in (wide, half)]
+            views = [declared_view(model, theta, d, update.report) for d in (wide, half)]
             jobs = [attack_job(cfg.audit, "iga", view, update.round, update.client_id)
                     for view in views]
             scored = [attack_scores(r, truth["images"], truth["labels"], None)[0]  # no prior
