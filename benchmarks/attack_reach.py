@@ -32,10 +32,10 @@ PUBLIC = slice(1000, None)  # the public pool of the priors: never in a batch he
 
 def _baselines(images: Any, labels: Any, pool: Any, pool_labels: Any) -> dict[str, float]:
     """Mean SSIM of the public mean image and of the true class's public mean image
-    (:class:`attacks.prior.PublicPrior`, the baselines the live scoring uses)."""
+    (:class:`attacks.estimators.prior.PublicPrior`, the baselines the live scoring uses)."""
     import numpy as np
 
-    from attacks.prior import PublicPrior
+    from attacks.estimators.prior import PublicPrior
     from attacks.scoring import image_ssim
 
     public = PublicPrior(pool, pool_labels)

@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from attacks.bayes_estimate import estimate_bayesian_privacy
-from attacks.game import GameSettings, identification_game
-from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
+from attacks.estimators.bayesian import estimate_bayesian_privacy
+from attacks.estimators.game import GameSettings, identification_game
+from attacks.estimators.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import pair_scores, score_reconstruction
@@ -77,10 +77,11 @@ def attack_scores(
     the reconstructions in the truth's order.
 
     With the ``public`` data the row carries ``prior`` (the reference baseline's MSE, PSNR and
-    SSIM, its name, the public source, and every baseline's scores: :mod:`attacks.prior`) and
-    the gains ``gain_ssim``, ``gain_psnr`` (score − prior); a true image the attack returned no
-    reconstruction for is scored, and stored, as the reference's guess for it. Without public
-    data there is no prior (None) and such an image is stored blank and left out of the means.
+    SSIM, its name, the public source, and every baseline's scores:
+    :mod:`attacks.estimators.prior`) and the gains ``gain_ssim``, ``gain_psnr`` (score − prior);
+    a true image the attack returned no reconstruction for is scored, and stored, as the
+    reference's guess for it. Without public data there is no prior (None) and such an image
+    is stored blank and left out of the means.
     """
     baseline = None if public is None else prior_baseline(images, result.labels, public)
     scored = score_reconstruction(
@@ -185,7 +186,7 @@ def game_outcome(
     seed, round, client): its ``attacks`` row (``empirical_leakage`` and the MBP/ABP estimates
     with intervals from the same game in ``estimate``), the tally's estimates, and a violation
     when the lower end lies above the declared mechanism's bound. None where it does not apply
-    (:func:`attacks.game.identification_game`)."""
+    (:func:`attacks.estimators.game.identification_game`)."""
     from fedpriv.mechanisms import build_mechanism
 
     declared = build_mechanism(view.mechanism, view.mechanism_params)
@@ -251,7 +252,8 @@ class AttackPlan:
     device
         Where the attacks run (the run's ``device`` key).
     public
-        The public data the prior baselines use (:mod:`attacks.prior`); None scores no prior.
+        The public data the prior baselines use (:mod:`attacks.estimators.prior`); None scores
+        no prior.
     """
 
     def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu",

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from attacks.prior import PublicPrior
+from attacks.estimators.prior import PublicPrior
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
