@@ -106,7 +106,7 @@ def account(
 ) -> dict[str, Any]:
     """ε at δ of ``T`` Poisson-sampled releases, or the noise calibrated to a target ε.
 
-    Arguments mirror the flags of ``fedpriv account`` (architecture.md); ``noise`` holds the
+    Arguments mirror the flags of ``fedpriv account`` (docs/accounting.md); ``noise`` holds the
     noise parameters given by name (``noise_multiplier=1.1``; exactly the mechanism's own, unless
     calibrating). Returns the JSON object: ``epsilon``, ``delta``, ``accountant``, ``route``,
     ``optimal_order``, the noise parameter, ``steps``, ``sample_rate``, ``compose``,
