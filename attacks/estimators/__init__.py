@@ -10,3 +10,5 @@ not attacks themselves (those are :mod:`attacks.inversion`).
 
 The scheduling and the store's rows are :mod:`strategies.attack_schedule`.
 """
+
+__all__: list[str] = []
