@@ -3,10 +3,10 @@
 The attacks themselves are :mod:`attacks.inversion` (configurations of one gradient matcher);
 the rest of the package is their infrastructure. The entry point :func:`run_attack` receives
 only a :class:`ServerView` (no ground truth); :mod:`attacks.scoring` and
-:mod:`attacks.bayes_estimate` compare the results with the truth.
+:mod:`attacks.estimators.bayesian` compare the results with the truth.
 """
 
-from attacks.bayes_estimate import (
+from attacks.estimators.bayesian import (
     BayesianPrivacyEstimate,
     candidate_counts,
     estimate_bayesian_privacy,

@@ -8,11 +8,11 @@ Reconstructions come in unknown order, so they are first matched to the true ima
 minimum-cost assignment on pairwise MSE (``scipy.optimize.linear_sum_assignment``).
 
 Every true image counts in every mean: one the attack returned no reconstruction for is scored
-as the prior baseline's guess for it (:mod:`attacks.prior`), so returning fewer images than the
-batch gains nothing on those images instead of vanishing from the mean.
+as the prior baseline's guess for it (:mod:`attacks.estimators.prior`), so returning fewer
+images than the batch gains nothing on those images instead of vanishing from the mean.
 
-This is the only place, with :mod:`attacks.bayes_estimate` and :mod:`attacks.prior`, that sees
-ground truth.
+This is the only place, with the estimators (:mod:`attacks.estimators.bayesian`,
+:mod:`attacks.estimators.prior`), that sees ground truth.
 """
 
 from __future__ import annotations
@@ -97,8 +97,8 @@ def relative_leakage(ssim_reconstruction: np.ndarray, ssim_prior: np.ndarray) ->
 
     As in NVFlare's gradient-inversion leakage study (Hatamizadeh et al. 2023, "Do gradient
     inversion attacks make federated learning unsafe?", §III-D). fedpriv's "prior" is the prior
-    baseline of :mod:`attacks.prior` (what the attacker guesses without the update), not the
-    attack's random start, which would overstate leakage. NaN where SSIM(prior, x) ≤ 0, for
+    baseline of :mod:`attacks.estimators.prior` (what the attacker guesses without the update),
+    not the attack's random start, which would overstate leakage. NaN where SSIM(prior, x) ≤ 0, for
     which the ratio is meaningless.
     """
     recon = np.asarray(ssim_reconstruction, dtype=np.float64)
@@ -214,7 +214,8 @@ def score_reconstruction(
         ``m − n`` true images not matched score as the prior's guess (NaN without a prior).
     prior
         The prior baseline's guess for each true image, ``(m, C, H, W)`` in truth order
-        (:func:`attacks.prior.prior_baseline`): what the attacker knew without the update.
+        (:func:`attacks.estimators.prior.prior_baseline`): what the attacker knew without the
+        update.
         Enables the prior's scores, the gains and the relative leakage value against it.
     recovered_labels, true_labels
         Enable the label-recovery accuracy (multiset match).

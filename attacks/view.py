@@ -21,8 +21,6 @@ from fedpriv.errors import InputError
 if TYPE_CHECKING:
     from torch import nn
 
-    from fedpriv.protocol import ClientReport
-
 __all__ = ["ServerView"]
 
 
@@ -103,26 +101,6 @@ class ServerView:
         low, high = self.data_range
         if not low < high:
             raise InputError("view.data_range", self.data_range, "(low, high) with low < high")
-
-    @classmethod
-    def from_update(
-        cls, model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
-        update: Sequence[Any], report: ClientReport,
-    ) -> ServerView:
-        """The view of one stored or received update — the one way views are built.
-
-        ``model`` is ``(name, input_shape, num_classes)``; ``report`` is what the client
-        declared (live, or read back from the audit store offline), of which the view keeps
-        ``lr``, ``batch_size``, ``local_steps`` and the mechanism's name and parameters.
-        """
-        name, input_shape, num_classes = model
-        return cls(
-            model_name=name, input_shape=input_shape, num_classes=num_classes,
-            global_params=global_params, update=update,
-            learning_rate=float(report.lr), batch_size=float(report.batch_size),
-            local_steps=int(report.local_steps), mechanism=report.mechanism.name,
-            mechanism_params=report.mechanism.params(),
-        )
 
     @property
     def pseudo_gradient(self) -> bool:

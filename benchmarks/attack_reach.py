@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 BATCHES = (1, 8, 32, 128)
@@ -34,10 +32,10 @@ PUBLIC = slice(1000, None)  # the public pool of the priors: never in a batch he
 
 def _baselines(images: Any, labels: Any, pool: Any, pool_labels: Any) -> dict[str, float]:
     """Mean SSIM of the public mean image and of the true class's public mean image
-    (:class:`attacks.prior.PublicPrior`, the baselines the live scoring uses)."""
+    (:class:`attacks.estimators.prior.PublicPrior`, the baselines the live scoring uses)."""
     import numpy as np
 
-    from attacks.prior import PublicPrior
+    from attacks.estimators.prior import PublicPrior
     from attacks.scoring import image_ssim
 
     public = PublicPrior(pool, pool_labels)
@@ -108,8 +106,6 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    here = str(Path(__file__).resolve().parent)  # as a script this folder would shadow attacks
-    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 iterations instead of 1000")
     parser.add_argument("--iterations", type=int, help="IGA iterations (default 1000)")

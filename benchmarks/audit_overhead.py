@@ -1,16 +1,17 @@
 """What auditing adds to an in-process round: auditing off and on, interleaved, in one run.
 
 ``python -m benchmarks.audit_overhead [--quick]`` prints one JSON object (``benchmarks/run.py
---sections audit_overhead`` records it with the machine's facts). The workload is the
-scaling benchmark's (:mod:`benchmarks.scaling`: paper MLP, batch 16, one local step, Gaussian
-σ = 1, the real ServerApp body on the tests' in-process ``LocalGrid``), with ``audit`` meaning
-every reply checked against its declaration, tallied and recorded (no update arrays stored,
-no attacks). For 10, 100 and 1,000 clients it runs ``off`` and ``audit`` alternately
-(off, audit, off, audit, …: a change of load falls on both), each in its own subprocess, and
-reports per setting the **CPU seconds per round** (this process's user + system time between
-the ends of rounds 2…R: other jobs on a shared machine barely move it) beside the wall seconds,
-and the ratios audit / off of both — the ratio of the pooled medians and the median of the
-per-pair ratios. Then 10,000 clients audited (issue #30: ≤ 20 s per round on 2 cores).
+--sections audit_overhead`` records it with the machine's facts). The workload is the scaling
+benchmark's (:mod:`benchmarks.scaling`: paper MLP, batch 16, one local step, Gaussian σ = 1,
+the real ServerApp body on the in-process :class:`workflows.local_grid.LocalGrid`), with
+``audit`` meaning every reply checked against its declaration, tallied and recorded (no update
+arrays stored, no attacks). For 10, 100 and 1,000 clients it runs ``off`` and ``audit``
+alternately (off, audit, off, audit, …: a change of load falls on both), each in its own
+subprocess, and reports per setting the **CPU seconds per round** (this process's user + system
+time between the ends of rounds 2…R: other jobs on a shared machine barely move it) beside the
+wall seconds, and the ratios audit / off of both — the ratio of the pooled medians and the
+median of the per-pair ratios. Then 10,000 clients audited (issue #30: ≤ 20 s per round on 2
+cores).
 
 Up to 1,000 clients the data are the scikit-learn digits (1,437 records) unless Fashion-MNIST
 is installed (``benchmarks.scaling.data_sets``); 10,000 clients need ~60,000 records: without

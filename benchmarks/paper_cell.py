@@ -138,9 +138,7 @@ def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
 
 
 def main() -> None:
-    here = str(Path(__file__).resolve().parent)  # as a script this folder would shadow `attacks`
-    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
-    sys.path.insert(0, str(Path(here).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout, as a script
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two batch sizes, fewer iterations")
     parser.add_argument("--smoke", action="store_true", help="smallest sizes: runs, no timing")

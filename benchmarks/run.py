@@ -46,8 +46,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if __name__ == "__main__":  # as a script this folder leads sys.path and would shadow `attacks`
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+if __name__ == "__main__":  # as a script: measure this checkout, not an installed one
     sys.path.insert(0, str(HERE.parent))
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # quiet torch.profiler on machines without a GPU
@@ -70,7 +69,7 @@ def _mechanisms(size: str) -> dict[str, Any]:
 
 
 def _attacks(size: str) -> dict[str, Any]:
-    from benchmarks.attacks import measure
+    from benchmarks.attack_speed import measure
 
     return measure(size == "quick", smoke=size == "smoke")
 

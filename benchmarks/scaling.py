@@ -100,17 +100,16 @@ def _round_facts(run_dir: Path) -> dict[str, Any]:
 
 def _child(spec: dict[str, Any]) -> dict[str, Any]:
     """The in-process run (in the subprocess): run the federation, sample rounds 2…R."""
-    sys.path.insert(0, str(ROOT / "tests"))
     import logging
 
     import torch
-    from reliability_support import LocalGrid
 
     from benchmarks.stack_sampler import StackSampler
     from clients.client_app import app
     from strategies.pipeline import AuditPipeline
     from strategies.server_run import run_federation
     from workflows.config import load_config
+    from workflows.local_grid import LocalGrid
 
     torch.set_num_threads(1)
     for name in ("absl", "flwr"):

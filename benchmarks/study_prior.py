@@ -1,7 +1,7 @@
 """Prior baselines of a recorded sweep's attacked batches, recomputed without re-running it.
 
-A prior baseline uses no update (:mod:`attacks.prior`), so it depends only on the true images
-attacked and on the public data, not on the mechanism: every cell of a sweep with
+A prior baseline uses no update (:mod:`attacks.estimators.prior`), so it depends only on the
+true images attacked and on the public data, not on the mechanism: every cell of a sweep with
 ``sweep.attack_on = "first-release"`` attacks, for a given seed, the same batch — the first
 Poisson batch of client 0 in round 1 (:func:`workflows.sweep.plan.cell_config`). This script
 draws that batch by the clients' own code path (:func:`clients.local_data.client_data`, the
@@ -9,7 +9,7 @@ generator of :func:`fedpriv.seeding.make_generator` for (seed, client 0, round 1
 :func:`fedpriv.training.sample_batch`, the first draw of that generator in
 :func:`fedpriv.training.local_train`) and scores the baselines against it with the live
 scoring's functions: the public set of :func:`strategies.attack_schedule.public_prior` (the
-server's evaluation split), :func:`attacks.prior.prior_baseline` and
+server's evaluation split), :func:`attacks.estimators.prior.prior_baseline` and
 :func:`attacks.scoring.pair_scores`. ``class_mean`` is given the TRUE labels: the recorded
 studies do not keep the labels the attack recovered, so it is what the live scoring gives
 with perfect label recovery, an upper reference.
@@ -35,7 +35,7 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: the repository root on the path
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from attacks.prior import ATTAINABLE, PublicPrior, prior_baseline  # noqa: E402
+from attacks.estimators.prior import ATTAINABLE, PublicPrior, prior_baseline  # noqa: E402
 from attacks.scoring import pair_scores  # noqa: E402
 from fedpriv.errors import InputError  # noqa: E402
 from workflows.config import Config, config_from_dict, load_config  # noqa: E402

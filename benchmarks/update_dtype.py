@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -41,16 +40,13 @@ def measure(iterations: int | None = None) -> dict[str, Any]:
 
 def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
     """Run ``cfg``'s federation into ``run_dir``, then IGA on every stored update both ways."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from reliability_support import LocalGrid
-
     from attacks.runner import run_attacks
-    from attacks.view import ServerView
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
-    from strategies.attack_schedule import attack_job, attack_scores
+    from strategies.attack_schedule import attack_job, attack_scores, declared_view
     from strategies.server_run import dataset_of, run_federation
+    from workflows.local_grid import LocalGrid
 
     run_federation(LocalGrid(app, cfg.data.num_clients), cfg, run_dir)
     dataset = dataset_of(cfg)
@@ -62,7 +58,7 @@ def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
             wide = list(store.load_update(update.update_id).values())
             half = [a.astype(np.float32) for a in encode_update(wide, "float16")]
             truth = store.load_ground_truth(update.round, update.client_id)
-            views = [ServerView.from_update(model, theta, d, update.report) for d in (wide, half)]
+            views = [declared_view(model, theta, d, update.report) for d in (wide, half)]
             jobs = [attack_job(cfg.audit, "iga", view, update.round, update.client_id)
                     for view in views]
             scored = [attack_scores(r, truth["images"], truth["labels"], None)[0]  # no prior

@@ -5,7 +5,9 @@
 (audit seed, round, client) so an offline re-run reproduces a live one, draws the candidate
 pools of the Bayesian-privacy estimate, runs the jobs and turns results into the store's rows.
 Ground truth reaches only the scoring here (:func:`attack_scores`) and the estimate; the attacks
-themselves see a :class:`~attacks.view.ServerView` only. An update without ground truth (the
+themselves see a :class:`~attacks.view.ServerView` only, built here from a reply's report
+(:func:`declared_view`) or from the run's ``[train]`` settings (:func:`undeclared_view`), so
+``attacks/`` never reads the wire protocol. An update without ground truth (the
 oracle off, or a stock client's undeclared update) is attacked all the same: its row keeps the
 attack, its time and its reconstruction, with no scores (:func:`unscored_row`) and no
 Bayesian-privacy estimate (it needs the true batch).
@@ -21,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from attacks.bayes_estimate import estimate_bayesian_privacy
-from attacks.game import GameSettings, identification_game
-from attacks.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
+from attacks.estimators.bayesian import estimate_bayesian_privacy
+from attacks.estimators.game import GameSettings, identification_game
+from attacks.estimators.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import pair_scores, score_reconstruction
@@ -32,10 +34,11 @@ from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
+from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
-           "game_outcome", "public_prior", "undeclared_view", "unscored_row"]
+           "declared_view", "game_outcome", "public_prior", "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -74,10 +77,11 @@ def attack_scores(
     the reconstructions in the truth's order.
 
     With the ``public`` data the row carries ``prior`` (the reference baseline's MSE, PSNR and
-    SSIM, its name, the public source, and every baseline's scores: :mod:`attacks.prior`) and
-    the gains ``gain_ssim``, ``gain_psnr`` (score − prior); a true image the attack returned no
-    reconstruction for is scored, and stored, as the reference's guess for it. Without public
-    data there is no prior (None) and such an image is stored blank and left out of the means.
+    SSIM, its name, the public source, and every baseline's scores:
+    :mod:`attacks.estimators.prior`) and the gains ``gain_ssim``, ``gain_psnr`` (score − prior);
+    a true image the attack returned no reconstruction for is scored, and stored, as the
+    reference's guess for it. Without public data there is no prior (None) and such an image
+    is stored blank and left out of the means.
     """
     baseline = None if public is None else prior_baseline(images, result.labels, public)
     scored = score_reconstruction(
@@ -99,6 +103,40 @@ def attack_scores(
     matched = scored.order >= 0
     aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def declared_view(
+    model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
+    update: Sequence[Any], report: ClientReport,
+) -> ServerView:
+    """The server's view of a declared update (a reply with its report), live and offline.
+
+    Parameters
+    ----------
+    model
+        ``(name, input_shape, num_classes)`` of the run's model.
+    global_params
+        The broadcast parameters θ of the update's round.
+    update
+        The client's update Δ (less any canaries' share), same order and shapes.
+    report
+        What the client declared (live, or read back from the audit store offline); the view
+        keeps its ``lr``, ``batch_size``, ``local_steps`` and the mechanism's name and
+        parameters.
+
+    Returns
+    -------
+    ServerView
+        What the attacks see of the update.
+    """
+    name, input_shape, num_classes = model
+    return ServerView(
+        model_name=name, input_shape=input_shape, num_classes=num_classes,
+        global_params=global_params, update=update,
+        learning_rate=float(report.lr), batch_size=float(report.batch_size),
+        local_steps=int(report.local_steps), mechanism=report.mechanism.name,
+        mechanism_params=report.mechanism.params(),
+    )
 
 
 def undeclared_view(
@@ -148,7 +186,7 @@ def game_outcome(
     seed, round, client): its ``attacks`` row (``empirical_leakage`` and the MBP/ABP estimates
     with intervals from the same game in ``estimate``), the tally's estimates, and a violation
     when the lower end lies above the declared mechanism's bound. None where it does not apply
-    (:func:`attacks.game.identification_game`)."""
+    (:func:`attacks.estimators.game.identification_game`)."""
     from fedpriv.mechanisms import build_mechanism
 
     declared = build_mechanism(view.mechanism, view.mechanism_params)
@@ -214,7 +252,8 @@ class AttackPlan:
     device
         Where the attacks run (the run's ``device`` key).
     public
-        The public data the prior baselines use (:mod:`attacks.prior`); None scores no prior.
+        The public data the prior baselines use (:mod:`attacks.estimators.prior`); None scores
+        no prior.
     """
 
     def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu",

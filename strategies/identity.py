@@ -7,9 +7,9 @@ node ↔ client from what it knows (:func:`node_binding`), in this order:
   registration order) the node config ``partition-id = i`` (``flwr/server/superlink/fleet/vce/
   vce_api.py``, ``_register_nodes``); :func:`engine_partitions` reads that order back from the
   in-memory link state the ServerApp shares with the engine. An in-process grid may state its
-  nodes' partitions itself (a ``node_partitions`` mapping, as the tests' ``LocalGrid`` does).
-  The server also computes every partition's size (it holds the data set and the partition
-  function), so a declared local size is checked too.
+  nodes' partitions itself (a ``node_partitions`` mapping, as
+  ``workflows.local_grid.LocalGrid`` does). The server also computes every partition's size
+  (it holds the data set and the partition function), so a declared local size is checked too.
 * **the registry** — ``[[strategy.nodes]]`` in the run's config: node id → client, and its
   local size when the operator knows it (a deployment; node ids are stable under SuperNode
   authentication).

@@ -29,7 +29,6 @@ import numpy as np
 from flwr.app import Message
 from threadpoolctl import threadpool_limits
 
-from attacks.view import ServerView
 from fedpriv.audit import AuditStore
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.errors import StoreError
@@ -45,7 +44,7 @@ from fedpriv.verification import Verdict, combine_verdicts, with_preconditions
 from fedpriv.verification.observed import NoiseObservation, round_observation
 from fedpriv.verification.replay import UpdateSketches
 from fedpriv.verification.update import flatten
-from strategies.attack_schedule import AttackPlan, public_prior, undeclared_view
+from strategies.attack_schedule import AttackPlan, declared_view, public_prior, undeclared_view
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, known_checks, node_binding, weigh_replies
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
@@ -360,7 +359,7 @@ class AuditPipeline:
                                           "epsilon_budget": report.epsilon_budget})
         if attacked:  # scored against the oracle's truth, or kept unscored without it
             own = delta if clean is None else [a - b for a, b in zip(clean, broadcast, strict=True)]
-            view = ServerView.from_update(self._model, broadcast, own, report)
+            view = declared_view(self._model, broadcast, own, report)
             if reply.releases is not None:  # the first step's release alone (threat model)
                 view = first_step_view(self._model, broadcast, reply.releases, report, share)
                 truth = first_step_truth(report) if truth else truth

@@ -32,6 +32,7 @@ from fedpriv.canaries import CanaryDesign, canary_sum
 from fedpriv.protocol import STEPS_RECORD, ClientReport
 from fedpriv.verification import Verdict
 from fedpriv.verification.steps import verify_steps
+from strategies.attack_schedule import declared_view
 
 __all__ = [
     "canary_step_share",
@@ -110,7 +111,7 @@ def first_step_view(
     update = [(-report.lr * first[lo:hi]).reshape(b.shape)
               for b, lo, hi in zip(broadcast, bounds[:-1], bounds[1:], strict=True)]
     one_step = dataclasses.replace(report, local_steps=1)
-    return ServerView.from_update(model, broadcast, update, one_step)
+    return declared_view(model, broadcast, update, one_step)
 
 
 def first_step_truth(report: ClientReport) -> list[int]:

@@ -4,23 +4,24 @@
   and ``evaluate``) behind a Flower client mod that, for chosen (partition id, round) pairs,
   raises or corrupts the reply. Production code is untouched; the same object runs in Ray
   actors (it pickles by reference: ``tests/`` is on the actors' ``PYTHONPATH``).
-* :class:`LocalGrid` — a Flower :class:`~flwr.serverapp.Grid` that hands each message to a
-  ClientApp in this process, in node order, and turns an exception into an error reply the
-  way Flower's simulation engine does (``vce_api.worker``). It runs
-  :func:`strategies.server_run.run_federation` in seconds, without Ray; ``stop_at`` raises
-  :class:`Killed` when a round's train messages are sent, as a crash would.
+* :class:`LocalGrid` — the in-process Grid of the application
+  (:class:`workflows.local_grid.LocalGrid`: :func:`strategies.server_run.run_federation` in
+  seconds, without Ray) with a crash added: ``stop_at`` raises :class:`Killed` when a round's
+  messages are sent.
 * :func:`run_on_ray` — the same federation on Flower's simulation engine (Ray).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Context, Error, Message, MessageType, RecordDict
+from flwr.app import Array, ArrayRecord, Context, Message, MessageType
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
+
+from workflows.local_grid import LocalGrid as BaseGrid
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.toml"
 #: Fault kinds the mod injects.
@@ -81,62 +82,20 @@ def faulty_client_app(plan: Mapping[tuple[int, int], str]) -> ClientApp:
     return client_app_with(fault_mod(dict(plan)))
 
 
-class LocalGrid(Grid):
-    """Serve every message with ``client_app`` in this process (node ids ``1000 + partition``).
-
-    Sets Flower's process-wide task identity (a private API, as Flower's own unit tests do)
-    so that messages can be built outside a runtime.
-    """
+class LocalGrid(BaseGrid):
+    """:class:`workflows.local_grid.LocalGrid` that can crash: ``stop_at`` raises
+    :class:`Killed` when that round's messages are sent (set it to None to restart)."""
 
     def __init__(self, client_app: ClientApp, num_nodes: int, stop_at: int | None = None):
-        from flwr.supercore.task_identity import TaskIdentity
-
-        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
-        self.client_app = client_app
+        super().__init__(client_app, num_nodes)
         self.stop_at = stop_at
-        self.contexts = {
-            1000 + p: Context(run_id=1, node_id=1000 + p, state=RecordDict(), run_config={},
-                              node_config={"partition-id": p, "num-partitions": num_nodes})
-            for p in range(num_nodes)
-        }  # fmt: skip
-        #: what a simulation engine knows: each node's partition (strategies/identity.py)
-        self.node_partitions = {1000 + p: p for p in range(num_nodes)}
-        self._run = None
-
-    def set_run(self, run) -> None:  # noqa: ANN001
-        self._run = run
-
-    @property
-    def run(self):  # noqa: ANN201
-        return self._run
-
-    def create_message(self, content, message_type, dst_node_id, group_id, ttl=None):  # noqa: ANN001, ANN201
-        return Message(content, dst_node_id=dst_node_id, message_type=message_type,
-                       group_id=group_id)
-
-    def get_node_ids(self) -> Iterable[int]:
-        return list(self.contexts)
-
-    def push_messages(self, messages):  # noqa: ANN001, ANN201
-        raise NotImplementedError("LocalGrid answers in send_and_receive")
-
-    def pull_messages(self, message_ids):  # noqa: ANN001, ANN201
-        raise NotImplementedError("LocalGrid answers in send_and_receive")
 
     def send_and_receive(self, messages, *, timeout=None) -> list[Message]:  # noqa: ANN001
-        messages = sorted(messages, key=lambda m: m.metadata.dst_node_id)
+        messages = list(messages)
         rounds = {int(m.content["config"]["server-round"]) for m in messages}
         if self.stop_at in rounds:
             raise Killed(f"stopped at round {self.stop_at}")
-        return [self._serve(i, m) for i, m in enumerate(messages)]
-
-    def _serve(self, i: int, msg: Message) -> Message:
-        msg.metadata.__dict__["_message_id"] = f"local-{i}-{msg.metadata.dst_node_id}"
-        try:
-            return self.client_app(msg, self.contexts[msg.metadata.dst_node_id])
-        except Exception as exc:  # noqa: BLE001 - Flower's simulation does the same
-            reason = f"{type(exc)}:<'{exc}'>"
-            return Message(Error(code=0, reason=reason), reply_to=msg)
+        return super().send_and_receive(messages, timeout=timeout)
 
 
 def run_on_ray(cfg, client_app: ClientApp, num_supernodes: int, run_dir: Path) -> dict:  # noqa: ANN001

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from attacks_support import digits
 
-from attacks.game import GameSettings, identification_game
+from attacks.estimators.game import GameSettings, identification_game
 from attacks.simulate import simulate_view
 from fedpriv.mechanisms import build_mechanism
 

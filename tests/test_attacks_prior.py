@@ -1,5 +1,5 @@
-"""Prior baselines (attacks.prior) and the gains of an attack row over them, each checked
-against a baseline computed here by hand on small arrays."""
+"""Prior baselines (attacks.estimators.prior) and the gains of an attack row over them, each
+checked against a baseline computed here by hand on small arrays."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from skimage.metrics import structural_similarity
 
-from attacks.prior import BASELINES, PublicPrior, prior_baseline
+from attacks.estimators.prior import BASELINES, PublicPrior, prior_baseline
 from attacks.result import AttackResult
 from fedpriv.audit.pairing import PAIRED_AS_STORED, pair_attack
 from strategies.attack_schedule import attack_scores
@@ -84,7 +84,7 @@ def test_the_nearest_public_image_is_found_in_blocks(monkeypatch):
     holding it (here 20,000 × 1,000 × 8 bytes = 160 MB)."""
     import tracemalloc
 
-    import attacks.prior as prior
+    import attacks.estimators.prior as prior
 
     rng = np.random.default_rng(5)
     pool, truth = rng.random((1000, 1, 4, 4)), rng.random((20_000, 1, 4, 4))

@@ -12,8 +12,13 @@ counting it would make every re-exporting package a cycle). The rules:
   consumes typed releases;
 * the server (``strategies``) never imports the client (``clients``), nor the client the server;
   only ``workflows`` imports ``workflows``;
+* the attacks (``attacks``) import only the library, and of it never the wire protocol
+  (``fedpriv.protocol``): they see a ``ServerView``, which the server builds from a reply;
 * no module imports itself through others (no import cycle);
-* no module of the packages is over :data:`MAX_LINES` lines.
+* no module of the packages is over :data:`MAX_LINES` lines;
+* the benchmarks (``benchmarks``) run the public code: none imports a module of ``tests/`` or
+  changes ``sys.path`` to reach it, and none is named after a package (run as a script,
+  ``benchmarks/`` leads ``sys.path`` and such a module would shadow the package).
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("strategies",), ("clients", "workflows"), "the server never imports the client"),
     (("clients",), ("strategies", "attacks", "workflows"), "the client never imports the server"),
     (("attacks",), ("strategies", "clients", "workflows"), "attacks import only the library"),
+    (("attacks",), ("fedpriv.protocol",),
+     "attacks see a ServerView, never the wire protocol (strategies/attack_schedule.py builds it)"),
 )
 
 
@@ -150,6 +157,24 @@ def cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def benchmark_violations(root: Path) -> list[str]:
+    """One line per benchmark module that reaches into ``tests/`` (imports one of its modules,
+    or changes ``sys.path`` in a statement that names it) or is named after a package."""
+    tests = {"tests", *(p.stem for p in (root / "tests").glob("*.py"))}
+    found = [f"{module} imports {target}: benchmarks run the public code, not tests/"
+             for module, targets in sorted(import_graph(root, ("benchmarks",)).items())
+             for target in sorted(targets) if target.split(".")[0] in tests]
+    for module, path in modules(root, ("benchmarks",)).items():
+        if path.stem in PACKAGES:
+            found.append(f"{module} shadows the {path.stem} package when run as a script")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            text = ast.unparse(node) if isinstance(node, ast.Expr | ast.Assign |
+                                                   ast.AugAssign) else ""
+            if "sys.path" in text and "tests" in text.lower():
+                found.append(f"{module} line {node.lineno}: {text}: reaches tests/ by sys.path")
+    return found
+
+
 @pytest.fixture(scope="module")
 def graph() -> dict[str, set[str]]:
     return import_graph(ROOT)
@@ -168,6 +193,10 @@ def test_no_import_cycle(graph: dict[str, set[str]]) -> None:
     assert cycles(graph) == []
 
 
+def test_benchmarks_run_the_public_code() -> None:
+    assert benchmark_violations(ROOT) == []
+
+
 def test_no_module_over_the_line_limit() -> None:
     long = {str(p.relative_to(ROOT)): n for p in modules(ROOT).values()
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
@@ -182,11 +211,12 @@ def _tree(root: Path, files: Mapping[str, str]) -> None:
 
 
 def test_the_checks_see_what_they_claim(tmp_path: Path) -> None:
-    """The rules and the cycle search fail on a tree that breaks them (lazy and relative
-    imports included), and pass on the same tree mended."""
+    """The rules, the cycle search and the benchmark check fail on a tree that breaks them
+    (lazy, type-only and relative imports included), and pass on the same tree mended."""
     _tree(tmp_path, {
         "fedpriv/__init__.py": "",
         "fedpriv/config.py": "",
+        "fedpriv/protocol.py": "",
         "fedpriv/leakage/__init__.py": "",
         "fedpriv/leakage/a.py": "def f():\n    from ..config import X\n",
         "fedpriv/leakage/b.py": "from fedpriv.leakage import c\n",
@@ -196,14 +226,32 @@ def test_the_checks_see_what_they_claim(tmp_path: Path) -> None:
         "clients/__init__.py": "",
         "clients/app.py": "app = 1\n",
         "attacks/__init__.py": "",
+        "attacks/view.py": ("from typing import TYPE_CHECKING\n"
+                            "if TYPE_CHECKING:\n    from fedpriv.protocol import ClientReport\n"),
         "workflows/__init__.py": "",
+        "tests/grid_support.py": "",
+        "benchmarks/__init__.py": "",
+        "benchmarks/attacks.py": "",
+        "benchmarks/speed.py": ("import sys\nTESTS = 'tests'\n"
+                                "def run():\n    sys.path.insert(0, TESTS)\n"
+                                "    from grid_support import Grid\n"),
+        "benchmarks/paths.py": ("import sys\n"
+                                "sys.path[:] = [p for p in sys.path if 'tests' not in p]\n"),
     })
     graph = import_graph(tmp_path)
     assert graph["fedpriv.leakage.a"] == {"fedpriv.config"}
     assert [line.split(":")[0] for line in violations(graph)] == [
-        "fedpriv.leakage.a imports fedpriv.config", "strategies.s imports clients.app"]
+        "attacks.view imports fedpriv.protocol", "fedpriv.leakage.a imports fedpriv.config",
+        "strategies.s imports clients.app"]
     assert cycles(graph) == [["fedpriv.leakage.b", "fedpriv.leakage.c"]]
+    assert [line.split(":")[0] for line in benchmark_violations(tmp_path)] == [
+        "benchmarks.speed imports grid_support", "benchmarks.attacks shadows the attacks package "
+        "when run as a script", "benchmarks.paths line 2", "benchmarks.speed line 4"]
     _tree(tmp_path, {"fedpriv/leakage/a.py": "", "fedpriv/leakage/c.py": "",
-                     "strategies/s.py": "APP = 'clients.app:app'\n"})
+                     "strategies/s.py": "APP = 'clients.app:app'\n", "attacks/view.py": "",
+                     "benchmarks/speed.py": "from workflows import grid\n",
+                     "benchmarks/paths.py": "import sys\nsys.path.insert(0, 'src')\n"})
+    (tmp_path / "benchmarks/attacks.py").rename(tmp_path / "benchmarks/attack_speed.py")
     graph = import_graph(tmp_path)
     assert violations(graph) == [] and cycles(graph) == []
+    assert benchmark_violations(tmp_path) == []

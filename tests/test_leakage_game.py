@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from attacks.game import play_identification
+from attacks.estimators.game import play_identification
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_estimate, mbp_estimate
 from fedpriv.leakage.capacity import log_capacity_gaussian

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,8 @@ from fedpriv.errors import InputError
 from workflows.config import config_from_dict, load_config
 from workflows.sweep.config import SweepConfig
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
 
 
 def test_defaults_compare_gaussian_and_vmf():
@@ -109,3 +112,17 @@ def test_attack_clients_cannot_exceed_the_clients():
 def test_set_override_reaches_the_sweep():
     cfg = load_config(CONFIGS / "paper-compare-quick.toml", ["sweep.epsilons=[2, 4]"])
     assert cfg.sweep.epsilons == [2, 4]
+
+
+def test_loading_a_config_does_not_import_the_sweep():
+    """Every config load imports the ``[sweep]`` section; the package it sits in re-exports the
+    sweep lazily, so the plan, the runner, its figures and its workers stay unimported."""
+    code = ("import sys\n"
+            "from workflows.config import load_config\n"
+            "load_config('configs/quickstart.toml')\n"
+            "print(sorted(m for m in sys.modules if m.startswith('workflows.sweep.')))\n"
+            "import workflows.sweep as sweep\n"
+            "print(sweep.run_sweep.__module__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    assert out.stdout.split("\n")[:2] == ["['workflows.sweep.config']", "workflows.sweep.run"]

@@ -5,7 +5,8 @@ kept by the run's storage policy (``audit.store_updates``; the others are listed
 ``not_stored`` and named in a warning, and a selection with none stored is refused) — the
 server's view is rebuilt from the store alone: the θ broadcast that round (``load_global``),
 the update Δ and the client's stored report (learning rate, expected batch size, local steps,
-mechanism), the same report the live auditor read; an undeclared update (a stock client's, no
+mechanism), the same report the live auditor read
+(:func:`strategies.attack_schedule.declared_view`); an undeclared update (a stock client's, no
 report) is read with the run's ``[train]`` settings, as live
 (:func:`strategies.attack_schedule.undeclared_view`). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
@@ -35,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from attacks.prior import PublicPrior
+from attacks.estimators.prior import PublicPrior
 from attacks.runner import run_attacks
 from attacks.view import ServerView
 from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
@@ -47,6 +48,7 @@ from fedpriv.schema import apply_override
 from strategies.attack_schedule import (
     attack_job,
     attack_scores,
+    declared_view,
     game_outcome,
     public_prior,
     undeclared_view,
@@ -104,7 +106,7 @@ def _view(store: AuditStore, cfg: Config, update: UpdateRecord) -> ServerView:
                                list(store.load_global(update.round).values()), arrays, cfg.train)
     clean = CanaryAuditor(cfg.audit, cfg.seed).without_canaries(
         update.round, update.client_id, update.report, arrays)
-    return ServerView.from_update(
+    return declared_view(
         (cfg.model.name, input_shape, num_classes),
         list(store.load_global(update.round).values()),
         arrays if clean is None else clean,

@@ -13,7 +13,7 @@ assignment (``scipy.optimize.linear_sum_assignment``) against the whole stored g
 A pairing counts as recovered only when its mean MSE reproduces the scorer's to a relative
 1e-6; otherwise the images are returned unpaired, and say so. A true image the attack
 returned no reconstruction for is stored with the prior baseline's guess in its column and
-scored as that guess (``attacks.prior``), so it counts in the stored MSE like any other.
+scored as that guess (``attacks.estimators.prior``), so it counts in the stored MSE like any other.
 """
 
 from __future__ import annotations

@@ -39,9 +39,9 @@ APPLICATION_ID = 0x66647076
 #: update status (a reply without a report, from a stock Flower client, audited and aggregated)
 #: and failure kind (such a reply refused under ``audit.undeclared = "refuse"``), and sets every
 #: attack against what the attacker knew without the update: ``attacks.prior_json`` (the prior
-#: baselines' scores, ``attacks.prior``) and the gains ``gain_ssim``, ``gain_psnr``. Version 7
-#: adds the ``unaccountable`` failure kind: a reply declaring releases the run's accountant
-#: cannot account (docs/trust.md §1), that client's failure instead of the run's end; and
+#: baselines' scores, ``attacks.estimators.prior``) and the gains ``gain_ssim``, ``gain_psnr``.
+#: Version 7 adds the ``unaccountable`` failure kind: a reply declaring releases the run's
+#: accountant cannot account (docs/trust.md §1), that client's failure instead of the run's end; and
 #: ``tallies.epsilon_observed_json``: ε accounted at a lower confidence bound on the noise scale
 #: measured from the client's own updates (:mod:`fedpriv.verification.observed`), with the
 #: round's observation, which ``--resume`` folds again; and the ``memory`` table: what the audit

@@ -1,5 +1,6 @@
 """The library functions behind the light commands: ``fedpriv account``, ``capacity``, ``compare``
-and ``robustness`` (architecture.md, command-line contract).
+and ``robustness`` (the command-line contract: README.md, "Command line"; the layering:
+DEVELOPERS.md, "One concept, one place").
 
 Each module turns the command's arguments into releases — looking mechanisms up in the registry
 (:mod:`fedpriv.mechanisms.registry`) — checks every input before any work, naming the flag that

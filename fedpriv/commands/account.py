@@ -137,12 +137,12 @@ def account(
 ) -> dict[str, Any]:
     """ε at δ of ``T`` sampled releases, or the noise calibrated to a target ε.
 
-    Arguments mirror the flags of ``fedpriv account`` (DEVELOPERS.md, "One concept, one
-    place"); ``noise`` holds the noise parameters given by name (``noise_multiplier=1.1``;
-    exactly the mechanism's own, unless calibrating). Returns the JSON object: ``epsilon``,
-    ``delta``, ``accountant``, ``route``, ``optimal_order``, the noise parameter, ``steps``,
-    ``sample_rate``, ``sampling`` (with ``population`` and ``sample_size`` for a fixed-size
-    sample), ``compose``, ``neighbouring``, ``unit``, ``warnings`` and details.
+    Arguments mirror the flags of ``fedpriv account`` (docs/accounting.md); ``noise`` holds the
+    noise parameters given by name (``noise_multiplier=1.1``; exactly the mechanism's own, unless
+    calibrating). Returns the JSON object: ``epsilon``, ``delta``, ``accountant``, ``route``,
+    ``optimal_order``, the noise parameter, ``steps``, ``sample_rate``, ``sampling`` (with
+    ``population`` and ``sample_size`` for a fixed-size sample), ``compose``, ``neighbouring``,
+    ``unit``, ``warnings`` and details.
     """
     release_type = release_class(mechanism, "--mechanism")
     accountant, route = _choices(release_type, compose, accountant, route)

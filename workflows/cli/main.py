@@ -15,7 +15,8 @@ import os
 import select
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from types import ModuleType
+from typing import NoReturn
 
 from fedpriv.errors import InputError
 from fedpriv.jsonio import dumps, jsonable
@@ -36,13 +37,11 @@ SUBCOMMANDS: dict[str, str] = {
 log = logging.getLogger("fedpriv")
 
 
-def _load(module: str) -> Any | None:
-    try:
-        return importlib.import_module(f"workflows.cli.{module}")
-    except ModuleNotFoundError as exc:  # a subcommand not built yet
-        if exc.name == f"workflows.cli.{module}":
-            return None
-        raise
+def _load(module: str) -> ModuleType:
+    """The subcommand's module under ``workflows.cli``. Every subcommand ships with fedpriv
+    and needs no optional dependency, so a module that does not import (a typo in
+    :data:`SUBCOMMANDS`, a broken install) raises here rather than dropping its command."""
+    return importlib.import_module(f"workflows.cli.{module}")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,7 +55,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with every available subcommand registered."""
+    """The top-level parser with every subcommand of :data:`SUBCOMMANDS` registered."""
     parser = OneLineParser(
         prog="fedpriv",
         description="Federated learning with private updates, audited by an "
@@ -65,9 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in SUBCOMMANDS.values():
-        mod = _load(module)
-        if mod is not None:
-            mod.register(sub)
+        _load(module).register(sub)
     return parser
 
 

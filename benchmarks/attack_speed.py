@@ -1,6 +1,6 @@
 """Speed of the gradient-inversion attacks on the paper MLP, and time to a good reconstruction.
 
-``python benchmarks/attacks.py [--quick] [--threads N]`` prints one JSON object:
+``python benchmarks/attack_speed.py [--quick] [--threads N]`` prints one JSON object:
 
 * ``iterations_per_second``: IGA and DLG at batch 1 and 8 (scikit-learn digits upsampled to
   16×16, fresh paper MLP, mechanism ``none``), the budget divided by the median wall time of
@@ -17,9 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 BUDGETS = (5, 10, 15, 20, 30, 40, 60, 80, 120, 160, 240, 320)
@@ -128,9 +126,6 @@ def measure(quick: bool = False, threads: int = 1, *, smoke: bool = False) -> di
 
 
 def main() -> None:
-    # run as a script, this file's folder leads sys.path and would shadow the `attacks` package
-    here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations and repeats")
     parser.add_argument("--threads", type=int, default=1, help="torch threads outside attacks")
