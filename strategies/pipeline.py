@@ -282,8 +282,8 @@ class AuditPipeline:
         if report.oracle is not None and any(
             i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
         ):
-            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: "
-                                        "record ids outside the training set", report))
+            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: reply "
+                                        "field 'record-ids': outside the training set", report))
             return False
         dim = int(sum(a.size for a in reply.arrays))
         unaccounted = self._unaccountable(rnd, cid, report, dim)
