@@ -20,11 +20,11 @@ import json
 import math
 
 import pytest
-import stock_client
-from flwr.app import Context, Message, MessageType
+from flwr.app import Message
+from flwr.clientapp import ClientApp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import QUICKSTART, LocalGrid, client_app_with
+from reliability_support import QUICKSTART, LocalGrid, mixed_client_app
 
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.protocol import (
@@ -89,24 +89,19 @@ def _put(record, key: str, value: object) -> None:  # noqa: ANN001 - a Flower re
         record._data[key] = value  # noqa: SLF001 - the hostile client's side of the boundary
 
 
-def _app(declared: tuple[str, object] | None, stock: tuple[str, object] | None):  # noqa: ANN202
+def _app(declared: tuple[str, object] | None, stock: tuple[str, object] | None) -> ClientApp:
     """fedpriv's ClientApp on every node but :data:`STOCK` (Flower's quickstart); node
     :data:`DECLARED` replaces one field of its reply with ``declared``, node :data:`STOCK` one
     metric with ``stock``."""
 
-    def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
-        pid = int(context.node_config["partition-id"])
-        if msg.metadata.message_type != MessageType.TRAIN:
-            return call_next(msg, context)
-        reply = stock_client.train(msg, context) if pid == STOCK else call_next(msg, context)
-        change = {DECLARED: declared, STOCK: stock}.get(pid)
-        if change is not None:
-            field, value = change
+    def change(pid: int, reply: Message) -> None:
+        edit = {DECLARED: declared, STOCK: stock}.get(pid)
+        if edit is not None:
+            field, value = edit
             where = "metrics" if field in (*DECLARED_METRICS, *STOCK_METRICS) else "meta"
             _put(reply.content[where], field, value)
-        return reply
 
-    return client_app_with(mod)
+    return mixed_client_app({STOCK}, change)
 
 
 def _run(tmp_path, declared=None, stock=None) -> dict:  # noqa: ANN001
