@@ -24,7 +24,7 @@ from flwr.app import Message
 from flwr.clientapp import ClientApp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from reliability_support import QUICKSTART, LocalGrid, mixed_client_app
+from reliability_support import QUICKSTART, LocalGrid, mixed_client_app, run_on_ray
 
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.protocol import (
@@ -157,6 +157,18 @@ def test_a_stock_num_examples_past_int64_is_malformed_and_the_run_completes(
     _outcome(report, STOCK, ("num-examples", claim))
     (failure,) = [f for f in report["failures"] if f["node_id"] == str(1000 + STOCK)]
     assert "an integer in [1, 9,223,372,036,854,775,807]" in failure["message"], failure
+
+
+@pytest.mark.slow
+def test_on_flowers_ray_simulation_a_num_examples_past_int64_is_malformed(tmp_path) -> None:  # noqa: ANN001
+    """The same on Flower's simulation engine (Ray): before, 0 rounds and the run failed."""
+    cfg = load_config(QUICKSTART, [*SMALL, "rounds=2"])
+    result = run_on_ray(cfg, _app(None, ("num-examples", 10**19)), NUM_CLIENTS, tmp_path / "run")
+    assert result["status"] == "completed" and result["rounds"] == 2
+    assert [(f["round"], f["kind"]) for f in result["failures"]] == [(1, "malformed"),
+                                                                     (2, "malformed")]
+    assert all("reply field 'num-examples'" in f["message"] for f in result["failures"])
+    assert [c["rounds_participated"] for c in result["clients"]] == [2, 2, 2, 0]
 
 
 def _report(**changes: object) -> dict:
