@@ -149,11 +149,7 @@ def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verd
     """Test ``size-sampling``: the declared local size ``n`` (hence ``q = min(L, n)/n``)
     against the size the server knows from ``source`` (the simulation's partition, or
     ``strategy.nodes``); ``unverifiable`` when it knows none."""
-    n = declared.local_examples
-    if declared.client_level:
-        return Verdict("size-sampling", "unverifiable", f"n = {n} is declared: at the client "
-                       "level it enters neither the epsilon nor the test (q = 1, privacy-math.md "
-                       "§11), and its weight is an unverified size")
+    n = declared.local_examples  # at the client level too: n is the aggregation weight there
     if known is None:
         return Verdict("size-sampling", "unverifiable", f"the local size n = {n} is declared: "
                        "the server knows no size for this client (strategy.nodes)")

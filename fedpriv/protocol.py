@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_LOCAL_EXAMPLES",
     "MAX_LOCAL_STEPS",
+    "MAX_NUM_EXAMPLES",
     "OPTIMIZERS",
     "MAX_REASON",
     "CONFIG_KEY",
@@ -56,7 +57,9 @@ __all__ = [
     "ReplyError",
     "decode_releases",
     "encode_releases",
+    "finite_number",
     "optimizer_conflict",
+    "reply_int",
     "sampling_rate",
     "server_config",
 ]
@@ -80,6 +83,10 @@ MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
 """Most records a client may declare."""
+MAX_NUM_EXAMPLES = 2**63 - 1
+"""Largest ``num-examples`` (the aggregation weight) any reply may carry, a stock client's
+included: the largest integer the audit store (SQLite's INTEGER) and Flower's wire format
+(sint64) hold. A declared reply's must equal its ``local-examples`` besides."""
 
 
 def sampling_rate(n: int, batch_size: float) -> float:
@@ -99,7 +106,11 @@ class ReplyError(ValueError):
         self.field = field_name
         self.value = value
         self.allowed = allowed
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        try:
+            shown = repr(value)
+        except ValueError:  # an integer past Python's 4,300 digits of str()
+            shown = f"<an integer of {value.bit_length():,} bits>"
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
         super().__init__(f"reply field {field_name!r} = {shown}: expected {allowed}")
 
 
@@ -146,18 +157,61 @@ class GroundTruthOracle:
         return tuple(len(batch) for batch in self.record_ids)
 
 
-def _int(name: str, value: Any, low: int, high: int) -> int:
+def reply_int(name: str, value: Any, low: int, high: int) -> int:
+    """``value``, a reply's field ``name``, as an integer in ``[low, high]``.
+
+    Parameters
+    ----------
+    name
+        The field's wire name (docs/protocol.md), for the message.
+    value
+        What the reply holds: anything (a bool, a float, a string, a list is refused).
+    low, high
+        The closed range allowed.
+
+    Returns
+    -------
+    int
+        ``value`` itself.
+
+    Raises
+    ------
+    ReplyError
+        Naming the field, its value and the range.
+    """
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise ReplyError(name, value, f"an integer in [{low:,}, {high:,}]")
     return value
 
 
+def finite_number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is none: a bool, a string, a list, NaN,
+    ±inf, or an integer beyond the floats (10³⁰⁰⁰ would overflow any arithmetic on it).
+
+    Parameters
+    ----------
+    value
+        What a reply holds.
+
+    Returns
+    -------
+    float or None
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
 def _real(name: str, value: Any, low: float, high: float, *, open_low: bool = True) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = ok and math.isfinite(value) and (value > low if open_low else value >= low)
-    if not (ok and value <= high):
+    number = finite_number(value)
+    ok = number is not None and (number > low if open_low else number >= low)
+    if not (ok and number <= high):
         raise ReplyError(name, value, f"a number in {'(' if open_low else '['}{low:g}, {high:g}]")
-    return float(value)
+    return number
 
 
 def _json(name: str, value: Any) -> Any:
@@ -165,7 +219,7 @@ def _json(name: str, value: Any) -> Any:
         raise ReplyError(name, value, "a JSON string")
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than the parser goes
         raise ReplyError(name, value, "valid JSON") from None
 
 
@@ -268,11 +322,12 @@ class ClientReport:
             return config[name]
 
         version = config.get("protocol-version", 1)  # absent: the format before the field
-        if isinstance(version, bool) or version != PROTOCOL_VERSION:
+        if (isinstance(version, bool) or not isinstance(version, int)
+                or version != PROTOCOL_VERSION):
             raise ReplyError("protocol-version", version,
                              f"protocol version {PROTOCOL_VERSION}, the one this server speaks "
                              "(docs/protocol.md)")
-        n = _int("local-examples", get("local-examples"), 1, MAX_LOCAL_EXAMPLES)
+        n = reply_int("local-examples", get("local-examples"), 1, MAX_LOCAL_EXAMPLES)
         batch_size = _real("batch-size", get("batch-size"), 0.0, MAX_LOCAL_EXAMPLES)
         sampling = get("sampling")
         if sampling not in ("poisson", "fixed"):
@@ -291,7 +346,7 @@ class ClientReport:
             raise ReplyError(exc.key.replace("mechanism.", "mechanism-params.")
                              if exc.key != "mechanism.name" else "mechanism",
                              exc.value, exc.allowed) from None
-        steps = _int("steps", get("steps"), 1, MAX_LOCAL_STEPS)
+        steps = reply_int("steps", get("steps"), 1, MAX_LOCAL_STEPS)
         oracle = None
         if "record-ids" in config:
             oracle = _oracle(_json("record-ids", config["record-ids"]))
@@ -299,8 +354,8 @@ class ClientReport:
                 raise ReplyError("record-ids", f"{len(oracle.record_ids)} batches",
                                  f"one batch per local step ({steps})")
         return cls(
-            partition_id=_int("partition-id", get("partition-id"), 0, 2**31 - 1),
-            server_round=_int("server-round", get("server-round"), 1, 2**31 - 1),
+            partition_id=reply_int("partition-id", get("partition-id"), 0, 2**31 - 1),
+            server_round=reply_int("server-round", get("server-round"), 1, 2**31 - 1),
             local_examples=n,
             local_steps=steps,
             lr=_real("lr", get("lr"), 0.0, 1e6),

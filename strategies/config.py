@@ -45,8 +45,8 @@ def _unit_interval(v: Any) -> bool:
 #: ``strategy.weighting``: how an aggregation weight follows a size the server cannot verify.
 WEIGHTINGS = {
     "capped": "an unverified size counts at most strategy.weight_cap x the round's (lower) "
-              "median size",
-    "median": "an unverified size counts as the round's (lower) median size",
+              "median verified size (of its claimed sizes when none is verified)",
+    "median": "an unverified size counts as that median",
 }
 
 
@@ -96,7 +96,8 @@ class StrategyConfig:
     nodes: list[RegisteredNode] = field(default_factory=list)
     weighting: str = rule(*one_of(*WEIGHTINGS), default="capped")
     weight_cap: float = rule("a number >= 1: the most an unverified size may count, in units "
-                             "of the round's median size", lambda v: v >= 1, default=10.0)
+                             "of the round's median verified size", lambda v: v >= 1,
+                             default=1.0)
 
     def params(self) -> dict[str, Any]:
         """The chosen strategy's parameters that are set."""

@@ -9,7 +9,8 @@ node ↔ client from what it knows (:func:`node_binding`), in this order:
   in-memory link state the ServerApp shares with the engine. An in-process grid may state its
   nodes' partitions itself (a ``node_partitions`` mapping, as
   ``workflows.local_grid.LocalGrid`` does). The server also computes every partition's size
-  (it holds the data set and the partition function), so a declared local size is checked too.
+  (it holds the data set and the partition function), so a declared local size is checked too —
+  a client-level client's as a record-level one's.
 * **the registry** — ``[[strategy.nodes]]`` in the run's config: node id → client, and its
   local size when the operator knows it (a deployment; node ids are stable under SuperNode
   authentication).
@@ -18,9 +19,13 @@ node ↔ client from what it knows (:func:`node_binding`), in this order:
 
 Aggregation weights (:func:`aggregation_weights`) follow only what the server knows: a
 server-known size is the weight (a declared size that differs is ``inconsistent`` and never
-aggregated); an unverified size is capped by ``strategy.weighting`` at ``strategy.weight_cap`` ×
-the round's lower median size (``"capped"``) or replaced by that median (``"median"``), so that
-no reply declaring n = 10⁹ makes the global update its own.
+aggregated); an unverified size (no engine table, no ``[[strategy.nodes]]`` size, or a stock
+client's ``num-examples``) counts at most the round's lower median *verified* size — of its
+claimed sizes when none is verified — times ``strategy.weight_cap`` (1 by default;
+``"capped"``), or exactly that median (``"median"``), so that no reply declaring n = 10⁹ makes
+the global update its own: it weighs as a median client. :func:`weigh_replies` also says what
+share of the round's aggregate weight came from unverified sizes (the store's round metrics,
+``report.json → unverified_share``).
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ from fedpriv.verification import Verdict
 from strategies.replies import AcceptedReply
 
 __all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "NodeBinding", "aggregation_weights",
-           "engine_partitions", "known_checks", "node_binding", "partition_sizes", "weigh_replies"]
+           "engine_partitions", "known_checks", "node_binding", "partition_sizes",
+           "unverified_share", "weigh_replies"]
 
 log = logging.getLogger(__name__)
 
@@ -128,25 +134,61 @@ def node_binding(grid: Grid, cfg: Config, dataset: Dataset | None) -> NodeBindin
 def aggregation_weights(
     declared: Sequence[float], known: Sequence[int | None], weighting: str, cap: float,
 ) -> list[float]:
-    """Each accepted reply's aggregation weight: its server-known size where there is one
-    (``known[i]``), else its declared ``num-examples`` under ``weighting`` — ``"capped"``: at
-    most ``cap`` × the round's lower median of all sizes (known where known, else declared);
-    ``"median"``: that median. The lower median: of two replies, the smaller size, so that one
-    of two cannot lift the cap."""
+    """Each accepted reply's aggregation weight.
+
+    Parameters
+    ----------
+    declared
+        Each reply's ``num-examples``, as it claims.
+    known
+        Each reply's server-known size, or None where the server knows none (unverified).
+    weighting
+        ``strategy.weighting``: ``"capped"`` or ``"median"``.
+    cap
+        ``strategy.weight_cap`` (>= 1).
+
+    Returns
+    -------
+    list of float
+        A server-known size where there is one; else, under ``"capped"``, the claim but at
+        most ``cap`` × the round's lower median verified size (the lower median of the claims
+        when no size of the round is verified), under ``"median"`` that median. The lower
+        median: of two sizes, the smaller, so that one of two claims cannot lift the cap.
+    """
     if not declared:
         return []
-    sizes = [float(k) if k is not None else float(d) for d, k in zip(declared, known,
-                                                                        strict=True)]
-    median = statistics.median_low(sizes)
+    verified = [float(k) for k in known if k is not None]
+    median = statistics.median_low(verified or [float(d) for d in declared])
     out = []
-    for size, k in zip(sizes, known, strict=True):
+    for size, k in zip(declared, known, strict=True):
         if k is not None:
-            out.append(size)
+            out.append(float(k))
         elif weighting == "median":
             out.append(median)
         else:
-            out.append(min(size, cap * median))
+            out.append(min(float(size), cap * median))
     return out
+
+
+def unverified_share(weights: Sequence[float], known: Sequence[int | None]) -> float | None:
+    """The share of a round's aggregate weight that came from unverified sizes.
+
+    Parameters
+    ----------
+    weights
+        The round's aggregation weights (:func:`aggregation_weights`).
+    known
+        Each reply's server-known size, or None (unverified).
+
+    Returns
+    -------
+    float or None
+        Σ unverified weights / Σ weights, in [0, 1]; None for a round with no accepted reply.
+    """
+    total = sum(weights)
+    if not total:
+        return None
+    return sum(w for w, k in zip(weights, known, strict=True) if k is None) / total
 
 
 def known_checks(
@@ -157,7 +199,7 @@ def known_checks(
     :func:`fedpriv.instructions.instructed_report`, at the server-known size where it has one;
     only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``."""
     cid = report.partition_id
-    known = None if report.client_level else binding.sizes.get(cid)
+    known = binding.sizes.get(cid)  # client-level too: its n is its aggregation weight
     checks = []
     if cfg is not None:
         sent = instructed_report(cfg, cid, server_round,
@@ -171,12 +213,13 @@ def known_checks(
 def weigh_replies(
     rnd: int, replies: list[AcceptedReply], binding: NodeBinding,
     weighting: tuple[str, float],
-) -> list[AcceptedReply]:
+) -> tuple[list[AcceptedReply], float | None]:
     """Each reply with its aggregation weight (``num-examples``, which Flower's strategies
     read) set by the weighting policy (:func:`aggregation_weights`): a server-known size, or
-    an unverified one capped. A changed weight is written into the reply's MetricRecord."""
-    known = [None if r.report is None or r.report.client_level
-             else binding.sizes.get(r.client_id) for r in replies]
+    an unverified one capped; and the share of the round's weight that came from unverified
+    sizes (:func:`unverified_share`). A changed weight is written into the reply's
+    MetricRecord. A stock client's size is never verified: it declared no client."""
+    known = [None if r.report is None else binding.sizes.get(r.client_id) for r in replies]
     weights = aggregation_weights([r.weight for r in replies], known, *weighting)
     out = []
     for reply, weight in zip(replies, weights, strict=True):
@@ -188,4 +231,4 @@ def weigh_replies(
             metrics["num-examples"] = weight
             reply = dataclasses.replace(reply, weight=weight)
         out.append(reply)
-    return out
+    return out, unverified_share(weights, known)

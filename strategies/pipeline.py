@@ -105,11 +105,12 @@ class AuditPipeline:
     def __init__(self, audit: AuditConfig, store: AuditStore, dataset: Dataset, *, model: str,
                  num_clients: int, seed: int, device: str,
                  train: TrainConfig | None = None, config: Config | None = None,
-                 weighting: str = "capped", weight_cap: float = 10.0) -> None:
+                 weighting: str = "capped", weight_cap: float = 1.0) -> None:
         self.audit = audit
         self.config = config
         self.binding = NodeBinding()  # first claim until bind() learns better
         self.weighting = (weighting, weight_cap)
+        self.unverified_share: float | None = None  # of the round's weight (weigh_replies)
         self.train = TrainConfig() if train is None else train
         self.num_clients = num_clients
         self.seed = seed
@@ -135,7 +136,7 @@ class AuditPipeline:
         self.store.begin_round(server_round)
         if self.audit.enabled:
             self.store.write_global(server_round, broadcast)
-        self.plan.pending = []
+        self.plan.pending, self.unverified_share = [], None
         self._dim = int(sum(a.size for a in broadcast))
         self._round = RoundIdentities.start(
             self.num_clients, self.node_clients,
@@ -174,14 +175,16 @@ class AuditPipeline:
                 strip_steps(outcome.message)  # the inner strategy aggregates the update alone
                 if self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
-        return weigh_replies(server_round, sorted(out, key=lambda r: r.client_id),
-                             self.binding, self.weighting)
+        out, self.unverified_share = weigh_replies(
+            server_round, sorted(out, key=lambda r: r.client_id), self.binding, self.weighting)
+        return out
 
     def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
         """Run the round's attacks, then mark the round complete (every record durable)."""
         if self.plan.pending:
             self._run_attacks(server_round)
-        self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss})
+        self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss,
+                                                 "unverified_share": self.unverified_share})
 
     def record_silence(self, server_round: int, node: int) -> None:
         """A node that was sent a train message and never answered (timeout, lost node)."""
@@ -191,8 +194,7 @@ class AuditPipeline:
         self.store.record_failure(server_round, "timeout", message, client_id=cid, node_id=node)
         if cid is not None and self.audit.enabled and cid not in self._written:
             self._written.add(cid)
-            self.store.write_update(server_round, cid, None, {"node_id": node,
-                                                              "status": "failed",
+            self.store.write_update(server_round, cid, None, {"node_id": node, "status": "failed",
                                                               "error": message})
 
     def record_failure(self, server_round: int, kind: str, message: str) -> None:
@@ -234,8 +236,7 @@ class AuditPipeline:
                 and cid not in self._written):  # one updates row per client and round
             self._written.add(cid)
             self._round.seen.add(cid)  # a later reply claiming this client is a duplicate
-            status = {"exception": "failed", "declined": "declined"}.get(rejection.kind,
-                                                                         "rejected")
+            status = {"exception": "failed", "declined": "declined"}.get(rejection.kind, "rejected")
             row, report = {"node_id": node}, rejection.report
             if report is not None:
                 row = update_row(report, node, report.mechanism.release(self._dim))
@@ -244,8 +245,7 @@ class AuditPipeline:
             if declined and report is not None:  # the tallies stand as they were
                 accuracy = self._accuracy(report, self._dim)
                 tally = self.ledger.tally(cid, accuracy=accuracy)
-                self.store.write_tally(rnd, cid, {**tally,
-                                                  "epsilon_budget": report.epsilon_budget})
+                self.store.write_tally(rnd, cid, {**tally, "epsilon_budget": report.epsilon_budget})
 
     def _unaccountable(self, rnd: int, cid: int, report: ClientReport, dim: int) -> str | None:
         """Why the run cannot account what the report declares (None: it can), asked before
@@ -281,8 +281,8 @@ class AuditPipeline:
         if report.oracle is not None and any(
             i >= len(self.dataset.train_y) for batch in report.oracle.record_ids for i in batch
         ):
-            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: "
-                                        "record ids outside the training set", report))
+            self._reject(rnd, Rejection(reply.node_id, cid, "malformed", "malformed reply: reply "
+                                        "field 'record-ids': outside the training set", report))
             return False
         dim = int(sum(a.size for a in reply.arrays))
         unaccounted = self._unaccountable(rnd, cid, report, dim)
@@ -379,10 +379,9 @@ class AuditPipeline:
         delta = [(a - b).astype(np.float32) for a, b in zip(reply.arrays, broadcast, strict=True)]
         attacked = self.plan.scheduled(rnd, cid)
         kept = keeps_update(audit.store_updates, attacked)
-        examples = int(reply.weight) if float(reply.weight).is_integer() else None
-        self.store.write_update(
+        self.store.write_update(  # num-examples as claimed: an integer in [1, 2^63 - 1]
             rnd, cid, encode_update(delta, audit.update_dtype) if kept else None,
-            {"node_id": reply.node_id, "num_examples": examples, "formal_guarantee": False,
+            {"node_id": reply.node_id, "num_examples": int(reply.weight), "formal_guarantee": False,
              "pseudo_gradient": True, "status": "undeclared"})
         verdict = Verdict("declaration", "undeclared", UNDECLARED)
         self.store.write_tally(rnd, cid, {**self.ledger.fold_undeclared(rnd, cid),

@@ -25,7 +25,6 @@ are one readable line (:func:`fedpriv.failures.failure_line`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -33,7 +32,15 @@ import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fedpriv.failures import failure_line
-from fedpriv.protocol import REPORT_RECORD, STEPS_RECORD, ClientReport, ReplyError
+from fedpriv.protocol import (
+    MAX_NUM_EXAMPLES,
+    REPORT_RECORD,
+    STEPS_RECORD,
+    ClientReport,
+    ReplyError,
+    finite_number,
+    reply_int,
+)
 from strategies.step_releases import read_steps
 
 __all__ = [
@@ -47,11 +54,12 @@ __all__ = [
     "conform",
 ]
 
-#: The MetricRecord key of the aggregation weight (Flower's ``weighted_by_key``).
+#: The MetricRecord key of the aggregation weight (Flower's ``weighted_by_key``): an integer in
+#: [1, :data:`~fedpriv.protocol.MAX_NUM_EXAMPLES`] in every reply, a stock client's included.
 WEIGHT_METRIC = "num-examples"
 #: The train metrics the protocol knows (docs/protocol.md): the weight, then the loss as
-#: fedpriv's ClientApp and as Flower's templates name it. Each must be a finite number where
-#: present; other keys are dropped before aggregation (:func:`conform`).
+#: fedpriv's ClientApp and as Flower's templates name it. Each loss must be a finite number
+#: where present; other keys are dropped before aggregation (:func:`conform`).
 TRAIN_METRICS = (WEIGHT_METRIC, "train-loss", "train_loss")
 
 #: Why an undeclared reply has no guarantee (the store's ``error`` of a refused one, the
@@ -121,11 +129,12 @@ class RoundIdentities:
 
 def _content(
     msg: Message, names: Sequence[str] | None, steps: bool = False,
-) -> tuple[Sequence[np.ndarray], float, tuple[list[str], ArrayRecord] | None]:
+) -> tuple[Sequence[np.ndarray], int, tuple[list[str], ArrayRecord] | None]:
     """The update, its weight and, with ``steps`` (steps mode), the update's names and the
     step releases' record, unread; ReplyError when the records are not one ArrayRecord
     (named as broadcast, when ``names`` is given) — plus the step releases' in steps mode —
-    and one MetricRecord with a number ``num-examples`` (what Flower's aggregation reads)."""
+    and one MetricRecord with ``num-examples`` an integer in [1, 2⁶³ − 1] (what Flower's
+    aggregation reads and the store keeps: nothing larger reaches either) and finite losses."""
     content = msg.content  # each *_records property builds a new dict: read each once
     array_records, metric_records = content.array_records, content.metric_records
     stepped = array_records.pop(STEPS_RECORD, None) if steps else None
@@ -135,23 +144,16 @@ def _content(
     if len(array_records) != 1 or len(metric_records) != 1:
         raise ReplyError("content", "records", "exactly one ArrayRecord and one MetricRecord")
     metrics = next(iter(metric_records.values()))
-    weight = metrics.get(WEIGHT_METRIC)
-    if isinstance(weight, bool) or not isinstance(weight, int | float):
-        raise ReplyError(WEIGHT_METRIC, weight, "a number")
+    weight = reply_int(WEIGHT_METRIC, metrics.get(WEIGHT_METRIC), 1, MAX_NUM_EXAMPLES)
     for key in TRAIN_METRICS[1:]:
         value = metrics.get(key)
-        if value is not None and not _finite_number(value):
+        if value is not None and finite_number(value) is None:
             raise ReplyError(key, value, "a finite number")
     record = next(iter(array_records.values()))
     if names is not None and list(record.keys()) != list(names):
         raise ReplyError("arrays", list(record.keys()), f"the broadcast's names {list(names)}")
     named_steps = None if stepped is None else (list(record.keys()), stepped)
-    return record.to_numpy_ndarrays(), float(weight), named_steps
-
-
-def _finite_number(value: object) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and math.isfinite(value))
+    return record.to_numpy_ndarrays(), weight, named_steps
 
 
 def conform(accepted: Sequence[AcceptedReply]) -> list[Message]:
@@ -258,8 +260,8 @@ def check_reply(
     bad = _conformance(arrays, broadcast)
     if bad is not None:
         return reject(*bad)
-    if not (all(np.isfinite(a).all() for a in arrays) and math.isfinite(weight)):
-        return reject("non-finite", "update or num-examples holds NaN/inf")
+    if not all(np.isfinite(a).all() for a in arrays):
+        return reject("non-finite", "update holds NaN/inf")
     if weight != report.local_examples:
         return reject("malformed", f"num-examples = {weight} is not the declared local-examples "
                       f"({report.local_examples})")
@@ -290,11 +292,8 @@ def _undeclared(
     bad = _conformance(arrays, broadcast)
     if bad is not None:
         return Rejection(node, cid, *bad)
-    if not (all(np.isfinite(a).all() for a in arrays) and math.isfinite(weight)):
-        return Rejection(node, cid, "non-finite", "update or num-examples holds NaN/inf")
-    if weight <= 0:
-        return Rejection(node, cid, "malformed",
-                         f"malformed reply: num-examples = {weight:g}: expected a number > 0")
+    if not all(np.isfinite(a).all() for a in arrays):
+        return Rejection(node, cid, "non-finite", "update holds NaN/inf")
     if policy == "refuse":
         return Rejection(node, cid, "undeclared", f"{UNDECLARED}; audit.undeclared = 'refuse'")
     return AcceptedReply(node, cid, None, list(arrays), weight, msg)

@@ -1,5 +1,7 @@
 """Test helpers for the reliability tests: injected client faults and an in-process Grid.
 
+* :func:`mixed_client_app` — fedpriv's ClientApp on some nodes, Flower's quickstart ClientApp
+  (:mod:`stock_client`) on others, each train reply edited as a test asks.
 * :func:`faulty_client_app` — fedpriv's own ClientApp functions (``clients.client_app.train``
   and ``evaluate``) behind a Flower client mod that, for chosen (partition id, round) pairs,
   raises or corrupts the reply. Production code is untouched; the same object runs in Ray
@@ -13,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +77,26 @@ def client_app_with(mod) -> ClientApp:  # noqa: ANN001 - a Flower mod
     app.train()(train)
     app.evaluate()(evaluate)
     return app
+
+
+def mixed_client_app(
+    stock: Collection[int], change: Callable[[int, Message], None] | None = None,
+) -> ClientApp:
+    """fedpriv's ClientApp on every node but the partitions in ``stock``, which run Flower's
+    quickstart ClientApp (:mod:`stock_client`: no report); ``change(partition id, reply)``
+    edits every train reply, as a hostile client would."""
+    import stock_client
+
+    def mod(msg: Message, context: Context, call_next):  # noqa: ANN001, ANN202
+        if msg.metadata.message_type != MessageType.TRAIN:
+            return call_next(msg, context)
+        pid = int(context.node_config["partition-id"])
+        reply = stock_client.train(msg, context) if pid in stock else call_next(msg, context)
+        if change is not None:
+            change(pid, reply)
+        return reply
+
+    return client_app_with(mod)
 
 
 def faulty_client_app(plan: Mapping[tuple[int, int], str]) -> ClientApp:

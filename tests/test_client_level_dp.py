@@ -166,9 +166,11 @@ SETTINGS = ["rounds=2", "data.num_clients=3", "train.fraction_train=1.0", "audit
             "audit.accountant='pld'"]
 
 
-def _plain_app(seed: int) -> ClientApp:
+def _plain_app(seed: int, sizes: list[int]) -> ClientApp:
     """A ClientApp that knows nothing of fedpriv: a few gradient steps of its own toward a
-    target of its own, replying as Flower's quickstarts do; the mod privatises its reply."""
+    target of its own, replying as Flower's quickstarts do with its partition's size
+    (``sizes``: the server checks it, as a record-level client's); the mod privatises its
+    reply."""
     app = ClientApp()
 
     @app.train(mods=[fedpriv_client_dp_mod(clip=CLIP, noise_multiplier=SIGMA, seed=seed)])
@@ -181,18 +183,26 @@ def _plain_app(seed: int) -> ClientApp:
             for _ in range(3):
                 array = array - 0.1 * (array - target)
             state[key] = array
+        n = sizes[int(context.node_config["partition-id"])]
         content = RecordDict({"arrays": ArrayRecord({k: Array(v) for k, v in state.items()}),
-                              "metrics": MetricRecord({"num-examples": 50, "train-loss": 0.0})})
+                              "metrics": MetricRecord({"num-examples": n, "train-loss": 0.0})})
         return Message(content=content, reply_to=msg)
 
     return app
+
+
+def _sizes(cfg) -> list[int]:  # noqa: ANN001 - a Config
+    from strategies.identity import partition_sizes
+    from strategies.server_run import dataset_of
+
+    return partition_sizes(cfg, dataset_of(cfg))
 
 
 def test_the_mod_on_a_plain_client_app_is_verified_and_accounted(tmp_path) -> None:  # noqa: ANN001
     # the server's config names the mechanism the mod declares: it believes its instructions
     cfg = load_config(QUICKSTART, [*SETTINGS, "mechanism.name='client-gaussian'",
                                    f"mechanism.clip={CLIP}", f"mechanism.noise_multiplier={SIGMA}"])
-    report = run_federation(LocalGrid(_plain_app(seed=7), 3), cfg, tmp_path / "run")
+    report = run_federation(LocalGrid(_plain_app(7, _sizes(cfg)), 3), cfg, tmp_path / "run")
     clients = report["clients"]
     assert [c["rounds_participated"] for c in clients] == [2, 2, 2]
     expected = _against_server("pld", SIGMA, 2)
@@ -203,6 +213,23 @@ def test_the_mod_on_a_plain_client_app_is_verified_and_accounted(tmp_path) -> No
         assert c["epsilon"] == pytest.approx(expected, rel=1e-6)
         assert c["epsilon_central"] == pytest.approx(central, rel=1e-6)
         assert c["client_rate"] == 1.0 and c["releases"] == 2
+
+
+def test_a_client_level_size_is_checked_as_a_record_level_one_in_simulation(tmp_path) -> None:  # noqa: ANN001
+    """Issue 42, item 5: the mod's client declaring n = 10⁹ (its num-examples) is
+    ``size-sampling`` inconsistent with the partition the server computes, and not aggregated
+    (before: unverifiable, aggregated at 10 × the round's median weight)."""
+    cfg = load_config(QUICKSTART, [*SETTINGS, "mechanism.name='client-gaussian'",
+                                   f"mechanism.clip={CLIP}", f"mechanism.noise_multiplier={SIGMA}"])
+    sizes = _sizes(cfg)
+    sizes[1] = 10**9
+    report = run_federation(LocalGrid(_plain_app(7, sizes), 3), cfg, tmp_path / "run")
+    assert report["status"] == "completed"
+    assert [c["rounds_participated"] for c in report["clients"]] == [2, 0, 2]
+    (liar,) = [c for c in report["clients"] if c["client_id"] == 1]
+    parts = {p["test"]: p for p in liar["verification"]["parts"]}
+    assert parts["size-sampling"]["status"] == "inconsistent", parts["size-sampling"]
+    assert report["unverified_share"] == [0.0, 0.0]
 
 
 def test_fedpriv_client_app_at_the_client_level_trains_plainly_and_is_verified(tmp_path) -> None:  # noqa: ANN001

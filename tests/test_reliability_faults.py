@@ -28,7 +28,7 @@ PLAN = {
     **{(c, 3): "raise" for c in (0, 1, 2)}, (3, 3): "no-meta", (4, 3): "shape",
 }  # fmt: skip
 KINDS = {"raise": "exception", "nan": "non-finite", "inf": "non-finite",
-         "weight-nan": "non-finite", "shape": "shape", "no-meta": "undeclared"}  # fmt: skip
+         "weight-nan": "malformed", "shape": "shape", "no-meta": "undeclared"}  # fmt: skip
 
 
 def _fedavg(store: AuditStore, rnd: int) -> list[np.ndarray]:

@@ -30,7 +30,7 @@ LIES = {
         "noise_multiplier"),
     3: (lambda r: r.__setitem__("steps", 0), "steps"),
     4: (lambda r: r.__setitem__("steps", -5), "steps"),
-    5: (lambda r: r.__setitem__("record-ids", json.dumps([[10**9]])), "record ids"),
+    5: (lambda r: r.__setitem__("record-ids", json.dumps([[10**9]])), "'record-ids': outside"),
     7: (lambda r: r.__setitem__("partition-id", 6), "is client 7, but claims client 6"),
 }  # fmt: skip
 

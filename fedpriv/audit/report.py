@@ -252,6 +252,8 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "rounds": len(rounds), "completed_rounds": [r["round"] for r in rounds],
         "incomplete_rounds": store.incomplete_rounds(),
         "accuracy": [r["accuracy"] for r in rounds], "loss": [r["loss"] for r in rounds],
+        "unverified_share": [(optional_loads(r["metrics_json"]) or {}).get("unverified_share")
+                             for r in rounds],
         "clients": [
             _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c]) for c in clients
         ],
