@@ -164,3 +164,14 @@ def gaussian_composed_epsilon(sigma: float, steps: int, delta: float) -> float:
         return math.exp(first) * -math.expm1(second - first) - delta
 
     return optimize.brentq(excess, 0.0, mu * mu + 50 * mu, xtol=1e-13 * mu * mu)
+
+
+#: How far above a PLD on dp-accounting's default grid (Δ = 1e-4) fedpriv's may lie: its grid is
+#: a hundredth of one release's loss spread where that is coarser (fedpriv.accounting.pld_grid,
+#: bias below 2.5e-5 relative), and pessimistic, so never below.
+PLD_GRID_REL = 5e-5
+
+
+def assert_pessimistic_close(mine: float, reference: float, rel: float = PLD_GRID_REL) -> None:
+    """``mine`` is an upper bound on ``reference`` (to round-off) and within ``rel`` of it."""
+    assert reference * (1.0 - 1e-9) <= mine <= reference * (1.0 + rel), (mine, reference)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from pld_support import assert_pessimistic_close
 
 from fedpriv.accounting.accountant import epsilon
 from fedpriv.accounting.events import ReleaseEvent
@@ -31,7 +32,10 @@ def _mine(kind: str, sigma: float, q: float, steps: int, delta: float) -> float:
 @pytest.mark.parametrize(("sigma", "q", "steps", "delta"), SETTINGS)
 def test_agrees_with_dp_accounting(kind: str, sigma: float, q: float, steps: int, delta: float):
     expected = _dp_accounting(kind, sigma, q, steps, delta)
-    assert _mine(kind, sigma, q, steps, delta) == pytest.approx(expected, rel=1e-6)
+    if kind == "pld":  # dp-accounting's grid is 1e-4, fedpriv's a hundredth of the loss spread
+        assert_pessimistic_close(_mine(kind, sigma, q, steps, delta), expected)
+    else:
+        assert _mine(kind, sigma, q, steps, delta) == pytest.approx(expected, rel=1e-6)
 
 
 def test_reference_setting_through_the_cli_api() -> None:
@@ -46,7 +50,7 @@ def test_reference_setting_through_the_cli_api() -> None:
     assert out_rdp["epsilon"] == pytest.approx(rdp_lib, rel=1e-6)
     assert out_rdp["optimal_order"] == 18.0
     assert (out_pld["accountant"], out_pld["optimal_order"]) == ("pld", None)
-    assert out_pld["epsilon"] == pytest.approx(pld_lib, rel=1e-6)
+    assert_pessimistic_close(out_pld["epsilon"], pld_lib)
 
 
 def test_agrees_with_opacus_rdp_if_installed() -> None:

@@ -15,6 +15,7 @@ from pld_support import epsilon_lower_bound, gaussian_composed_epsilon, laplace_
 
 from fedpriv.accounting import dp_library, pld_grid
 from fedpriv.accounting.pld_grid import (
+    FINE_RESOLUTION,
     GridNeed,
     LossLaw,
     choose_discretization,
@@ -144,10 +145,12 @@ def _two_point(steps: int) -> GridNeed:
 def test_ledger_grid_sums_the_composed_windows_and_checks_accuracy() -> None:
     a, b = _two_point(100), _two_point(300)
     assert a.loss_std == pytest.approx(1.0)
-    usable = 10**5 * (1 - 1e-2)
-    assert choose_discretization([a], 1e-5, budget=10**5) == a.composed_width / usable
-    both = choose_discretization([a, b], 1e-5, budget=10**5)
+    usable = 10**4 * (1 - 5e-2)
+    assert choose_discretization([a], 1e-5, budget=10**4) == a.composed_width / usable
+    both = choose_discretization([a, b], 1e-5, budget=10**4)
     assert both == pytest.approx((a.composed_width + b.composed_width) / usable)
+    # where the budget allows, a hundredth of the loss spread (finer buys no digit)
+    assert choose_discretization([a], 1e-5, budget=10**7) == a.loss_std / FINE_RESOLUTION
     assert choose_discretization([_two_point(1)], 0.01, budget=1000) == 0.01
     with pytest.raises(InputError) as info:  # would need Δ ≈ 0.6 > s/RESOLUTION = 0.1
         choose_discretization([a, b], 1e-5, budget=1000)
@@ -159,9 +162,10 @@ def test_ledger_grid_sums_the_composed_windows_and_checks_accuracy() -> None:
 
 def test_explicit_discretization_is_kept_when_it_fits() -> None:
     need = _two_point(100)
-    finest = need.composed_width / (10**5 * (1 - 1e-2))
+    finest = need.composed_width / (10**5 * (1 - 5e-2))
     assert resolve_discretization(need, 1.01 * finest, 1e-5, budget=10**5) == 1.01 * finest
     with pytest.raises(InputError) as info:
         resolve_discretization(need, 0.9 * finest, 1e-5, budget=10**5)
     assert info.value.key == "discretization"
-    assert resolve_discretization(need, None, 1e-5, budget=10**5) == pytest.approx(finest)
+    automatic = max(finest, need.loss_std / FINE_RESOLUTION)
+    assert resolve_discretization(need, None, 1e-5, budget=10**5) == pytest.approx(automatic)

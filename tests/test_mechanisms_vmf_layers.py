@@ -69,7 +69,7 @@ def test_capacity_and_pure_bound_add_over_blocks():
     assert log_capacity_vmf(3, 2.0) < release.log_bayes_capacity(6, 1.0)
 
 
-def test_pld_composes_blocks_without_subsampling_and_refuses_with_it():
+def test_pld_composes_blocks_without_subsampling_and_convolves_them_with_it():
     release = VMFLayersRelease((3.0, 3.0), (5, 5))
     one = VMFRelease(3.0, 5).pld(1.0, 1e-4)
     both = release.pld(1.0, 1e-4)
@@ -77,9 +77,9 @@ def test_pld_composes_blocks_without_subsampling_and_refuses_with_it():
     assert both.get_epsilon_for_delta(1e-5) == pytest.approx(expected, rel=1e-9)
     # and it lies below the pure bound Σ 2κ_r = 12, above one block's ε
     assert one.get_epsilon_for_delta(1e-5) < expected < 12.0
-    with pytest.raises(InputError) as err:
-        release.pld(0.1, 1e-4)
-    assert err.value.key == "accountant"
+    # sampled: the product's PLD (fedpriv/accounting/vmf_layers_pld.py), below the unsampled
+    sampled = release.pld(0.1, 1e-4).get_epsilon_for_delta(1e-5)
+    assert 0.0 < sampled < expected
 
 
 def test_release_blocks_have_the_public_scales_as_norms():
@@ -215,10 +215,9 @@ def test_ledger_tallies_the_per_layer_release():
     assert row["log_capacity_cumulative"] == pytest.approx(6 * blocks, rel=1e-12)
     assert row["mbp_bound"] == pytest.approx(6 * 2 * (40.0 + 75.0 + 120.0))
     assert 0.0 < row["pac_accuracy"] <= 2 * math.sqrt(sum(s * s for s in mech.block_scales))
-    pld = PrivacyLedger(1e-5, "pld")
-    with pytest.raises(InputError) as err:
-        pld.fold(1, 0, release, steps=3, sample_rate=0.05, batch_size=8.0, dim=dim)
-    assert err.value.key == "accountant"
+    tight = PrivacyLedger(1e-5, "tightest").fold(1, 0, release, steps=6, sample_rate=0.05,
+                                                  batch_size=8.0, dim=dim)
+    assert tight["route"] == "pld" and tight["epsilon"] < row["epsilon"]
 
 
 def test_config_table_builds_the_per_layer_mechanism():
@@ -239,7 +238,8 @@ def test_config_table_builds_the_per_layer_mechanism():
 def test_account_command_takes_layer_dims():
     from fedpriv.commands.account import account
 
-    common = {"sample_rate": 0.01, "steps": 100, "delta": 1e-5, "route": "rdp"}
+    common = {"sample_rate": 0.01, "steps": 100, "delta": 1e-5, "route": "rdp",
+              "accountant": "rdp"}
     out = account("vmf", kappa=20.0, layer_dims="150,750,12800", **common)
     acc = ClientAccountant("rdp", route="rdp")
     acc.record(VMFLayersRelease((20.0,) * 3, tuple(DIMS)), 0.01, 100)

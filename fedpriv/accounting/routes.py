@@ -7,9 +7,10 @@
   across the ledger with dp-accounting.
 
 Nothing here knows a mechanism by name: everything mechanism-specific is a method of the
-release. Per-step curves and PLDs are cached by ``(release, sample_rate)``, self-composed PLDs
-by ``(release, sample_rate, count)``, so that many clients with the same settings cost one
-computation per round. Events are grouped by their step before composing (composition is
+release. Per-step curves and PLDs are cached by ``(release, sample_rate)`` (and the PLD's
+grid), self-composed PLDs by ``(release, sample_rate, count)``, so that many clients with the
+same settings cost one computation per round, and a client's per-step PLD is built once per
+run, not once per round. Events are grouped by their step before composing (composition is
 commutative), so a ledger of 40 rounds costs as much as one event with the summed count.
 """
 
@@ -95,13 +96,15 @@ def pld_discretization(events: Sequence[ReleaseEvent]) -> float:
 
 
 @lru_cache(maxsize=256)
-def _per_step_pld(release: Release, sample_rate: float, discretization: float, steps: int) -> Any:
-    return release.pld(sample_rate, discretization, steps=steps)
+def _per_step_pld(release: Release, sample_rate: float, discretization: float) -> Any:
+    """One release's PLD on the ledger's grid, kept across rounds: its grid was chosen for the
+    whole ledger (:func:`pld_discretization`), so the count no longer sizes it."""
+    return release.pld(sample_rate, discretization, steps=1)
 
 
 @lru_cache(maxsize=32)
 def _self_composed_pld(release: Release, rate: float, count: int, discretization: float) -> Any:
-    return _per_step_pld(release, rate, discretization, count).self_compose(count)
+    return _per_step_pld(release, rate, discretization).self_compose(count)
 
 
 def pld_epsilon(events: Sequence[ReleaseEvent], delta: float, discretization: float) -> float:

@@ -32,7 +32,7 @@ from workflows.sweep.grid import write_grid
 from workflows.sweep.rows import Row, number, series
 from workflows.sweep.style import label, style
 
-__all__ = ["BATCH_FIGURE", "FIGURES", "line_name", "write_figures"]
+__all__ = ["BATCH_FIGURE", "FIGURES", "line_name", "write_accuracy_figure", "write_figures"]
 
 FIGURES = (
     "accuracy_vs_epsilon.png", "reconstruction_vs_epsilon.png", "mse_vs_log_capacity.png",
@@ -137,7 +137,7 @@ def _accuracy(rows: Sequence[Row], path: Path, num_classes: int | None) -> str:
     _plot_vs_epsilon(ax, rows, "accuracy", "test accuracy after the last round")
     if num_classes:
         ax.axhline(1.0 / num_classes, color="grey", linestyle=(0, (1, 3)), label="chance")
-        ax.legend()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the points, never on them
     ax.set_ylim(0.0, 1.0)
     _interval_note(ax, rows, "accuracy")
     ax.set_title("Utility")
@@ -281,6 +281,14 @@ def _batch_study(rows: Sequence[Row], path: Path) -> str:
     return _save(fig, path)
 
 
+def write_accuracy_figure(rows: Sequence[Row], out_dir: Path,
+                          num_classes: int | None = None) -> str:
+    """Write :data:`FIGURES`' first, accuracy against ε, into ``out_dir``; return its path
+    (what a re-accounted study redraws: ``benchmarks/study_epsilon.py``)."""
+    with _style():
+        return _accuracy(rows, Path(out_dir) / FIGURES[0], num_classes)
+
+
 def write_figures(
     rows: Sequence[Row],
     out_dir: Path,
@@ -300,9 +308,9 @@ def write_figures(
         Draws the chance level on the accuracy plot when given.
     """
     out_dir = Path(out_dir)
+    paths = [write_accuracy_figure(rows, out_dir, num_classes)]
     with _style():
-        paths = [
-            _accuracy(rows, out_dir / FIGURES[0], num_classes),
+        paths += [
             _reconstruction(rows, out_dir / FIGURES[1]),
             _mse_vs_capacity(rows, out_dir / FIGURES[2]),
             _capacity_vs_epsilon(rows, out_dir / FIGURES[3]),
