@@ -7,18 +7,23 @@ no parameter name is written here.
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from fedpriv.errors import InputError
+from fedpriv.mechanisms.base import parameter_fields
 from fedpriv.mechanisms.registry import (
+    accountable,
     build_mechanism,
     mechanism_class,
+    mechanism_names,
     parameter_field,
     parameter_names,
+    release_class,
 )
-from fedpriv.schema import type_ok
+from fedpriv.schema import Entry, default_text, type_name, type_ok
 from fedpriv.validate import check_positive
 
 __all__ = ["BUDGET_KEY", "MechanismConfig", "node_config_keys"]
@@ -66,6 +71,34 @@ class MechanismConfig:
         if budget is not None:
             budget = check_positive(f"{prefix}{BUDGET_KEY}", budget)
         return cls(name, _mechanism_params(raw, prefix), overrides, budget)
+
+    @classmethod
+    def reference(cls, prefix: str) -> list[Entry]:
+        """The table's keys for the config reference (:func:`fedpriv.schema.section_entries`):
+        ``name``, the budget, every parameter a registered mechanism declares (with the
+        mechanisms that take it), and ``[[mechanism.overrides]]``."""
+        entries = [
+            Entry(f"{prefix}name", "a string", default_text(cls.name),
+                  f"one of {mechanism_names()}",
+                  "The mechanism every client uses (per client: mechanism.overrides)."),
+            Entry(f"{prefix}{BUDGET_KEY}", "a number", "unset", "a number > 0",
+                  "The epsilon at audit.delta a client may spend: a client whose next round "
+                  "would take it over declines to train."),
+        ]
+        helps = {(c := release_class(n)).parameter_name: c.parameter_help for n in accountable()}
+        for name in parameter_names():
+            f = parameter_field(name)
+            users = [m for m in mechanism_names()
+                     if name in {g.name for g in parameter_fields(mechanism_class(m))}]
+            hint = typing.get_type_hints(mechanism_class(users[0]))[name]
+            doc = f.metadata["doc"] or helps.get(name, "")
+            entries.append(Entry(f"{prefix}{name}", type_name(hint), default_text(f.default),
+                                 f.metadata["allowed"], f"{doc} ({', '.join(users)})".lstrip()))
+        entries.append(Entry(
+            f"{prefix}overrides[i].clients", "a list", "unset", "a non-empty list of client ids",
+            "The clients this override applies to; its other keys are any [mechanism] key but "
+            "overrides (the last override naming a client wins)."))
+        return entries
 
     def to_dict(self) -> dict[str, Any]:
         """The flat table again."""
