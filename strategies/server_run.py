@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from fedpriv.audit import AuditStore, verify, write_report
 from fedpriv.audit.config import check_release_size
+from fedpriv.calibration import calibrate_target
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
@@ -152,8 +153,11 @@ def run_federation(
     run has no round left to train.
 
     ``opened`` is the ``(store, completed rounds)`` of :func:`open_run` when the caller opened
-    the run (and took its writer lock) itself, before starting anything costly.
+    the run (and took its writer lock) itself, before starting anything costly. A
+    ``mechanism.target_epsilon`` is calibrated before the store opens
+    (:func:`fedpriv.calibration.calibrate_target`; a no-op on a config already resolved).
     """
+    cfg = calibrate_target(cfg)
     store, done = opened or open_run(cfg, run_dir, resume)
     status, error = "failed", None
     bar = tqdm(total=cfg.rounds, initial=done, desc="rounds", unit="round", dynamic_ncols=True)

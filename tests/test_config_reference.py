@@ -57,7 +57,10 @@ def test_each_table_lists_exactly_the_keys_the_validator_takes(path: str) -> Non
 
 def test_every_default_is_a_valid_value_of_its_key() -> None:
     for entry in config_entries():
-        if "[i]" in entry.key or entry.default == "unset":
+        # an element of an array, a key without a default, or the record a run writes of its
+        # calibration (whole, beside the value it calibrated: tests/test_target_epsilon.py)
+        if "[i]" in entry.key or entry.default == "unset" or \
+                entry.key.startswith("mechanism.calibration."):
             continue
         raw: dict = {}
         apply_override(raw, entry.key, json.loads(entry.default))
