@@ -26,7 +26,9 @@ from collections.abc import Sequence
 
 from fedpriv.config import Config, config_from_dict, section_names
 from fedpriv.errors import InputError
-from fedpriv.mechanisms.config import TARGET_KEY, Calibration
+from fedpriv.mechanisms.config import TARGET_KEY, CalibrationRecord
+from fedpriv.mechanisms.registry import build_mechanism, release_class
+from fedpriv.protocol import sampling_rate
 
 __all__ = ["calibrate_target", "calibrated"]
 
@@ -60,7 +62,7 @@ def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
     of ``sizes`` records and a model of ``dim`` parameters (module docstring).
 
     Returns the resolved config: the calibrated value set in ``[mechanism]``, the target
-    replaced by its record (:class:`~fedpriv.mechanisms.config.Calibration`).
+    replaced by its record (:class:`~fedpriv.mechanisms.config.CalibrationRecord`).
     """
     target = cfg.mechanism.target_epsilon
     if target is None:
@@ -72,7 +74,7 @@ def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
         if key not in groups or n < sizes[groups[key]]:
             groups[key] = client
     records = [_calibrate(cfg, client, sizes[client], dim) for client in groups.values()]
-    sign = _more_noise(cfg)
+    sign = release_class(cfg.mechanism.name).more_noise  # +1: sigma, lambda; -1: kappa
     record = max(records, key=lambda r: sign * math.log(r.value))
     raw = cfg.to_dict()
     mechanism = {k: v for k, v in raw["mechanism"].items() if k != TARGET_KEY}
@@ -88,18 +90,9 @@ def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
                          f"{record.client} needs {record.value:.6g}") from None
 
 
-def _more_noise(cfg: Config) -> int:
-    """+1 when a larger noise parameter is more noise (σ, λ), −1 when less (κ)."""
-    from fedpriv.mechanisms.registry import release_class
-
-    return release_class(cfg.mechanism.name).more_noise
-
-
-def _calibrate(cfg: Config, client: int, n: int, dim: int) -> Calibration:
+def _calibrate(cfg: Config, client: int, n: int, dim: int) -> CalibrationRecord:
     """The calibration of ``client``'s mechanism for its ``n`` records."""
     from fedpriv.accounting import calibrate
-    from fedpriv.mechanisms import build_mechanism, release_class
-    from fedpriv.protocol import sampling_rate
 
     name, params = cfg.mechanism.for_client(client)
     parameter = cfg.mechanism.noise_parameter()
@@ -118,5 +111,5 @@ def _calibrate(cfg: Config, client: int, n: int, dim: int) -> Calibration:
         raise InputError(f"mechanism.{TARGET_KEY}", target, f"{exc.allowed} (client {client}: "
                          f"{steps:,} releases at q = {q:.4g}, delta = {cfg.audit.delta:g}, "
                          f"{cfg.audit.accountant} accountant)") from None
-    return Calibration(float(target), parameter, cal.parameter, cal.result.epsilon,
+    return CalibrationRecord(float(target), parameter, cal.parameter, cal.result.epsilon,
                        cfg.audit.accountant, client, q, steps, population)

@@ -176,7 +176,7 @@ def default_text(value: Any) -> str:
                                                     else value)
 
 
-def field_default(f: dataclasses.Field) -> Any:
+def _field_default(f: dataclasses.Field) -> Any:
     """The default of the dataclass field ``f`` (its factory's value, if it has one)."""
     if f.default_factory is not dataclasses.MISSING:
         return f.default_factory()
@@ -203,7 +203,7 @@ def field_entries(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> list[En
         elif typing.get_origin(annotation) is list and dataclasses.is_dataclass(item):
             out += section_entries(item, f"{key}[i].")
         else:
-            out.append(Entry(key, type_name(annotation), default_text(field_default(f)),
+            out.append(Entry(key, type_name(annotation), default_text(_field_default(f)),
                              f.metadata.get("allowed", ""), f.metadata.get("doc", "")))
     return out
 

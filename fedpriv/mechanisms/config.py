@@ -38,7 +38,8 @@ from fedpriv.schema import (
 )
 from fedpriv.validate import check_positive
 
-__all__ = ["BUDGET_KEY", "TARGET_KEY", "Calibration", "MechanismConfig", "node_config_keys"]
+__all__ = ["BUDGET_KEY", "TARGET_KEY", "CalibrationRecord", "MechanismConfig",
+           "node_config_keys"]
 
 BUDGET_KEY = "epsilon_budget"
 """The ``[mechanism]`` key (and override key) of a client's ε budget."""
@@ -48,7 +49,7 @@ _RECORD_KEY = "calibration"
 
 
 @dataclass(frozen=True)
-class Calibration:
+class CalibrationRecord:
     """``[mechanism.calibration]``: what the run made of ``mechanism.target_epsilon``.
 
     Written by the run (:func:`fedpriv.calibration.calibrate_target`), not by hand: the run's
@@ -97,7 +98,7 @@ class MechanismConfig:
     ``target_epsilon`` (default: none) asks the run to calibrate the mechanism's noise
     parameter (σ, λ or κ) to that ε before it starts (:mod:`fedpriv.calibration`); the noise
     parameter is then not set (here or in an override). The run's resolved config holds the
-    calibrated value and its record (``calibration``, :class:`Calibration`) instead.
+    calibrated value and its record (``calibration``, :class:`CalibrationRecord`) instead.
     """
 
     name: str = "gaussian"
@@ -105,7 +106,7 @@ class MechanismConfig:
     overrides: list[dict[str, Any]] = field(default_factory=list)
     epsilon_budget: float | None = None
     target_epsilon: float | None = None
-    calibration: Calibration | None = None
+    calibration: CalibrationRecord | None = None
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], prefix: str) -> MechanismConfig:
@@ -127,7 +128,7 @@ class MechanismConfig:
             target = check_positive(f"{prefix}{TARGET_KEY}", target)
         record = raw.pop(_RECORD_KEY, None)
         if record is not None:
-            record = build_section(Calibration, record, f"{prefix}{_RECORD_KEY}.")
+            record = build_section(CalibrationRecord, record, f"{prefix}{_RECORD_KEY}.")
         params = _mechanism_params(raw, prefix)
         _check_calibration(name, params, target, record, prefix)
         return cls(name, params, overrides, budget, target, record)
@@ -166,7 +167,7 @@ class MechanismConfig:
             f"{prefix}overrides[i].clients", "a list", "unset", "a non-empty list of client ids",
             "The clients this override applies to; its other keys are any [mechanism] key but "
             "overrides (the last override naming a client wins)."))
-        return entries + section_entries(Calibration, f"{prefix}{_RECORD_KEY}.")
+        return entries + section_entries(CalibrationRecord, f"{prefix}{_RECORD_KEY}.")
 
     def to_dict(self) -> dict[str, Any]:
         """The flat table again."""
@@ -273,23 +274,27 @@ class MechanismConfig:
 
 
 def _check_calibration(name: str, params: Mapping[str, Any], target: float | None,
-                       record: Calibration | None, prefix: str) -> None:
+                       record: CalibrationRecord | None, prefix: str) -> None:
     """A target needs a mechanism with a noise parameter left unset; a calibration record
     names that parameter and its value in ``params``, and comes without a target."""
     if target is None and record is None:
         return
     key = f"{prefix}{TARGET_KEY}" if target is not None else f"{prefix}{_RECORD_KEY}"
-    own = release_class(name, key).parameter_name if name in accountable() else None
-    if own is None:
-        raise InputError(key, target, f"unset with mechanism {name!r}: only a mechanism with a "
-                         f"noise parameter ({', '.join(accountable())}) is calibrated")
+    if name not in accountable():
+        raise InputError(key, "a table" if target is None else target,
+                         f"unset with mechanism {name!r}: only a mechanism with a noise "
+                         f"parameter ({', '.join(accountable())}) is calibrated")
+    own = release_class(name).parameter_name
     if target is not None and record is not None:
         raise InputError(f"{prefix}{_RECORD_KEY}", "a table", f"unset with {prefix}{TARGET_KEY} "
                          "(the record of a calibration replaces the target)")
     if target is not None and own in params:
         raise InputError(key, target, f"unset while {prefix}{own} is set: set one of "
                          f"{prefix}{TARGET_KEY} and {prefix}{own} (the target calibrates it)")
-    if record is not None and (record.parameter != own or params.get(own) != record.value):
+    if record is not None and record.parameter != own:
+        raise InputError(f"{prefix}{_RECORD_KEY}.parameter", record.parameter,
+                         f"{own!r}, the noise parameter of {name}")
+    if record is not None and params.get(own) != record.value:
         raise InputError(f"{prefix}{_RECORD_KEY}.value", record.value,
                          f"{prefix}{own} = {params.get(own)!r} (the value calibrated)")
 
