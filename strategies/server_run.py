@@ -130,7 +130,8 @@ def _evaluate_fn(
             write_report(store)
             last.update(seconds=time.monotonic() - start, at=time.monotonic())
         bar.update(1)
-        bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
+        bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}",
+                        worst_epsilon=f"{auditor.ledger.worst_epsilon:.3g}")
 
     evaluate = make_evaluate_fn(dataset_of(cfg), cfg.model.name, on_result)
 
