@@ -88,8 +88,10 @@ class AdversaryConfig:
     client mod that changes what it trains with or what it says.
     """
 
-    clients: list[int] = rule("a non-empty list of client ids", bool, default_factory=list)
-    behaviour: str = rule(*one_of(*ADVERSARY_BEHAVIOURS), default="no-noise")
+    clients: list[int] = rule("a non-empty list of client ids", bool, default_factory=list,
+                              doc="The clients that misbehave this way.")
+    behaviour: str = rule(*one_of(*ADVERSARY_BEHAVIOURS), default="no-noise",
+                          doc="How they misbehave (docs/trust.md §3).")
     factor: float | None = rule("a number > 0 (see the behaviour)", positive, default=None)
     target: int | None = rule("a client id (steal-identity: the partition id claimed)",
                               lambda v: v >= 0, default=None)

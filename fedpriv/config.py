@@ -39,6 +39,7 @@ from fedpriv.mechanisms.config import MechanismConfig
 from fedpriv.models.config import ModelConfig
 from fedpriv.schema import (
     MAX_SEED,
+    Entry,
     apply_override,
     bounded_count,
     build_field,
@@ -46,10 +47,12 @@ from fedpriv.schema import (
     build_section,
     check_depth,
     drop_none,
+    field_entries,
     one_of,
     parse_override,
     read_toml,
     rule,
+    section_entries,
     seed_ok,
 )
 from fedpriv.training.config import TrainConfig, check_optimizer
@@ -58,6 +61,7 @@ __all__ = [
     "Config",
     "MAX_ROUNDS",
     "Section",
+    "config_entries",
     "config_from_dict",
     "load_config",
     "register_section",
@@ -135,6 +139,15 @@ def section_names() -> list[str]:
     return [*_LIBRARY_KEYS, *_SECTIONS]
 
 
+def config_entries() -> list[Entry]:
+    """Every key of the run's config this process validates (the config reference: the
+    library's keys, then each registered section's; ``docs/config.md``)."""
+    entries = field_entries(Config, "", skip=("sections",))
+    for name, section in _SECTIONS.items():
+        entries += section_entries(section.cls, f"{name}[i]." if section.many else f"{name}.")
+    return entries
+
+
 def _registered_defaults(registry: Mapping[str, Section] | None = None) -> dict[str, Any]:
     registry = _SECTIONS if registry is None else registry
     return {name: section.default() for name, section in registry.items()}
@@ -149,9 +162,13 @@ class Config:
     :func:`config_from_dict`) is its raw table.
     """
 
-    seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0)
-    rounds: int = rule(*bounded_count(1, MAX_ROUNDS), default=10)
-    device: str = rule(*one_of(*DEVICES), default="cpu")  # fedpriv.devices: training, attacks
+    seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
+                     doc="The run's seed: partition, initial model, every client's batches "
+                         "and noise.")
+    rounds: int = rule(*bounded_count(1, MAX_ROUNDS), default=10,
+                       doc="Federated rounds the run trains.")
+    device: str = rule(*one_of(*DEVICES), default="cpu",
+                       doc="Where training and attacks run (fedpriv.devices).")
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)

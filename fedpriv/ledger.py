@@ -191,6 +191,8 @@ class PrivacyLedger:
         self.clients: dict[int, ClientLedger] = {}
         self.client_samples: dict[int, tuple[int, int]] = {}  # round -> (m sampled, of N)
         self._accountable: dict[tuple, str | None] = {}  # unaccountable()'s answers, kept
+        #: The largest ``epsilon`` any fold has returned: the worst client's ε so far.
+        self.worst_epsilon = 0.0
 
     def sampled(self, rnd: int, count: int, population: int) -> None:
         """The server sampled ``count`` of its ``population`` clients in round ``rnd``, without
@@ -252,6 +254,7 @@ class PrivacyLedger:
             row["epsilon_observed"] = {**row["epsilon_observed"], "round_bound": bound,
                                        "round_observation": this}
         self.clients[client_id] = ledger
+        self.worst_epsilon = max(self.worst_epsilon, row["epsilon"])
         return row
 
     def unaccountable(

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from fedpriv.errors import InputError
 
 __all__ = [
     "Check",
+    "Entry",
     "MAX_DEPTH",
     "MAX_SEED",
     "apply_override",
@@ -41,14 +43,18 @@ __all__ = [
     "bounded_count",
     "check_depth",
     "distinct_positive",
+    "default_text",
     "drop_none",
+    "field_entries",
     "finite",
     "one_of",
     "parse_override",
     "positive",
     "read_toml",
     "rule",
+    "section_entries",
     "seed_ok",
+    "type_name",
     "type_ok",
 ]
 
@@ -64,9 +70,11 @@ MAX_DEPTH = 32
 _TOO_DEEP = f"at most {MAX_DEPTH} levels of nested tables and arrays"
 
 
-def rule(allowed: str, check: Check | None = None, **kwargs: Any) -> Any:
-    """A dataclass field whose value must satisfy ``check``; ``allowed`` says what is allowed."""
-    return field(metadata={"allowed": allowed, "check": check}, **kwargs)
+def rule(allowed: str, check: Check | None = None, *, doc: str = "", **kwargs: Any) -> Any:
+    """A dataclass field whose value must satisfy ``check``; ``allowed`` says what is allowed,
+    ``doc`` what the key does (one sentence, for the config reference) where ``allowed`` does
+    not already say it."""
+    return field(metadata={"allowed": allowed, "check": check, "doc": doc}, **kwargs)
 
 
 def positive(v: Any) -> bool:
@@ -135,15 +143,69 @@ def finite(value: Any) -> bool:
     return all(finite(v) for v in value) if isinstance(value, list) else True
 
 
-def _type_name(annotation: Any) -> str:
+def type_name(annotation: Any) -> str:
+    """The type of a field annotation in words (``a number``, ``a list``, ...)."""
     names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
     origin = typing.get_origin(annotation)
     if origin in (types.UnionType, typing.Union):
-        parts = [_type_name(a) for a in typing.get_args(annotation) if a is not type(None)]
+        parts = [type_name(a) for a in typing.get_args(annotation) if a is not type(None)]
         return " or ".join(parts)
-    if origin is list:
+    if origin in (list, tuple):
         return "a list"
+    if origin is dict:
+        return "a table"
     return names.get(annotation, str(annotation))
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One key of the config reference: its dotted key (``[i]`` for an element of an array of
+    tables: ``strategy.nodes[i].client``), type, default and what is allowed, in words, and
+    what it does (empty where ``allowed`` says it)."""
+
+    key: str
+    type: str
+    default: str
+    allowed: str
+    doc: str = ""
+
+
+def default_text(value: Any) -> str:
+    """A default as the reference shows it: TOML's spelling, ``unset`` for None."""
+    return "unset" if value is None else json.dumps(list(value) if isinstance(value, tuple)
+                                                    else value)
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    """The default of the dataclass field ``f`` (its factory's value, if it has one)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None if f.default is dataclasses.MISSING else f.default
+
+
+def section_entries(cls: type, prefix: str) -> list[Entry]:
+    """Every key of the section dataclass ``cls``, nested sections and arrays of tables
+    included, named ``f"{prefix}<key>"``; a class with ``reference(prefix)`` lists its own."""
+    reference = getattr(cls, "reference", None)
+    return reference(prefix) if reference is not None else field_entries(cls, prefix)
+
+
+def field_entries(cls: type, prefix: str, skip: tuple[str, ...] = ()) -> list[Entry]:
+    """The entries of the fields of ``cls`` but ``skip`` (:func:`section_entries`)."""
+    out: list[Entry] = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        key, annotation = f"{prefix}{f.name}", _hints(cls)[f.name]
+        item = (typing.get_args(annotation) or [None])[0]
+        if hasattr(annotation, "from_raw") or dataclasses.is_dataclass(annotation):
+            out += section_entries(annotation, f"{key}.")
+        elif typing.get_origin(annotation) is list and dataclasses.is_dataclass(item):
+            out += section_entries(item, f"{key}[i].")
+        else:
+            out.append(Entry(key, type_name(annotation), default_text(_field_default(f)),
+                             f.metadata.get("allowed", ""), f.metadata.get("doc", "")))
+    return out
 
 
 def build_section(cls: type, raw: Mapping[str, Any], prefix: str) -> Any:
@@ -191,7 +253,7 @@ def build_list(cls: type, raw: Any, key: str) -> list[Any]:
 def _leaf(key: str, value: Any, annotation: Any, meta: Mapping[str, Any]) -> Any:
     """One plain value checked against its type and its rule."""
     if not type_ok(value, annotation):
-        raise InputError(key, value, f"{_type_name(annotation)}: {meta['allowed']}")
+        raise InputError(key, value, f"{type_name(annotation)}: {meta['allowed']}")
     if not finite(value):
         raise InputError(key, value, f"finite numbers: {meta['allowed']}")
     if annotation is float or float in typing.get_args(annotation):

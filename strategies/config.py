@@ -76,25 +76,37 @@ class StrategyConfig:
     is an error.
     """
 
-    name: str = rule(*one_of(*STRATEGY_PARAMETERS), default="fedavg")
-    server_learning_rate: float | None = rule("a number > 0", positive, default=None)
-    server_momentum: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
-    proximal_mu: float | None = rule("a number >= 0", lambda v: v >= 0, default=None)
+    name: str = rule(*one_of(*STRATEGY_PARAMETERS), default="fedavg",
+                     doc="The Flower strategy that aggregates the accepted replies.")
+    server_learning_rate: float | None = rule("a number > 0", positive, default=None,
+                                              doc="fedavgm's server learning rate.")
+    server_momentum: float | None = rule("a number in [0, 1)", _unit_interval, default=None,
+                                         doc="fedavgm's server momentum.")
+    proximal_mu: float | None = rule("a number >= 0", lambda v: v >= 0, default=None,
+                                     doc="fedprox's proximal term weight.")
     eta: float | None = rule("a number > 0 (server learning rate)", positive, default=None)
     eta_l: float | None = rule("a number > 0 (client learning rate)", positive, default=None)
-    beta_1: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
-    beta_2: float | None = rule("a number in [0, 1)", _unit_interval, default=None)
+    beta_1: float | None = rule("a number in [0, 1)", _unit_interval, default=None,
+                                doc="fedadam's and fedyogi's first-moment decay.")
+    beta_2: float | None = rule("a number in [0, 1)", _unit_interval, default=None,
+                                doc="fedadam's and fedyogi's second-moment decay.")
     tau: float | None = rule("a number > 0 (adaptivity)", positive, default=None)
     beta: float | None = rule("a number in (0, 0.5) (fraction trimmed at each end)",
                               lambda v: 0 < v < 0.5, default=None)
-    num_malicious_nodes: int | None = rule("an integer >= 0", lambda v: v >= 0, default=None)
-    num_nodes_to_select: int | None = rule("an integer >= 1", positive, default=None)
+    num_malicious_nodes: int | None = rule("an integer >= 0", lambda v: v >= 0, default=None,
+                                           doc="The malicious nodes krum, multikrum and bulyan "
+                                               "tolerate.")
+    num_nodes_to_select: int | None = rule("an integer >= 1", positive, default=None,
+                                           doc="The nodes multikrum averages.")
     join_timeout: float = rule("a number of seconds > 0 to wait for every node before round 1",
                                positive, default=600.0)
     round_timeout: float = rule("a number of seconds > 0 to wait for a round's replies",
                                 positive, default=3600.0)
     nodes: list[RegisteredNode] = field(default_factory=list)
-    weighting: str = rule(*one_of(*WEIGHTINGS), default="capped")
+    weighting: str = rule(*one_of(*WEIGHTINGS), default="capped",
+                          doc="How an aggregation weight follows a size the server cannot "
+                              "verify: " + "; ".join(f"{k}, {v}" for k, v in WEIGHTINGS.items())
+                              + ".")
     weight_cap: float = rule("a number >= 1: the most an unverified size may count, in units "
                              "of the round's median verified size", lambda v: v >= 1,
                              default=1.0)

@@ -35,6 +35,7 @@ from tqdm import tqdm
 
 from fedpriv.audit import AuditStore, verify, write_report
 from fedpriv.audit.config import check_release_size
+from fedpriv.calibration import calibrate_target
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
 from fedpriv.errors import InputError
@@ -129,7 +130,8 @@ def _evaluate_fn(
             write_report(store)
             last.update(seconds=time.monotonic() - start, at=time.monotonic())
         bar.update(1)
-        bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}")
+        bar.set_postfix(accuracy=f"{acc:.3f}", loss=f"{loss:.3f}",
+                        worst_epsilon=f"{auditor.ledger.worst_epsilon:.3g}")
 
     evaluate = make_evaluate_fn(dataset_of(cfg), cfg.model.name, on_result)
 
@@ -152,8 +154,11 @@ def run_federation(
     run has no round left to train.
 
     ``opened`` is the ``(store, completed rounds)`` of :func:`open_run` when the caller opened
-    the run (and took its writer lock) itself, before starting anything costly.
+    the run (and took its writer lock) itself, before starting anything costly. A
+    ``mechanism.target_epsilon`` is calibrated before the store opens
+    (:func:`fedpriv.calibration.calibrate_target`; a no-op on a config already resolved).
     """
+    cfg = calibrate_target(cfg)
     store, done = opened or open_run(cfg, run_dir, resume)
     status, error = "failed", None
     bar = tqdm(total=cfg.rounds, initial=done, desc="rounds", unit="round", dynamic_ncols=True)

@@ -18,10 +18,13 @@ def test_shared_tallies_equal_each_clients_own_accounting(accountant):
     ledger = PrivacyLedger(1e-5, accountant)
     own = {c: ClientAccountant(accountant) for c in plan}
     capacity = dict.fromkeys(plan, 0.0)
+    seen = [0.0]
     for rnd in (1, 2):
         for client, (release, q) in plan.items():
             tally = ledger.fold(rnd, client, release, steps=2, sample_rate=q, batch_size=16,
                                 dim=13_700)
+            seen.append(tally["epsilon"])
+            assert ledger.worst_epsilon == max(seen)  # the progress bar's worst client so far
             own[client].record(release, q, 2)
             capacity[client] += 2 * release.log_bayes_capacity(13_700, 1.0)
             expected = own[client].result(1e-5)

@@ -10,7 +10,7 @@ import pytest
 from workflows.cli.main import main
 
 README = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
-LIGHT = ("account", "capacity", "compare")
+LIGHT = ("account", "capacity", "compare", "config")
 
 
 def _commands() -> list[list[str]]:

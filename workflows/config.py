@@ -27,10 +27,12 @@ SECTION_MODULES = (strategies.config, clients.config, workflows.sweep.config)
 class SimulationConfig:
     """``[simulation]``: the Ray backend of Flower's simulation engine."""
 
-    ray_cpus: int = rule(*bounded_count(1, 4096, " (ignored with ray_address)"), default=2)
+    ray_cpus: int = rule(*bounded_count(1, 4096, " (ignored with ray_address)"), default=2,
+                         doc="CPUs of the private Ray the simulation starts.")
     client_cpus: float = rule(
         "a number in [0.0001, 4096] (Ray's smallest resource unit is 0.0001), at most ray_cpus "
         "when ray_address is empty", lambda v: 1e-4 <= v <= 4096, default=1.0,
+        doc="CPUs each simulated client asks Ray for.",
     )
     ray_address: str = rule(
         'empty (start a private Ray) or a Ray cluster address such as "auto" or "10.0.0.5:6379"',

@@ -251,15 +251,20 @@ def simulate(
 
     With ``resume`` the run in ``run_dir`` continues after its last completed round
     (:func:`strategies.server_run.run_federation`); Ray is not started when none is left.
-    Returns the report (also written to ``run_dir/report.json``).
+    Returns the report (also written to ``run_dir/report.json``). A
+    ``mechanism.target_epsilon`` is calibrated first (:mod:`fedpriv.calibration`): the run
+    uses, stores and reports the resolved config.
 
     Raises
     ------
     InputError
-        From :func:`check_runnable` (before Ray starts), or raised by the ServerApp.
+        From the calibration or :func:`check_runnable` (before Ray starts), or raised by the
+        ServerApp.
     """
+    from fedpriv.calibration import calibrate_target
     from strategies.server_run import open_run, run_federation
 
+    cfg = calibrate_target(cfg)  # mechanism.target_epsilon: the noise, before anything else
     check_runnable(cfg)
     opened = open_run(cfg, run_dir, resume)  # the store and its writer lock, before Ray starts
     if opened[1] >= cfg.rounds:

@@ -55,23 +55,36 @@ class CanaryConfig:
     """``[audit.canaries]``: gradient canaries inserted by every client and scored by the
     server, for a lower bound on ε beside the accountant's (docs/canaries.md)."""
 
-    enabled: bool = rule("true or false", default=False)
+    enabled: bool = rule("true or false", default=False,
+                         doc="Whether every client inserts gradient canaries.")
     count: int = rule(*bounded_count(2, 1_000_000, " (at most the model's parameter count for "
-                                          "coordinate canaries)"), default=1000)
-    kind: str = rule(*one_of("coordinate", "random"), default="coordinate")
-    confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
-    method: str = rule(*one_of(*CANARY_METHODS), default="one-run")
+                                          "coordinate canaries)"), default=1000,
+                      doc="Canaries per client-round.")
+    kind: str = rule(*one_of("coordinate", "random"), default="coordinate",
+                     doc="Canaries along coordinates, or random directions.")
+    confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95,
+                             doc="The confidence of the canaries' epsilon lower bound.")
+    method: str = rule(*one_of(*CANARY_METHODS), default="one-run",
+                       doc="The estimator of the epsilon lower bound (docs/canaries.md).")
 
 
 @dataclass(frozen=True)
 class AuditConfig:
     """``[audit]``: what the honest-but-curious server logs, tallies and attacks."""
 
-    enabled: bool = rule("true or false", default=True)
-    delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=DEFAULT_DELTA)
-    accountant: str = rule(*one_of("tightest", "rdp", "pld"), default=DEFAULT_ACCOUNTANT)
-    neighbouring: str = rule(*one_of("add-remove", "replace-one"), default="add-remove")
-    threat_model: str = rule(*one_of("record", "batch"), default="record")
+    enabled: bool = rule("true or false", default=True,
+                         doc="Whether the server audits: stores, verifies and tallies every "
+                             "reply.")
+    delta: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=DEFAULT_DELTA,
+                        doc="The delta of every epsilon the run reports.")
+    accountant: str = rule(*one_of("tightest", "rdp", "pld"), default=DEFAULT_ACCOUNTANT,
+                           doc="The privacy accountant; tightest is the least epsilon of every "
+                               "valid route.")
+    neighbouring: str = rule(*one_of("add-remove", "replace-one"), default="add-remove",
+                             doc="The neighbouring relation of record-level epsilon.")
+    threat_model: str = rule(*one_of("record", "batch"), default="record",
+                             doc="The secret the capacity and MBP bounds protect: one record or "
+                                 "one batch.")
     ground_truth: bool = rule(
         "true or false: the simulation-only oracle that ships each batch's record ids to the "
         "auditor for scoring", default=False,
@@ -87,36 +100,56 @@ class AuditConfig:
     attacks: list[str] = rule(
         "a list of attack names (checked against the attack registry before the run starts)",
         lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
+        doc="The gradient-inversion attacks the server runs on updates.",
     )
-    every: int = rule(*bounded_count(1, 1_000_000), default=1)
+    every: int = rule(*bounded_count(1, 1_000_000), default=1,
+                      doc="Attack every this many rounds.")
     clients: str | int | list[int] = rule(
         '"all", a number of clients >= 1, or a list of client ids',
         lambda v: v == "all" if isinstance(v, str) else (v >= 1 if isinstance(v, int) else True),
-        default="all",
+        default="all", doc="Whose updates are attacked.",
     )
-    iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000)
-    restarts: int = rule(*bounded_count(1, MAX_RESTARTS), default=1)
+    iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000,
+                           doc="Optimiser iterations per restart of an attack.")
+    restarts: int = rule(*bounded_count(1, MAX_RESTARTS), default=1,
+                         doc="Restarts of an attack (the best is kept).")
     tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
                             default=0.2)
-    seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0)
-    executor: str = rule(*one_of("inline", "ray"), default="inline")
-    bayes_runs: int = rule(*bounded_count(0, 1_000, " (0 disables the estimate)"), default=0)
-    bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5)
-    bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0)
-    bayes_distractors: int = rule(*bounded_count(0, 100_000), default=15)
+    seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
+                     doc="The attacks' seed.")
+    executor: str = rule(*one_of("inline", "ray"), default="inline",
+                         doc="Where attacks run: in the server's process, or as Ray tasks.")
+    bayes_runs: int = rule(*bounded_count(0, 1_000, " (0 disables the estimate)"), default=0,
+                           doc="Attack runs behind the Bayesian privacy estimate.")
+    bayes_threshold: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=0.5,
+                                  doc="The SSIM above which a reconstruction counts as a "
+                                      "success in the Bayesian estimate.")
+    bayes_smoothing: float = rule("a number >= 0", lambda v: v >= 0, default=1.0,
+                                  doc="The Bayesian estimate's additive smoothing.")
+    bayes_distractors: int = rule(*bounded_count(0, 100_000), default=15,
+                                  doc="Distractor records per Bayesian run.")
     game_trials: int = rule(*bounded_count(0, 1_000_000, " (0 disables the identification "
-                                                        "game)"), default=1000)
-    game_candidates: int = rule(*bounded_count(2, 100_000), default=16)
-    game_confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95)
+                                                        "game)"), default=1000,
+                            doc="Trials of the identification game.")
+    game_candidates: int = rule(*bounded_count(2, 100_000), default=16,
+                                doc="Candidates the attacker chooses among in each trial.")
+    game_confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95,
+                                  doc="The confidence of the game's interval.")
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
     undeclared: str = rule(
         *one_of("aggregate", "refuse"), default="aggregate",
-    )  # a reply without fedpriv's report (a stock Flower client): docs/protocol.md
-    store_updates: str = rule(*one_of("all", "attacked", "none"), default="all")
-    update_dtype: str = rule(*one_of("float32", "float16"), default="float32")
+        doc="What becomes of a reply without fedpriv's report (a stock Flower client; "
+            "docs/protocol.md).",
+    )
+    store_updates: str = rule(*one_of("all", "attacked", "none"), default="all",
+                              doc="Which accepted updates the store keeps.")
+    update_dtype: str = rule(*one_of("float32", "float16"), default="float32",
+                             doc="The precision in which the store keeps updates.")
     release: str = rule(
         *one_of(*RELEASE_MODES), default="update",
-    )  # steps: every local step's release beside the update (docs/trust.md §2)
+        doc="What a client sends: its update, or beside it every local step's release "
+            "(docs/trust.md §2).",
+    )
 
 
 def check_release_size(audit: AuditConfig, local_steps: int, dim: int) -> None:

@@ -83,13 +83,16 @@ REGISTERED: dict[str, type[Mechanism]] = {}
 through :mod:`fedpriv.mechanisms.registry`, which imports them all)."""
 
 
-def param(default: Any, check: Check, allowed: str, *, optional: bool = False) -> Any:
+def param(default: Any, check: Check, allowed: str, *, optional: bool = False,
+          doc: str = "") -> Any:
     """A mechanism parameter: a dataclass field with its default and checker.
 
     ``allowed`` says what is allowed (config error messages and docs); ``optional`` parameters
-    may be left unset (``None``), meaning "derived from the others".
+    may be left unset (``None``), meaning "derived from the others"; ``doc`` says what the
+    parameter does (the config reference; a noise parameter's is its release class's
+    ``parameter_help``).
     """
-    meta = {"check": check, "allowed": allowed, "optional": optional}
+    meta = {"check": check, "allowed": allowed, "optional": optional, "doc": doc}
     return field(default=default, metadata=meta)
 
 
@@ -267,10 +270,13 @@ class ClippedMechanism(Mechanism, ABC):
 
     additive: ClassVar[bool] = True
 
-    clip: float = param(1.0, check_clip, f"a number in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}]")
+    clip: float = param(1.0, check_clip, f"a number in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}]",
+                        doc="The bound C each example's gradient is clipped to (l2; l1 for "
+                        "Laplace).")
     clip_per_layer: tuple[float, ...] | None = param(
         None, check_clip_list, f"a non-empty list of numbers in [{CLIP_RANGE[0]:g}, "
         f"{CLIP_RANGE[1]:g}], one per model parameter", optional=True,
+        doc="Per-layer clipping: one bound C_r per parameter tensor instead of clip.",
     )
 
     @property

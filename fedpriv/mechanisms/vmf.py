@@ -268,10 +268,11 @@ class VMFMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, release ``s·y`` with ``y ~ VMF(direction of the sum, κ)``."""
 
     kappa: float = param(100.0, partial(check_positive, maximum=MAX_KAPPA),
-                         f"a number in (0, {MAX_KAPPA:g}]")
+                         f"a number in (0, {MAX_KAPPA:g}]",
+                         doc="The VMF's concentration kappa: the larger, the less noise.")
     vmf_scale: float | None = param(
         None, check_clip, f"a number in [{CLIP_RANGE[0]:g}, {CLIP_RANGE[1]:g}] (default: the "
-        "clip bound)", optional=True,
+        "clip bound)", optional=True, doc="The norm s of the released vector s*y.",
     )
     vmf_keep_norm: bool = param(
         False, check_flag, "true or false (true releases the norm: no guarantee)"
@@ -279,6 +280,7 @@ class VMFMechanism(ClippedMechanism):
     vmf_layers: str | None = param(
         None, partial(check_choice, choices=VMF_LAYERS),
         "'whole' (default: one VMF over the whole gradient) or 'per-layer'", optional=True,
+        doc="Whether one VMF releases the whole gradient or one VMF each parameter tensor.",
     )
     vmf_layer_dims: tuple[int, ...] | None = param(
         None, _check_layer_dims, "the model's parameter sizes in model.parameters() order "

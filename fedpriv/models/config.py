@@ -14,4 +14,4 @@ class ModelConfig:
     """``[model]``."""
 
     name: str = rule(*one_of("paper-mlp", "paper-mlp-standardized", "small-cnn"),
-                     default="paper-mlp")
+                     default="paper-mlp", doc="The network every client trains.")

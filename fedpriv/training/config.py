@@ -22,20 +22,28 @@ class TrainConfig:
     """``[train]``: local DP-SGD on each client (the optimiser it describes:
     :func:`fedpriv.training.local_optimizer`)."""
 
-    batch_size: int = rule(*bounded_count(1, 1_000_000), default=16)
+    batch_size: int = rule(*bounded_count(1, 1_000_000), default=16,
+                           doc="L, the expected batch size of a local step (q = min(L, n)/n).")
     lr: float = rule(f"a number in [{LR_RANGE[0]:g}, {LR_RANGE[1]:g}] (steps in float32 that "
                      "neither overflow nor vanish)", lambda v: LR_RANGE[0] <= v <= LR_RANGE[1],
-                     default=0.5)
+                     default=0.5, doc="The local learning rate.")
     local_steps: int = rule(f"an integer in [1, {MAX_LOCAL_STEPS:,}]",
-                            lambda v: 1 <= v <= MAX_LOCAL_STEPS, default=1)
-    sampling: str = rule(*one_of("poisson", "fixed"), default="poisson")
-    fraction_train: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=1.0)
-    optimizer: str = rule(*one_of(*OPTIMIZERS), default="sgd")
-    momentum: float = rule("a number in [0, 1) (SGD only)", lambda v: 0 <= v < 1, default=0.0)
-    nesterov: bool = rule("true or false (SGD with momentum > 0 only)", default=False)
+                            lambda v: 1 <= v <= MAX_LOCAL_STEPS, default=1,
+                            doc="Noisy local steps per round (each one release).")
+    sampling: str = rule(*one_of("poisson", "fixed"), default="poisson",
+                         doc="Poisson batches at rate q, or fixed-size batches of min(L, n) "
+                             "records drawn without replacement.")
+    fraction_train: float = rule("a number in (0, 1]", lambda v: 0 < v <= 1, default=1.0,
+                                 doc="The share of clients the server samples each round.")
+    optimizer: str = rule(*one_of(*OPTIMIZERS), default="sgd",
+                          doc="The local optimiser applied to each noisy release.")
+    momentum: float = rule("a number in [0, 1) (SGD only)", lambda v: 0 <= v < 1, default=0.0,
+                           doc="SGD's momentum.")
+    nesterov: bool = rule("true or false (SGD with momentum > 0 only)", default=False,
+                          doc="Whether SGD's momentum is Nesterov's.")
     weight_decay: float = rule(
         "a number >= 0 (added to the released gradient, as Opacus does; adamw: decoupled)",
-        lambda v: v >= 0, default=0.0,
+        lambda v: v >= 0, default=0.0, doc="The optimiser's weight decay.",
     )
     betas: list[float] = rule(
         "two numbers in [0, 1): Adam's and AdamW's (beta1, beta2)",

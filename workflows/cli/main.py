@@ -30,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "capacity": "capacity",
     "compare": "compare",
     "robustness": "robustness",
+    "config": "config",
     "sweep": "sweep",
     "deploy-local": "deploy_local",
 }

@@ -24,10 +24,12 @@ from fedpriv.mechanisms.registry import (
 from fedpriv.schema import (
     MAX_SEED,
     Check,
+    Entry,
     bounded_count,
     build_section,
     distinct_positive,
     drop_none,
+    field_entries,
     finite,
     one_of,
     positive,
@@ -77,32 +79,40 @@ class SweepConfig:
     epsilons: list[float] = rule(
         "a list of distinct finite numbers > 0", distinct_positive,
         default_factory=lambda: [1.0, 10.0, 100.0],
+        doc="The target epsilons each swept mechanism is calibrated to.",
     )
     mechanisms: list[str] = rule(
-        *_subset_of(*accountable()), default_factory=lambda: ["gaussian", "vmf"]
+        *_subset_of(*accountable()), default_factory=lambda: ["gaussian", "vmf"],
+        doc="The mechanisms compared.",
     )
     parameters: dict[str, list[float]] = field(default_factory=dict)
     baselines: list[str] = rule(
         f"a list of distinct names from {_baselines()}",
         lambda v: len(set(v)) == len(v) and set(v) <= set(_baselines()), default_factory=list,
+        doc="Mechanisms without a formal guarantee run beside them.",
     )
     batch_sizes: list[int] = rule(
         "a list of distinct integers >= 1 (empty: train.batch_size)", distinct_positive,
-        default_factory=list,
+        default_factory=list, doc="The batch sizes swept.",
     )
     seeds: list[int] = rule(
         f"a list of distinct integers in [0, {MAX_SEED}] (empty: the top-level seed)",
         lambda v: len(set(v)) == len(v) and all(seed_ok(s) for s in v), default_factory=list,
+        doc="The seeds each cell runs with.",
     )
     epochs: float | None = rule(
         "a number > 0: expected passes over the largest client's records in the whole run "
         "(sets train.local_steps per batch size)", positive, default=None,
     )
     attack: str = rule("an attack name (checked against the attack registry)", bool,
-                       default="iga")
-    attack_iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000)
-    attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", positive, default=1)
-    attack_on: str = rule(*one_of("round-1-update", "first-release"), default="round-1-update")
+                       default="iga", doc="The attack run on every cell.")
+    attack_iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000,
+                                  doc="The attack's optimiser iterations.")
+    attack_clients: int = rule("an integer >= 1 (at most data.num_clients)", positive, default=1,
+                               doc="How many clients' releases are attacked.")
+    attack_on: str = rule(*one_of("round-1-update", "first-release"), default="round-1-update",
+                          doc="Which release is attacked: the round-1 update, or the first "
+                              "noisy release of training (a one-step probe).")
 
     @classmethod
     def from_raw(cls, raw: Mapping[str, Any], prefix: str) -> SweepConfig:
@@ -121,6 +131,17 @@ class SweepConfig:
             if key in rest:
                 parameters[mechanism] = _parameter_list(f"{prefix}{key}", rest.pop(key))
         return dataclasses.replace(build_section(cls, rest, prefix), parameters=parameters)
+
+    @classmethod
+    def reference(cls, prefix: str) -> list[Entry]:
+        """The table's keys for the config reference: the fields, then each accountable
+        mechanism's explicit parameter list."""
+        lists = [Entry(f"{prefix}{key}", "a list", "unset",
+                       "a non-empty list of distinct finite numbers > 0",
+                       f"{mechanism}'s cells at these values of its "
+                       f"{release_class(mechanism).parameter_name} (no calibration).")
+                 for key, mechanism in parameter_list_keys().items()]
+        return field_entries(cls, prefix, skip=("parameters",)) + lists
 
     def to_dict(self) -> dict[str, Any]:
         """The flat table again (explicit lists under their own keys)."""

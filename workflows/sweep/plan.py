@@ -310,6 +310,9 @@ def check_sweepable(cfg: Config) -> None:
     from attacks.registry import check_attack_names
 
     check_attack_names([cfg.sweep.attack], "sweep.attack")
+    if cfg.mechanism.target_epsilon is not None:
+        raise InputError("mechanism.target_epsilon", cfg.mechanism.target_epsilon,
+                         "unset in a sweep (sweep.epsilons calibrates each cell)")
     if cfg.mechanism.overrides:
         raise InputError("mechanism.overrides", f"{len(cfg.mechanism.overrides)} table(s)",
                          "none in a sweep (every client uses the cell's mechanism)")
