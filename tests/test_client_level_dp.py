@@ -25,6 +25,7 @@ from reliability_support import QUICKSTART, LocalGrid, faulty_client_app
 
 from clients.client_dp import fedpriv_client_dp_mod
 from fedpriv.audit.html_clients import clients_section
+from fedpriv.commands.account import account
 from fedpriv.errors import InputError
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import build_mechanism
@@ -263,3 +264,28 @@ def test_the_mod_passes_other_messages_and_names_what_a_reply_lacks() -> None:
                        reply_to=train)
     reply = mod(train, context, lambda m, c: no_count)
     assert reply.has_error() and "num-examples" in reply.error.reason
+
+
+@pytest.mark.parametrize("relation", ["add-remove", "replace-one"])
+def test_fedavg_samples_a_fixed_number_of_clients_and_central_epsilon_says_so(
+        tmp_path, relation: str) -> None:  # noqa: ANN001
+    """Issue 38: FedAvg samples 2 of the 4 clients each round without replacement; the central
+    ε is the fixed-size one that ``fedpriv account`` gives for it (not Poisson at q = 1/2), and
+    every client-level tally names its sampling and relation."""
+    cfg = load_config(QUICKSTART, ["rounds=3", "data.num_clients=4", "train.fraction_train=0.5",
+                                   "mechanism.name='client-gaussian'", f"mechanism.clip={CLIP}",
+                                   f"mechanism.noise_multiplier={SIGMA}",
+                                   f"audit.neighbouring='{relation}'"])
+    report = run_federation(LocalGrid(_plain_app(7, _sizes(cfg)), 4), cfg, tmp_path / "run")
+    fixed = account("gaussian", noise_multiplier=SIGMA, sampling="fixed-size", population=4,
+                    sample_size=2, steps=3, neighbouring=relation)["epsilon"]
+    poisson = account("gaussian", noise_multiplier=SIGMA, sample_rate=0.5, steps=3)["epsilon"]
+    took_part = [c for c in report["clients"] if c["rounds_participated"] > 0]
+    assert took_part and sum(c["rounds_participated"] for c in report["clients"]) == 6
+    for c in took_part:
+        assert c["epsilon_central"] == pytest.approx(fixed, rel=1e-12)
+        assert c["client_rate"] == 0.5
+        assert c["central_sampling"] == "fixed-size: 2 of 4 clients without replacement"
+        assert c["central_neighbouring"] == f"{relation} one client"
+    if relation == "add-remove":
+        assert fixed > poisson  # the Poisson model understated it

@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import logging
+import math
 import os
 import sqlite3
 from collections import defaultdict
@@ -224,6 +225,35 @@ def _client(
     }
 
 
+_CENTRAL = ("epsilon_central", "central_sampling", "central_neighbouring", "client_rate")
+
+
+def _central_to_the_last_round(clients: list[Row], tallies: dict[int, list[Row]]) -> None:
+    """A client-level client's ``epsilon_central`` covers every round the server sampled in,
+    taken part or not (privacy-math.md §11, §14), but its last tally row is as of the last round
+    it took part in. Clients with the same mechanism share the value, so each takes that of the
+    group's latest tally with a finite one (an inconsistent client keeps its ∞), and
+    ``central_round`` says which round it is as of."""
+    latest: dict[str, Row] = {}
+    for client in clients:
+        rows = tallies.get(client["client_id"]) or []
+        if client.get("unit") != "client" or not rows:
+            continue
+        key = json.dumps([client["mechanism"], client["mechanism_params"]], sort_keys=True)
+        last = rows[-1]
+        value = last.get("epsilon_central")
+        if value is not None and math.isfinite(value) and (
+                key not in latest or last["round"] > latest[key]["round"]):
+            latest[key] = last
+    for client in clients:
+        if client.get("unit") != "client" or client.get("epsilon_central") is None:
+            continue
+        key = json.dumps([client["mechanism"], client["mechanism_params"]], sort_keys=True)
+        if key in latest and math.isfinite(client["epsilon_central"]):
+            client.update({k: latest[key].get(k) for k in _CENTRAL},
+                          central_round=latest[key]["round"])
+
+
 def _oracle(config: Row) -> Row:
     """Whether the simulation-only ground-truth oracle was on, and what that means."""
     audit = config.get("audit", {})
@@ -263,6 +293,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "identity": identity_summary(tallies),
         "storage": storage_summary(store, run["config"]),
     }  # fmt: skip
+    _central_to_the_last_round(report["clients"], tallies)
     for client in report["clients"]:
         client["vacuous"] = vacuous_bounds(client, run["config"])
     if problems is not None:
