@@ -25,6 +25,7 @@ from store_support import rechain
 from fedpriv.errors import InputError
 from strategies.server_run import run_federation
 from workflows.cli import main
+from workflows.cli.simulate import render
 from workflows.config import load_config
 
 SMALL = ["rounds=2", "data.num_clients=3", "train.local_steps=1", "train.lr=1.0",
@@ -150,6 +151,10 @@ def test_an_untouched_run_verifies_also_after_resume_and_offline_attacks(runs, t
     run_dir = _copy(runs, tmp_path)
     printed = reports["a"]["chain"]
     assert printed["rounds"].keys() == {"1", "2"} and printed["entries"] > 0
+    lines = render(reports["a"]).splitlines()  # what `fedpriv simulate` prints at the end
+    assert f"chain head after round 1: {printed['rounds']['1']}" in lines
+    assert f"chain head: {printed['head']} ({printed['entries']} entries)" in lines
+    assert any(line.startswith("signed: entry ") for line in lines)
     code, result = _verify(run_dir, capsys)
     assert code == 0 and result["head"] == printed["head"] and result["first"] is None
     report = run_federation(None, cfg, run_dir, resume=True)

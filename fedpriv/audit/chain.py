@@ -40,12 +40,16 @@ _PER_CLIENT = frozenset({"updates", "ground_truth", "tallies", "attacks", "memor
 GENESIS = "0" * 64
 
 
+def _hex(value: Any) -> str:
+    """A BLOB's text in the canonical encoding: lowercase hex."""
+    if isinstance(value, bytes):
+        return value.hex()
+    raise TypeError(f"{type(value).__name__} is not a column value")
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-
-
-def _plain(value: Any) -> Any:
-    return value.hex() if isinstance(value, bytes) else value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=_hex)
 
 
 def canonical(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> bytes:
@@ -53,8 +57,7 @@ def canonical(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> 
     spaces, ASCII only; ``row`` maps every column to its stored value (floats as Python's
     ``repr``, ±∞ as ``Infinity``, NULL as ``null``, a BLOB as lowercase hex), or is ``null``
     for a deleted row."""
-    body = None if row is None else {name: _plain(value) for name, value in row.items()}
-    return _json([table, list(key), body]).encode("ascii")
+    return _json([table, list(key), row]).encode("ascii")
 
 
 def entry_digest(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> str:
@@ -90,8 +93,7 @@ def _insert(conn: sqlite3.Connection, table: str, key: Sequence[Any],
 def append(conn: sqlite3.Connection, table: str, key: Sequence[Any]) -> None:
     """Chain the row of ``table`` identified by ``key`` as it stands now, inside the
     transaction that wrote it."""
-    row = conn.execute(f"SELECT * FROM {table} WHERE {_where(table)}", tuple(key)).fetchone()
-    row = dict(zip(row.keys(), row, strict=True))
+    row = dict(conn.execute(f"SELECT * FROM {table} WHERE {_where(table)}", tuple(key)).fetchone())
     _insert(conn, table, key, row, row)
 
 
@@ -105,7 +107,7 @@ def append_deletions(conn: sqlite3.Connection, rounds: Sequence[int]) -> None:
         order = ", ".join(CHAINED[table])
         for row in conn.execute(f"SELECT {columns} FROM {table} WHERE round IN ({marks}) "
                                 f"ORDER BY {order}", tuple(rounds)).fetchall():
-            locator = dict(zip(row.keys(), row, strict=True))
+            locator = dict(row)
             _insert(conn, table, [locator[c] for c in CHAINED[table]], None, locator)
 
 
@@ -178,8 +180,8 @@ def chain_breaks(conn: sqlite3.Connection) -> tuple[list[ChainBreak], list[str]]
     if breaks:
         return breaks, []
     for table, columns in CHAINED.items():
-        for row in conn.execute(f"SELECT * FROM {table}"):
-            row = dict(zip(row.keys(), row, strict=True))
+        for found in conn.execute(f"SELECT * FROM {table}"):
+            row = dict(found)
             key = [row[c] for c in columns]
             entry = last.pop((table, _json(key)), None)
             locator = (table, tuple(key), row.get("round"), row.get("client_id"))
