@@ -195,3 +195,23 @@ def test_bad_input_exits_2(runs, tmp_path, capsys):
         assert main(argv) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and named in err[0], err
+
+
+def test_simulate_signs_with_a_key_kept_outside_the_run(runs, tmp_path, capsys):
+    run_dir = _copy(runs, tmp_path)
+    key = Ed25519PrivateKey.generate()
+    private, public = tmp_path / "key.pem", tmp_path / "key.pub"
+    private.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                          serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    public.write_bytes(key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
+    capsys.readouterr()
+    assert main(["simulate", "--resume", str(run_dir), "--sign-key", str(private), "--json"]) == 0
+    chain = json.loads(capsys.readouterr().out)["chain"]
+    assert chain["signature"]["head"] == chain["head"]
+    code, result = _verify(run_dir, capsys, "--public-key", str(public))
+    assert code == 0 and result["anchor"] == {"seq": chain["entries"], "head": chain["head"],
+                                              "entries_after": 0}
+    code, result = _verify(run_dir, capsys, "--public-key", str(runs[1] / "key.pub"))
+    assert code == 1 and "not a signature of its head by this public key" in result["first"]
