@@ -155,6 +155,7 @@ def test_an_untouched_run_verifies_also_after_resume_and_offline_attacks(runs, t
     assert f"chain head after round 1: {printed['rounds']['1']}" in lines
     assert f"chain head: {printed['head']} ({printed['entries']} entries)" in lines
     assert any(line.startswith("signed: entry ") for line in lines)
+    assert printed["head"] in (runs[1] / "a" / "report.html").read_text(encoding="utf-8")
     code, result = _verify(run_dir, capsys)
     assert code == 0 and result["head"] == printed["head"] and result["first"] is None
     report = run_federation(None, cfg, run_dir, resume=True)

@@ -31,7 +31,8 @@ class Problem:
     """One finding of :func:`verify`."""
 
     severity: str  # "error" or "warning"
-    kind: str  # "database", "chain", "tensor", "stray", "temporary" or "incomplete-round"
+    kind: str  # "database", "chain", "tensor", "stray", "temporary", "incomplete-round";
+    # fedpriv verify adds "head" and "signature" (fedpriv.commands.verify)
     path: str
     message: str
 
