@@ -5,7 +5,10 @@ it writes what the auditor writes for each accepted reply — in one :meth:`Audi
 then completes the round (the one sync pass): under ``audit.store_updates = "all"`` the update
 (13,700 float32, the paper MLP), the true batch (16 images 16×16 and labels) and the tally;
 under ``"attacked"`` for a client not attacked, the record ids and the tally only. Reported: ms
-per reply including the round's share of ``complete_round``, and that share alone.
+per reply including the round's share of ``complete_round``, and that share alone (every write
+also enters the record's hash chain, :mod:`fedpriv.audit.chain`); and the check of the whole
+record afterwards (:func:`fedpriv.audit.verify`: the chain, file sizes — what ``fedpriv verify``
+does but for reading every file — per reply stored).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def _round(store: Any, rnd: int, clients: int, keep: bool) -> tuple[float, float
 
 def measure(clients: int = 300, rounds: int = 3) -> dict[str, Any]:
     """ms per reply (and the completion's share) for the two storage policies."""
-    from fedpriv.audit import AuditStore
+    from fedpriv.audit import AuditStore, verify
 
     out: dict[str, Any] = {"clients": clients, "rounds": rounds}
     for policy, keep in (("all", True), ("attacked", False)):
@@ -56,10 +59,15 @@ def measure(clients: int = 300, rounds: int = 3) -> dict[str, Any]:
             store = AuditStore.create(Path(tmp) / "run", {}, seed=0)
             times = [_round(store, rnd, clients, keep) for rnd in range(1, rounds + 1)]
             store.close()
+            start = time.perf_counter()
+            findings = verify(store.run_dir, hashes=False)  # none: an intact record
+            check = time.perf_counter() - start
         out[policy] = {
             "ms_per_reply": summarize([t / clients for t, _ in times], scale=1e3, digits=3),
             "complete_round_ms_per_reply": summarize([c / clients for _, c in times], scale=1e3,
                                                      digits=3),
+            "verify_ms_per_reply": round(check / (clients * rounds) * 1e3, 4),
+            "verify_findings": len(findings),
         }
     return out
 

@@ -26,15 +26,16 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from tqdm import tqdm
 
-from fedpriv.audit import AuditStore, verify, write_report
+from fedpriv.audit import AuditStore, check_intact, verify, write_report
 from fedpriv.audit.config import check_release_size
+from fedpriv.audit.signing import sign_head
 from fedpriv.calibration import calibrate_target
 from fedpriv.config import Config, config_from_dict
 from fedpriv.data import Dataset, load_dataset
@@ -46,6 +47,9 @@ from strategies.auditing import AuditingStrategy
 from strategies.config import CARRIED_SECTIONS
 from strategies.evaluation import make_evaluate_fn
 from strategies.pipeline import AuditPipeline
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
     "REPORT_SPACING", "close_run", "dataset_of", "initial_model", "open_run", "run_federation",
@@ -83,8 +87,10 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     """The run's store, opened for writing, and the number of rounds already completed.
 
     A new run creates the store (refused where one exists). A resumed run must carry the same
-    configuration and must not be running in another process (the store's writer lock); its
-    incomplete rounds are discarded. The returned store holds the writer lock until closed.
+    configuration, must not be running in another process (the store's writer lock) and must
+    be intact (its hash chain and tensor files: :func:`fedpriv.audit.check_intact`, before
+    anything is written); its incomplete rounds are discarded. The returned store holds the
+    writer lock until closed.
     """
     if not resume:
         store = AuditStore.create(run_dir, cfg.to_dict(), cfg.seed)
@@ -93,6 +99,7 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     store = AuditStore.open(run_dir)
     try:
         store.hold_writer_lock()
+        check_intact(run_dir)
         if config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS) != cfg:
             raise InputError("--resume", str(run_dir), "a run made with this configuration")
     except InputError:
@@ -146,7 +153,7 @@ def _evaluate_fn(
 
 def run_federation(
     grid: Grid | None, cfg: Config, run_dir: Path, *, resume: bool = False,
-    opened: tuple[AuditStore, int] | None = None,
+    opened: tuple[AuditStore, int] | None = None, sign_key: Ed25519PrivateKey | None = None,
 ) -> dict[str, Any]:
     """Train the audited strategy on ``grid`` until ``cfg.rounds`` rounds are complete.
 
@@ -157,6 +164,7 @@ def run_federation(
     the run (and took its writer lock) itself, before starting anything costly. A
     ``mechanism.target_epsilon`` is calibrated before the store opens
     (:func:`fedpriv.calibration.calibrate_target`; a no-op on a config already resolved).
+    ``sign_key`` signs the final chain head (:func:`close_run`).
     """
     cfg = calibrate_target(cfg)
     store, done = opened or open_run(cfg, run_dir, resume)
@@ -176,14 +184,19 @@ def run_federation(
         raise
     finally:
         bar.close()
-        report = close_run(store, status, error)
+        report = close_run(store, status, error, sign_key)
     return report
 
 
-def close_run(store: AuditStore, status: str, error: str | None) -> dict[str, Any]:
-    """Mark the run's status, write its report (with the store's integrity check) and close the
-    store; returns the report."""
+def close_run(
+    store: AuditStore, status: str, error: str | None,
+    sign_key: Ed25519PrivateKey | None = None,
+) -> dict[str, Any]:
+    """Mark the run's status, sign the final chain head with ``sign_key`` (when given), write
+    the report (with the store's integrity check) and close the store; returns the report."""
     store.mark_status(status, error)
+    if sign_key is not None:
+        sign_head(store, sign_key)
     report = write_report(store, problems=verify(store.run_dir, hashes=False))
     store.close()
     return report

@@ -1,9 +1,12 @@
 """A small valid audit store (one completed round: θ and one client's update) made with the
-quickstart config, and the edits a hostile file or database makes to it."""
+quickstart config, and the edits a hostile file or database makes to it — re-chained
+(:func:`rechain`), as someone with write access and fedpriv's code can, so that what is tested
+is the defence behind the chain."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import numpy as np
 from reliability_support import QUICKSTART
 
 from fedpriv.audit import AuditStore
+from fedpriv.audit.chain import CHAINED, GENESIS, entry_digest, next_head
 from workflows.config import load_config
 
 
@@ -24,6 +28,27 @@ def make_store(run_dir: Path) -> Path:
         store.complete_round(1, {"accuracy": 0.5})
         store.mark_status("completed")
     return run_dir
+
+
+def rechain(run_dir: Path) -> None:
+    """Make the chain agree with the rows as they now are: recompute the digest of every
+    row's last entry from the row and every head after it."""
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    conn.row_factory = sqlite3.Row
+    entries = conn.execute("SELECT * FROM chain ORDER BY seq").fetchall()
+    last = {(e["tbl"], e["key_json"]): e["seq"] for e in entries}
+    head = GENESIS
+    with conn:
+        for e in entries:
+            digest, key = e["digest"], json.loads(e["key_json"])
+            if last[(e["tbl"], e["key_json"])] == e["seq"]:
+                where = " AND ".join(f"{c} = ?" for c in CHAINED[e["tbl"]])
+                row = conn.execute(f"SELECT * FROM {e['tbl']} WHERE {where}", key).fetchone()
+                digest = entry_digest(e["tbl"], key, None if row is None else dict(row))
+            head = next_head(head, digest)
+            conn.execute("UPDATE chain SET digest = ?, head = ? WHERE seq = ?",
+                         (digest, head, e["seq"]))
+    conn.close()
 
 
 def update_row(run_dir: Path) -> dict:
@@ -40,6 +65,7 @@ def set_update_row(run_dir: Path, **columns: object) -> None:
     with conn:
         conn.execute(f"UPDATE tensors SET {sets} WHERE kind = 'update'", tuple(columns.values()))
     conn.close()
+    rechain(run_dir)
 
 
 def replace_update_file(run_dir: Path, data: bytes) -> Path:

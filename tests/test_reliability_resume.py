@@ -170,6 +170,8 @@ def test_sigkilled_simulate_reports_then_resumes_to_the_uninterrupted_result(tmp
     assert partial["completed_rounds"] == list(range(1, partial["rounds"] + 1))
     resumed = _fedpriv("simulate", "--resume", str(killed), "--json")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    verified = _fedpriv("verify", str(killed))  # killed, discarded, resumed: still chained
+    assert verified.returncode == 0, verified.stdout[-2000:]
     got, want = json.loads(resumed.stdout), json.loads(full.stdout)
     assert got["accuracy"] == want["accuracy"] and len(got["accuracy"]) == 10
     assert [c["epsilon"] for c in got["clients"]] == [c["epsilon"] for c in want["clients"]]

@@ -19,6 +19,7 @@ import pytest
 from flwr.app import Message, MessageType
 from flwr.clientapp import ClientApp
 from reliability_support import QUICKSTART, Killed, LocalGrid
+from store_support import rechain
 
 from clients.adversaries import adversary_mod
 from fedpriv.audit import AuditStore
@@ -186,6 +187,7 @@ def test_an_altered_memory_row_stops_the_resume_with_a_store_error(
         changed = conn.execute("UPDATE memory SET state = ? WHERE round = 1 AND client_id = 0 "
                                "AND kind = ?", (state, kind)).rowcount
     assert changed == 1
+    rechain(tmp_path / "run")  # as a hostile editor with fedpriv's code would: the chain agrees
     grid.stop_at = None
     where = rf"memory row \({kind}, round 1, client 0\)"
     with pytest.raises(StoreError, match=where) as caught:

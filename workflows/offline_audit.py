@@ -39,7 +39,15 @@ import numpy as np
 from attacks.estimators.prior import PublicPrior
 from attacks.runner import run_attacks
 from attacks.view import ServerView
-from fedpriv.audit import DB_NAME, AuditStore, StoreError, UpdateRecord, verify, write_report
+from fedpriv.audit import (
+    DB_NAME,
+    AuditStore,
+    StoreError,
+    UpdateRecord,
+    check_intact,
+    verify,
+    write_report,
+)
 from fedpriv.audit.config import AuditConfig
 from fedpriv.config import Config
 from fedpriv.data import SHAPES
@@ -220,8 +228,9 @@ def audit_run(
     ------
     InputError
         An empty selection or a bad attack setting; :class:`fedpriv.audit.StoreError` for a
-        missing, damaged or foreign store or tensor file.
+        missing, damaged or foreign store or tensor file, or a broken record (its hash chain).
     """
+    check_intact(run_dir)  # a broken record is refused before any work
     with AuditStore.open(run_dir) as store:
         try:
             cfg = config_from_dict(store.run_info()["config"])

@@ -29,6 +29,7 @@ from fedpriv.errors import InputError
 from workflows.config import config_from_dict
 
 if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
     from flwr.clientapp import ClientApp
 
     from fedpriv.accounting import Release
@@ -245,7 +246,8 @@ def load_client_app(ref: str = CLIENT_APP) -> ClientApp:
 
 
 def simulate(
-    cfg: Config, run_dir: Path, verbose: bool = False, *, resume: bool = False
+    cfg: Config, run_dir: Path, verbose: bool = False, *, resume: bool = False,
+    sign_key: Ed25519PrivateKey | None = None,
 ) -> dict[str, Any]:
     """Run the federation of ``cfg`` with ``cfg.data.num_clients`` virtual SuperNodes.
 
@@ -253,7 +255,8 @@ def simulate(
     (:func:`strategies.server_run.run_federation`); Ray is not started when none is left.
     Returns the report (also written to ``run_dir/report.json``). A
     ``mechanism.target_epsilon`` is calibrated first (:mod:`fedpriv.calibration`): the run
-    uses, stores and reports the resolved config.
+    uses, stores and reports the resolved config. With ``sign_key`` the run's final chain head
+    is signed (:func:`fedpriv.audit.signing.sign_head`).
 
     Raises
     ------
@@ -268,12 +271,13 @@ def simulate(
     check_runnable(cfg)
     opened = open_run(cfg, run_dir, resume)  # the store and its writer lock, before Ray starts
     if opened[1] >= cfg.rounds:
-        return run_federation(None, cfg, run_dir, resume=True, opened=opened)
-    return _run_on_ray(cfg, run_dir, verbose, opened)
+        return run_federation(None, cfg, run_dir, resume=True, opened=opened, sign_key=sign_key)
+    return _run_on_ray(cfg, run_dir, verbose, opened, sign_key)
 
 
 def _run_on_ray(
-    cfg: Config, run_dir: Path, verbose: bool, opened: tuple[Any, int]
+    cfg: Config, run_dir: Path, verbose: bool, opened: tuple[Any, int],
+    sign_key: Ed25519PrivateKey | None,
 ) -> dict[str, Any]:
     for key, value in FLOWER_ENV.items():
         os.environ.setdefault(key, value)
@@ -297,7 +301,7 @@ def _run_on_ray(
         started.append(True)
         pace_pulls(grid, cfg.data.num_clients)
         try:
-            result.update(run_federation(grid, cfg, run_dir, opened=opened))
+            result.update(run_federation(grid, cfg, run_dir, opened=opened, sign_key=sign_key))
         except BaseException as exc:
             errors.append(exc)
             raise

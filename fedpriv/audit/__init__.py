@@ -11,7 +11,7 @@ from fedpriv.audit.reader import StoreReader
 from fedpriv.audit.records import UpdateRecord
 from fedpriv.audit.report import build_report, report_run, write_report
 from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore
-from fedpriv.audit.verify import Problem, verify
+from fedpriv.audit.verify import Problem, check_intact, verify
 from fedpriv.audit.watch import watch_reports
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "StoreReader",
     "UpdateRecord",
     "build_report",
+    "check_intact",
     "render_report_html",
     "report_run",
     "verify",

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpriv.atomic import FILE_MODE, TEMP_SUFFIX, fsync_dir
+from fedpriv.audit.chain import append
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
@@ -153,6 +154,7 @@ def _initialise(path: Path, run: Mapping[str, Any]) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.executescript(f"BEGIN; {SCHEMA_SQL}")
         insert_row(conn, "runs", run)
+        append(conn, "runs", [run["run_id"]])
         conn.execute("COMMIT")
     finally:
         conn.close()  # the last connection checkpoints the WAL into the file and removes it

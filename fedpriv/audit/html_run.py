@@ -85,6 +85,8 @@ def _facts(report: Row) -> list[tuple[str, str]]:
          + (f" ({id_ranges(done)})" if done else "")),
         ("incomplete rounds", id_ranges(incomplete) if incomplete else "none"),
         ("integrity check", _integrity(report)),
+        ("chain head", f"<code>{esc((report.get('chain') or {}).get('head'))}</code> (keep it "
+         "outside the run directory: <code>fedpriv verify RUN_DIR --head H</code>)"),
         ("wall time", "still running" if wall is None else f"{cell(wall, 3)} s"),
         ("fedpriv version", esc(report.get("fedpriv_version"))),
         ("seed", esc(report.get("seed"))),

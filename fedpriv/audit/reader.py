@@ -12,6 +12,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
@@ -113,6 +114,17 @@ class StoreReader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """The store's connection inside one read transaction: every query made through it
+        (or through :meth:`query`) sees the same committed state while writers go on."""
+        with self._lock:
+            self._conn.execute("BEGIN")
+            try:
+                yield self._conn
+            finally:
+                self._conn.execute("COMMIT")
 
     def _fetch(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:

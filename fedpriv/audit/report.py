@@ -34,6 +34,7 @@ from fedpriv.audit.report_trust import (
     run_verification_summary,
     verification_summary,
 )
+from fedpriv.audit.signing import head_summary
 from fedpriv.audit.storage import storage_summary
 from fedpriv.audit.store import DB_NAME, AuditStore
 from fedpriv.audit.vacuity import vacuous_bounds
@@ -291,7 +292,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "oracle": _oracle(run["config"]),
         "verification": run_verification_summary(tallies, run["config"]),
         "identity": identity_summary(tallies),
-        "storage": storage_summary(store, run["config"]),
+        "storage": storage_summary(store, run["config"]), "chain": head_summary(store),
     }  # fmt: skip
     _central_to_the_last_round(report["clients"], tallies)
     for client in report["clients"]:

@@ -50,8 +50,9 @@ APPLICATION_ID = 0x66647076
 #: ``audit.store_updates`` policy. Version 8 names how each tally's releases were sampled
 #: (``tallies.sampling``: ``poisson``, ``fixed-size`` or ``none``) and, at the client level,
 #: how ``epsilon_central`` was (``central_sampling``: m of N clients without replacement,
-#: ``central_neighbouring``), privacy-math.md §14.
-SCHEMA_VERSION = 8
+#: ``central_neighbouring``), privacy-math.md §14. Version 9 adds the ``chain`` table: every
+#: write of a row, in write order, hash-chained (:mod:`fedpriv.audit.chain`).
+SCHEMA_VERSION = 9
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
@@ -238,6 +239,17 @@ CREATE TABLE memory (
     state BLOB NOT NULL,
     PRIMARY KEY (round, client_id, kind)
 ) STRICT;
+
+CREATE TABLE chain (
+    seq INTEGER PRIMARY KEY,
+    tbl TEXT NOT NULL,
+    key_json TEXT NOT NULL,
+    round INTEGER,
+    client_id INTEGER,
+    digest TEXT NOT NULL,
+    head TEXT NOT NULL
+) STRICT;
+CREATE INDEX chain_rounds ON chain (round) WHERE tbl = 'rounds';
 
 CREATE TABLE failures (
     failure_id INTEGER PRIMARY KEY,

@@ -16,6 +16,8 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
   database's ``fsync``, which also covers the round's earlier rows. After a power loss a
   completed round is whole; an incomplete one may have lost files, and is discarded anyway.
   Writes to a completed round (a late attack) and the run's status are durable one by one.
+* Every write of a row enters the record's hash chain in the same transaction
+  (:mod:`fedpriv.audit.chain`): an insert, an update in place, a discarded round's deletions.
 * :meth:`AuditStore.batch` groups writes (the auditor: all replies of a round) into one
   transaction.
 * Other processes may read (``readonly=True``) while a writer writes (SQLite WAL).
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
+from fedpriv.audit.chain import append, append_deletions
 from fedpriv.audit.connection import BATCHED, DURABLE, create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
@@ -231,6 +234,7 @@ class AuditStore(StoreReader):
                         "dtypes_json": to_json(info.dtypes), "nbytes": info.nbytes,
                         "created": time.time(),
                     })  # fmt: skip
+                    append(conn, "tensors", [tensor_id])
                 yield conn, tensor_id
         except BaseException:
             if path is not None:
@@ -254,6 +258,7 @@ class AuditStore(StoreReader):
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, error = ?", (status, finished, error)
             )
+            append(conn, "runs", [conn.execute("SELECT run_id FROM runs").fetchone()[0]])
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -268,6 +273,7 @@ class AuditStore(StoreReader):
                     "before resuming a crashed run call discard_incomplete_rounds()"
                 )
             insert_row(conn, "rounds", {"round": rnd, "started": time.time(), "status": "running"})
+            append(conn, "rounds", [rnd])
 
     def complete_round(self, rnd: int, metrics: Mapping[str, Any] | None = None) -> None:
         """Make every file of round ``rnd`` durable, then mark the round complete, recording
@@ -286,6 +292,7 @@ class AuditStore(StoreReader):
                 "metrics_json = ? WHERE round = ?",
                 (time.time(), accuracy, loss, to_json(extra), rnd),
             )
+            append(conn, "rounds", [rnd])
 
     def discard_incomplete_rounds(self) -> list[int]:
         """Delete every incomplete round's rows and tensor files (for a resume); return them.
@@ -295,6 +302,8 @@ class AuditStore(StoreReader):
         dropped = self.incomplete_rounds()
         self._batch_status.clear()
         with self._transaction(durable=True) as conn:
+            if dropped:
+                append_deletions(conn, dropped)
             conn.execute("DELETE FROM rounds WHERE status != 'completed'")
         for rnd in dropped:
             self._unsynced.pop(rnd, None)
@@ -315,6 +324,7 @@ class AuditStore(StoreReader):
         """Store the parameters θ broadcast in round ``rnd``; returns the tensor id."""
         with self._with_tensor(rnd, "global", "server", arrays) as (conn, tensor_id):
             insert_row(conn, "globals", {"round": rnd, "tensor_id": tensor_id})
+            append(conn, "globals", [rnd])
         return tensor_id
 
     def write_aggregate(self, rnd: int, arrays: Arrays) -> int:
@@ -324,6 +334,7 @@ class AuditStore(StoreReader):
         Returns the tensor id."""
         with self._with_tensor(rnd, "aggregate", "server", arrays) as (conn, tensor_id):
             insert_row(conn, "aggregates", {"round": rnd, "tensor_id": tensor_id})
+            append(conn, "aggregates", [rnd])
         return tensor_id
 
     def write_update(
@@ -345,7 +356,9 @@ class AuditStore(StoreReader):
             row["node_id"] = str(row["node_id"])  # Flower node ids are unsigned 64-bit
         row.update(round=rnd, client_id=int(client_id), created=time.time())
         with self._with_tensor(rnd, "update", f"c{client_id}", arrays) as (conn, tensor_id):
-            return insert_row(conn, "updates", {**row, "tensor_id": tensor_id})
+            update_id = insert_row(conn, "updates", {**row, "tensor_id": tensor_id})
+            append(conn, "updates", [update_id])
+        return update_id
 
     def write_memory(
         self, rnd: int, client_id: int, kind: str, state: Mapping[str, Any]
@@ -357,6 +370,7 @@ class AuditStore(StoreReader):
         with self._transaction(durable=not running) as conn:
             conn.execute("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
                          "VALUES (?, ?, ?, ?)", (rnd, int(client_id), str(kind), blob))
+            append(conn, "memory", [rnd, int(client_id), str(kind)])
 
     def write_ground_truth(
         self, rnd: int, client_id: int, record_ids: Iterable[Any], arrays: Arrays | None = None
@@ -368,6 +382,7 @@ class AuditStore(StoreReader):
             insert_row(conn, "ground_truth", {
                 "round": rnd, "client_id": int(client_id), "record_ids_json": ids, "tensor_id": tid,
             })  # fmt: skip
+            append(conn, "ground_truth", [rnd, int(client_id)])
 
     def record_failure(
         self,
@@ -386,7 +401,9 @@ class AuditStore(StoreReader):
         }  # fmt: skip
         running = rnd is not None and self._status(rnd) == "running"
         with self._transaction(durable=not running) as conn:
-            return insert_row(conn, "failures", row)
+            failure_id = insert_row(conn, "failures", row)
+            append(conn, "failures", [failure_id])
+        return failure_id
 
     def write_tally(self, rnd: int, client_id: int, values: Mapping[str, Any]) -> None:
         """Insert or update a client's cumulative tally after round ``rnd``.
@@ -405,6 +422,7 @@ class AuditStore(StoreReader):
         running = self._check_round(rnd, must_be_open=False) == "running"
         with self._transaction(durable=not running) as conn:
             conn.execute(sql, (*keys.values(), *row.values()))
+            append(conn, "tallies", list(keys.values()))
 
     def write_attack(
         self,
@@ -421,4 +439,6 @@ class AuditStore(StoreReader):
         with self._with_tensor(
             rnd, "reconstruction", f"c{client_id}", reconstruction, must_be_open=False
         ) as (conn, tensor_id):
-            return insert_row(conn, "attacks", {**row, "tensor_id": tensor_id})
+            attack_id = insert_row(conn, "attacks", {**row, "tensor_id": tensor_id})
+            append(conn, "attacks", [attack_id])
+        return attack_id

@@ -1,10 +1,13 @@
-"""Integrity check of an audit store: the database, every tensor file, and stray files.
+"""Integrity check of an audit store: the database, its hash chain, every tensor file, and
+stray files.
 
-Errors: the database fails ``PRAGMA integrity_check`` or ``PRAGMA foreign_key_check``, or a
-referenced tensor file is missing, unreadable, outside ``tensors/`` or altered (SHA-256
-mismatch). Warnings: files in ``tensors/`` that no row references (left by a crash between a
-file's write and its row's commit, harmless), interrupted temporary files, and rounds begun
-but not completed (a crash, or a run still going).
+Errors: the database fails ``PRAGMA integrity_check`` or ``PRAGMA foreign_key_check``, a row
+differs from its last chained version, is missing or was never chained, or the chain itself was
+edited (:mod:`fedpriv.audit.chain`), or a referenced tensor file is missing, unreadable,
+outside ``tensors/`` or altered (SHA-256 mismatch). Warnings: files in ``tensors/`` that no
+row references (left by a crash between a file's write and its row's commit, harmless),
+interrupted temporary files, and rounds begun but not completed (a crash, or a run still
+going).
 """
 
 from __future__ import annotations
@@ -14,12 +17,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fedpriv.atomic import TEMP_SUFFIX
+from fedpriv.audit.chain import chain_breaks
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import TENSOR_COLUMNS, load_tensor, tensor_info
 from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore
 from fedpriv.audit.tensors import check_size
 
-__all__ = ["Problem", "verify"]
+__all__ = ["Problem", "check_intact", "examine", "verify"]
 
 
 @dataclass(frozen=True)
@@ -27,7 +31,8 @@ class Problem:
     """One finding of :func:`verify`."""
 
     severity: str  # "error" or "warning"
-    kind: str  # "database", "tensor", "stray", "temporary" or "incomplete-round"
+    kind: str  # "database", "chain", "tensor", "stray", "temporary", "incomplete-round";
+    # fedpriv verify adds "head" and "signature" (fedpriv.commands.verify)
     path: str
     message: str
 
@@ -80,6 +85,35 @@ def _strays(run_dir: Path, referenced: set[str]) -> list[Problem]:
     return problems
 
 
+def examine(run_dir: Path | str, *, hashes: bool = True) -> tuple[list[Problem], list[str]]:
+    """:func:`verify`'s problems, errors first in the order the record was written, and the
+    recomputed head of every chain entry (empty when the chain itself is broken); all read
+    from one consistent state of the store.
+
+    Raises
+    ------
+    StoreError
+        The database itself cannot be opened as a fedpriv store.
+    """
+    with AuditStore.open(run_dir, readonly=True, check=False) as store:
+        db = store.run_dir / DB_NAME
+        try:
+            with store.snapshot() as conn:
+                problems = _database(store)
+                breaks, heads = chain_breaks(conn)
+                tensor_problems, referenced = _tensors(store, hashes)
+                incomplete = store.incomplete_rounds()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(db, f"truncated or corrupt database ({exc})") from None
+    problems += [Problem("error", "chain", str(db), str(b)) for b in breaks]
+    problems += tensor_problems + _strays(store.run_dir, referenced)
+    problems += [
+        Problem("warning", "incomplete-round", str(db), f"round {r} begun, not completed")
+        for r in incomplete
+    ]
+    return problems, heads
+
+
 def verify(run_dir: Path | str, *, hashes: bool = True) -> list[Problem]:
     """Check a run directory's store; return the problems found (empty: all is well).
 
@@ -96,17 +130,19 @@ def verify(run_dir: Path | str, *, hashes: bool = True) -> list[Problem]:
     StoreError
         The database itself cannot be opened as a fedpriv store.
     """
-    with AuditStore.open(run_dir, readonly=True, check=False) as store:
-        db = store.run_dir / DB_NAME
-        try:
-            problems = _database(store)
-            tensor_problems, referenced = _tensors(store, hashes)
-            incomplete = store.incomplete_rounds()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(db, f"truncated or corrupt database ({exc})") from None
-    problems += tensor_problems + _strays(store.run_dir, referenced)
-    problems += [
-        Problem("warning", "incomplete-round", str(db), f"round {r} begun, not completed")
-        for r in incomplete
-    ]
-    return problems
+    return examine(run_dir, hashes=hashes)[0]
+
+
+def check_intact(run_dir: Path | str) -> None:
+    """Refuse a broken record before any work on it (``--resume``, ``fedpriv audit``): the
+    chain and every tensor file's SHA-256 (:func:`verify`); warnings pass.
+
+    Raises
+    ------
+    StoreError
+        The first error found, in one line (the CLI exits with code 2).
+    """
+    errors = [p for p in verify(run_dir) if p.severity == "error"]
+    if errors:
+        raise StoreError(errors[0].path, f"broken audit record: {errors[0].message}",
+                         "an intact record (`fedpriv verify RUN_DIR` lists every break)")

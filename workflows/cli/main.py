@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "audit": "audit",
     "report": "report",
+    "verify": "verify",
     "account": "account",
     "capacity": "capacity",
     "compare": "compare",
@@ -101,7 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         render = getattr(module, "render", None)
         _emit(render(result) if render else json.dumps(jsonable(result), indent=2))
-    return 0
+    exit_code = getattr(module, "exit_code", None)  # a command whose answer can be "no"
+    return exit_code(result) if exit_code else 0
 
 
 def _emit(text: str) -> None:

@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run directory, new or empty (default runs/<preset>-<time>)")
     p.add_argument("--resume", metavar="RUN_DIR",
                    help="continue this run directory with its stored configuration")
+    p.add_argument("--sign-key", metavar="KEY",
+                   help="sign the run's final chain head with this Ed25519 private key (PEM, "
+                   "kept outside the run directory); check it with fedpriv verify --public-key")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")
     p.set_defaults(func=run)
 
@@ -85,9 +88,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cfg = load_config(args.config, args.overrides)
         run_dir = _new_run_dir(Path(args.out) if args.out else default_run_dir(args.config))
         run_dir = run_dir.resolve()
+    sign_key = None
+    if args.sign_key is not None:
+        from fedpriv.audit.signing import load_private_key
+
+        sign_key = load_private_key(args.sign_key, run_dir)
     from workflows.simulation import simulate
 
-    return simulate(cfg, run_dir, verbose=args.verbose, resume=args.resume is not None)
+    return simulate(cfg, run_dir, verbose=args.verbose, resume=args.resume is not None,
+                    sign_key=sign_key)
 
 
 def render(result: dict[str, Any]) -> str:
@@ -108,7 +117,18 @@ def render(result: dict[str, Any]) -> str:
     for f in result.get("failures", []):
         lines.append(f"round {f['round']}: client {_num(f['client_id'])} "
                      f"(node {f['node_id']}) {f['kind']}: {f['message'][:120]}")
-    return "\n".join(lines)
+    return "\n".join(lines + _chain_lines(result["chain"]))
+
+
+def _chain_lines(chain: dict[str, Any]) -> list[str]:
+    """Each completed round's chain head and the final one: keep them outside the run
+    directory (``fedpriv verify RUN_DIR --head H``)."""
+    lines = [f"chain head after round {r}: {head}" for r, head in chain["rounds"].items()]
+    lines.append(f"chain head: {chain['head']} ({chain['entries']} entries)")
+    if chain["signature"] is not None:
+        lines.append(f"signed: entry {chain['signature']['seq']} by Ed25519 key "
+                     f"{chain['signature']['public_key']}")
+    return lines
 
 
 def _num(x: Any) -> str:

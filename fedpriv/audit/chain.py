@@ -1,0 +1,201 @@
+"""The audit record's hash chain: every row the audit writes, in write order.
+
+Each write of a chained row (an insert, an update in place, a deletion) appends one entry to
+the ``chain`` table in the same transaction: the entry's digest is the SHA-256 of the row's
+canonical bytes (:func:`canonical`) as the database holds it after the write, and its head is
+``SHA-256(previous head ‖ digest)`` over the raw 32-byte values, starting from 32 zero bytes.
+A tensor file enters through its ``tensors`` row, which records the file's SHA-256. The last
+head commits to the whole record; a head that leaves the run directory (printed, signed:
+:mod:`fedpriv.audit.signing`) detects a record rewritten and re-chained by someone with write
+access. :func:`chain_breaks` recomputes every head and checks that each current row equals its
+last chained version and that no chained row is missing. The encoding is documented in
+``docs/audit-store.md`` ("The hash chain") so that another implementation can recompute it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "CHAINED", "GENESIS", "ChainBreak", "append", "append_deletions", "canonical",
+    "chain_breaks", "chain_heads", "entry_digest", "final_head", "next_head", "round_heads",
+]
+
+#: The chained tables and the columns that identify a row of each (the entry's key).
+CHAINED: dict[str, tuple[str, ...]] = {
+    "runs": ("run_id",), "rounds": ("round",), "tensors": ("tensor_id",),
+    "globals": ("round",), "aggregates": ("round",), "updates": ("update_id",),
+    "ground_truth": ("round", "client_id"), "tallies": ("round", "client_id"),
+    "attacks": ("attack_id",), "memory": ("round", "client_id", "kind"),
+    "failures": ("failure_id",),
+}  # fmt: skip
+#: The chained tables whose rows name a client.
+_PER_CLIENT = frozenset({"updates", "ground_truth", "tallies", "attacks", "memory", "failures"})
+#: The head before the first entry: 32 zero bytes, in hex.
+GENESIS = "0" * 64
+
+
+def _hex(value: Any) -> str:
+    """A BLOB's text in the canonical encoding: lowercase hex."""
+    if isinstance(value, bytes):
+        return value.hex()
+    raise TypeError(f"{type(value).__name__} is not a column value")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      default=_hex)
+
+
+def canonical(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> bytes:
+    """The bytes an entry hashes: the JSON array ``[table, key, row]`` with sorted keys, no
+    spaces, ASCII only; ``row`` maps every column to its stored value (floats as Python's
+    ``repr``, ±∞ as ``Infinity``, NULL as ``null``, a BLOB as lowercase hex), or is ``null``
+    for a deleted row."""
+    return _json([table, list(key), row]).encode("ascii")
+
+
+def entry_digest(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> str:
+    """Hex SHA-256 of :func:`canonical`."""
+    return hashlib.sha256(canonical(table, key, row)).hexdigest()
+
+
+def next_head(head: str, digest: str) -> str:
+    """Hex ``SHA-256(head ‖ digest)`` of the two raw 32-byte values."""
+    return hashlib.sha256(bytes.fromhex(head) + bytes.fromhex(digest)).hexdigest()
+
+
+def final_head(conn: sqlite3.Connection) -> tuple[int, str]:
+    """``(entries, head)`` of the chain as committed (``(0, GENESIS)`` when empty)."""
+    row = conn.execute("SELECT seq, head FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    return (0, GENESIS) if row is None else (row[0], row[1])
+
+
+def _where(table: str) -> str:
+    return " AND ".join(f"{column} = ?" for column in CHAINED[table])
+
+
+def _insert(conn: sqlite3.Connection, table: str, key: Sequence[Any],
+            row: Mapping[str, Any] | None, locator: Mapping[str, Any]) -> None:
+    digest = entry_digest(table, key, row)
+    head = next_head(final_head(conn)[1], digest)
+    conn.execute(
+        "INSERT INTO chain (tbl, key_json, round, client_id, digest, head) VALUES (?, ?, ?, ?, "
+        "?, ?)", (table, _json(list(key)), locator.get("round"), locator.get("client_id"),
+                  digest, head))
+
+
+def append(conn: sqlite3.Connection, table: str, key: Sequence[Any]) -> None:
+    """Chain the row of ``table`` identified by ``key`` as it stands now, inside the
+    transaction that wrote it."""
+    row = dict(conn.execute(f"SELECT * FROM {table} WHERE {_where(table)}", tuple(key)).fetchone())
+    _insert(conn, table, key, row, row)
+
+
+def append_deletions(conn: sqlite3.Connection, rounds: Sequence[int]) -> None:
+    """Chain the deletion of every row of ``rounds`` (before the ``DELETE``, in the same
+    transaction): the children of a round first, its ``rounds`` row last."""
+    marks = ", ".join("?" * len(rounds))
+    for table in [*(t for t in CHAINED if t not in ("runs", "rounds")), "rounds"]:
+        client = ["client_id"] if table in _PER_CLIENT else []
+        columns = ", ".join(dict.fromkeys([*CHAINED[table], "round", *client]))
+        order = ", ".join(CHAINED[table])
+        for row in conn.execute(f"SELECT {columns} FROM {table} WHERE round IN ({marks}) "
+                                f"ORDER BY {order}", tuple(rounds)).fetchall():
+            locator = dict(row)
+            _insert(conn, table, [locator[c] for c in CHAINED[table]], None, locator)
+
+
+def round_heads(conn: sqlite3.Connection) -> dict[int, str]:
+    """Each completed round's head: the chain's head when the round was marked complete."""
+    rows = conn.execute(
+        "SELECT c.round, c.head FROM chain c JOIN rounds r ON r.round = c.round AND r.status = "
+        "'completed' WHERE c.tbl = 'rounds' AND c.seq = (SELECT MAX(seq) FROM chain WHERE tbl "
+        "= 'rounds' AND round = c.round) ORDER BY c.round").fetchall()
+    return {row[0]: row[1] for row in rows}
+
+
+def chain_heads(conn: sqlite3.Connection) -> dict[str, Any]:
+    """The chain's summary for the report: ``head``, ``entries`` and ``rounds`` (each
+    completed round's head, by round number as text)."""
+    entries, head = final_head(conn)
+    rounds = {str(r): h for r, h in round_heads(conn).items()}
+    return {"head": head, "entries": entries, "rounds": rounds}
+
+
+@dataclass(frozen=True)
+class ChainBreak:
+    """One way the record differs from its chain; ``seq`` is the chain entry concerned (None
+    for a row the chain never saw)."""
+
+    seq: int | None
+    table: str
+    key: tuple[Any, ...]
+    round: int | None
+    client_id: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.table not in CHAINED:
+            return f"chain entry {self.seq}: {self.message}"
+        key = dict(zip(CHAINED[self.table], self.key, strict=False))  # as the chain names it
+        where = [f"{self.table} row {key}"]
+        where += [] if self.round is None else [f"round {self.round}"]
+        where += [] if self.client_id is None else [f"client {self.client_id}"]
+        return f"{', '.join(where)}: {self.message}"
+
+
+def _replay(conn: sqlite3.Connection) -> tuple[dict, list[ChainBreak], list[str]]:
+    """Recompute every head; the last entry of each row, the first break of the chain itself
+    (nothing after it can be trusted) and every head, in order."""
+    last: dict[tuple[str, str], sqlite3.Row] = {}
+    heads, head = [], GENESIS
+    rows = conn.execute("SELECT seq, tbl, key_json, round, client_id, digest, head FROM chain "
+                        "ORDER BY seq")
+    for expected_seq, entry in enumerate(rows, start=1):
+        try:
+            head = next_head(head, entry["digest"])
+        except (TypeError, ValueError):
+            head = None
+        if entry["seq"] != expected_seq or entry["tbl"] not in CHAINED or head != entry["head"]:
+            what = ("does not follow from the entry before it (the chain was edited, an entry "
+                    "removed or reordered)")
+            return last, [ChainBreak(entry["seq"], "chain", (entry["seq"],), entry["round"],
+                                     entry["client_id"], what)], heads
+        heads.append(head)
+        last[(entry["tbl"], entry["key_json"])] = entry
+    return last, [], heads
+
+
+def chain_breaks(conn: sqlite3.Connection) -> tuple[list[ChainBreak], list[str]]:
+    """Every break of the record against its chain, first in write order first (rows the
+    chain never saw last), and the recomputed head of every entry (empty when the chain itself
+    is broken). Read inside one transaction for a consistent view."""
+    last, breaks, heads = _replay(conn)
+    if breaks:
+        return breaks, []
+    for table, columns in CHAINED.items():
+        for found in conn.execute(f"SELECT * FROM {table}"):
+            row = dict(found)
+            key = [row[c] for c in columns]
+            entry = last.pop((table, _json(key)), None)
+            locator = (table, tuple(key), row.get("round"), row.get("client_id"))
+            if entry is None:
+                breaks.append(ChainBreak(None, *locator, "not in the chain (written outside "
+                                         "the audit)"))
+            elif entry["digest"] != entry_digest(table, key, row):
+                breaks.append(ChainBreak(entry["seq"], *locator, "differs from its last "
+                                         f"chained version (chain entry {entry['seq']})"))
+    for (table, key_json), entry in last.items():
+        key = json.loads(key_json)
+        if entry["digest"] != entry_digest(table, key, None):
+            breaks.append(ChainBreak(entry["seq"], table, tuple(key), entry["round"],
+                                     entry["client_id"], "missing: chained (chain entry "
+                                     f"{entry['seq']}) but no longer in the database"))
+    breaks.sort(key=lambda b: (b.seq is None, b.seq or 0))
+    return breaks, heads

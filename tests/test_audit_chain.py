@@ -1,0 +1,117 @@
+"""The audit record's hash chain (issue 40): every write enters it, in write order, with the
+documented encoding; an edit, a deletion, an insertion outside the audit or an edit of the
+chain itself is found, first in write order first."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+from store_support import make_store
+
+from fedpriv.audit import AuditStore, verify
+from fedpriv.audit.chain import GENESIS, chain_breaks
+
+
+def _sql(run_dir, sql, *params):  # noqa: ANN001, ANN202
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    with conn:
+        conn.execute(sql, params)
+    conn.close()
+
+
+def _chain(run_dir) -> list[dict]:  # noqa: ANN001
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    conn.row_factory = sqlite3.Row
+    rows = [dict(r) for r in conn.execute("SELECT * FROM chain ORDER BY seq")]
+    conn.close()
+    return rows
+
+
+def _errors(run_dir) -> list[str]:  # noqa: ANN001
+    return [p.message for p in verify(run_dir) if p.severity == "error"]
+
+
+def test_every_write_enters_the_chain_in_write_order(tmp_path):
+    run_dir = make_store(tmp_path / "run")
+    entries = _chain(run_dir)
+    run_id = json.loads(entries[0]["key_json"])
+    assert [(e["tbl"], json.loads(e["key_json"])) for e in entries] == [
+        ("runs", run_id), ("rounds", [1]), ("tensors", [1]), ("globals", [1]), ("tensors", [2]),
+        ("updates", [1]), ("rounds", [1]), ("runs", run_id),
+    ]
+    assert verify(run_dir) == []
+
+
+def test_the_encoding_is_the_documented_one(tmp_path):
+    """Recomputed here from the rows with hashlib and json alone (docs/audit-store.md)."""
+    run_dir = make_store(tmp_path / "run")
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    conn.row_factory = sqlite3.Row
+    update = dict(conn.execute("SELECT * FROM updates").fetchone())
+    run = dict(conn.execute("SELECT * FROM runs").fetchone())
+    conn.close()
+    entries = _chain(run_dir)
+    head = GENESIS
+    for entry in entries:
+        head = hashlib.sha256(bytes.fromhex(head) + bytes.fromhex(entry["digest"])).hexdigest()
+        assert entry["head"] == head
+    for table, key, row, entry in (("updates", [1], update, entries[5]),
+                                   ("runs", [run["run_id"]], run, entries[-1])):
+        text = json.dumps([table, key, row], sort_keys=True, separators=(",", ":"))
+        assert entry["digest"] == hashlib.sha256(text.encode()).hexdigest()
+    assert isinstance(run["finished"], float) and repr(run["finished"]) in text
+
+
+def test_writes_in_place_and_discarded_rounds_are_chained(tmp_path):
+    run_dir = make_store(tmp_path / "run")
+    with AuditStore.open(run_dir) as store:
+        store.mark_status("running")
+        store.begin_round(2)
+        store.write_global(2, {"w": np.zeros(8, np.float32)})
+        store.write_tally(2, 0, {"epsilon": 1.0})
+        store.write_tally(2, 0, {"mbp_estimate": 0.5})  # a later estimate: a new version
+        store.write_memory(2, 0, "sketch", {"x": np.arange(3)})
+        store.record_failure(2, "timeout", "late", client_id=1)
+        assert verify(run_dir) == [p for p in verify(run_dir) if p.severity == "warning"]
+        store.discard_incomplete_rounds()
+        store.mark_status("completed")
+    entries = _chain(run_dir)
+    assert [e["tbl"] for e in entries[-15:]] == [
+        "runs", "rounds", "tensors", "globals", "tallies", "tallies", "memory", "failures",
+        "tensors", "globals", "tallies", "memory", "failures", "rounds", "runs",
+    ]  # written (the tally twice), then deleted children first
+    assert all(e["round"] == 2 for e in entries[-14:-1])
+    assert verify(run_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "found"),
+    [
+        ("UPDATE updates SET status = 'rejected'", "updates row {'update_id': 1}, round 1, "
+         "client 0: differs from its last chained version"),
+        ("DELETE FROM globals", "globals row {'round': 1}, round 1: missing"),
+        ("INSERT INTO failures (round, kind, message, created) VALUES (1, 'timeout', 'x', 0)",
+         "failures row {'failure_id': 1}, round 1: not in the chain"),
+        ("UPDATE chain SET digest = head WHERE seq = 3", "chain entry 3: does not follow"),
+        ("DELETE FROM chain WHERE seq = 5", "chain entry 6: does not follow"),
+    ],
+)
+def test_edits_are_found(tmp_path, edit, found):
+    run_dir = make_store(tmp_path / "run")
+    _sql(run_dir, edit)
+    assert _errors(run_dir)[0].startswith(found)
+
+
+def test_breaks_come_in_write_order(tmp_path):
+    run_dir = make_store(tmp_path / "run")
+    _sql(run_dir, "UPDATE runs SET seed = 1")  # the runs row's last version is the last entry
+    _sql(run_dir, "UPDATE updates SET error = 'x'")
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    conn.row_factory = sqlite3.Row
+    breaks, heads = chain_breaks(conn)
+    conn.close()
+    assert [b.table for b in breaks] == ["updates", "runs"] and len(heads) == 8
