@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -91,8 +92,22 @@ def pld_discretization(events: Sequence[ReleaseEvent]) -> float:
 
     counts = grouped_counts(events)
     default = min(release.pld_discretization for release, _ in counts)
-    needs = [release.grid_need(rate, count) for (release, rate), count in counts.items()]
+    needs = [_need(release, rate, count) for (release, rate), count in counts.items()]
     return choose_discretization(needs, default)
+
+
+@lru_cache(maxsize=1024)
+def _unit_need(release: Release, sample_rate: float) -> Any:
+    """One release's grid need, kept: its loss laws (and their moment generating functions)
+    do not depend on the count, which changes every round."""
+    return release.grid_need(sample_rate, 1)
+
+
+def _need(release: Release, sample_rate: float, count: int) -> Any:
+    """:meth:`Release.grid_need` for ``count`` releases, from the kept laws (a release whose
+    need counts several compositions per release, as the per-layer VMF's blocks, keeps them)."""
+    unit = _unit_need(release, sample_rate)
+    return replace(unit, steps=unit.steps * count)
 
 
 @lru_cache(maxsize=256)
