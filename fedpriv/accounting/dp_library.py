@@ -121,15 +121,25 @@ def gaussian_subsampled_rdp(
     InputError
         ``noise_multiplier`` outside :data:`GAUSSIAN_RDP_RANGE`.
     """
-    from dp_accounting import dp_event, rdp
+    from dp_accounting import dp_event
+
+    return _gaussian_rdp(orders, noise_multiplier, lambda gaussian: (
+        dp_event.PoissonSampledDpEvent(sample_rate, gaussian)), replace_one=False)
+
+
+def _gaussian_rdp(
+    orders: Sequence[float], noise_multiplier: float, sampled: Any, *, replace_one: bool
+) -> np.ndarray:
+    """dp-accounting's per-step RDP curve of ``sampled(GaussianDpEvent(σ))``, σ range-checked."""
+    from dp_accounting import NeighboringRelation, dp_event, rdp
 
     check_in_range("noise_multiplier", noise_multiplier, *GAUSSIAN_RDP_RANGE,
                    "the Gaussian RDP's numeric range")
-
-    accountant = rdp.RdpAccountant(orders=list(orders))
+    relation = (NeighboringRelation.REPLACE_ONE if replace_one
+                else NeighboringRelation.ADD_OR_REMOVE_ONE)
+    accountant = rdp.RdpAccountant(orders=list(orders), neighboring_relation=relation)
     with _dp_accounting_warnings_once():
-        accountant.compose(dp_event.PoissonSampledDpEvent(
-            sample_rate, dp_event.GaussianDpEvent(noise_multiplier)))
+        accountant.compose(sampled(dp_event.GaussianDpEvent(noise_multiplier)))
     return accountant.rdp
 
 
@@ -246,13 +256,8 @@ def gaussian_without_replacement_rdp(
     InputError
         ``noise_multiplier`` outside :data:`GAUSSIAN_RDP_RANGE`.
     """
-    from dp_accounting import NeighboringRelation, dp_event, rdp
+    from dp_accounting import dp_event
 
-    check_in_range("noise_multiplier", noise_multiplier, *GAUSSIAN_RDP_RANGE,
-                   "the Gaussian RDP's numeric range")
-    accountant = rdp.RdpAccountant(orders=list(orders),
-                                   neighboring_relation=NeighboringRelation.REPLACE_ONE)
-    with _dp_accounting_warnings_once():
-        accountant.compose(dp_event.SampledWithoutReplacementDpEvent(
-            population, sample_size, dp_event.GaussianDpEvent(noise_multiplier)))
-    return accountant.rdp
+    return _gaussian_rdp(orders, noise_multiplier, lambda gaussian: (
+        dp_event.SampledWithoutReplacementDpEvent(population, sample_size, gaussian)),
+        replace_one=True)
