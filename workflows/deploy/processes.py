@@ -34,6 +34,7 @@ __all__ = [
     "ProcessGroup",
     "close_on_exit",
     "kill_pids",
+    "kill_processes_with_env",
     "processes_with_env",
     "stop_live_groups",
 ]
@@ -82,6 +83,17 @@ def processes_with_env(name: str, value: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(pid)
     return found
+
+
+def kill_processes_with_env(name: str, value: str) -> None:
+    """SIGKILL every live process of this user, but this one, whose initial environment has
+    ``name=value`` (:func:`processes_with_env`); wait (at most a few seconds) until they are
+    gone."""
+    table = _proc_table()
+    found = {(pid, table[pid][2]) for pid in processes_with_env(name, value)
+             if pid != os.getpid() and pid in table}
+    _signal_all(found, signal.SIGKILL)
+    _wait_gone(found, [], set(), _KILL_WAIT)
 
 
 def _family(procs: Sequence[subprocess.Popen[Any]], retired: set[int]) -> set[tuple[int, int]]:
