@@ -8,7 +8,9 @@ is kept behind :func:`simulate` so that changing route later touches one functio
 :func:`check_runnable` runs first, in the calling process: whatever would fail inside the
 Ray actors or the ServerApp thread (missing data files, a mechanism that does not fit the
 model, an accountant that cannot account the run) is refused before Ray starts. An exception
-raised by the ServerApp thread is re-raised to the caller (an ``InputError`` stays one).
+raised by the ServerApp thread is re-raised to the caller (an ``InputError`` stays one). An
+interrupt (Ctrl-C, SIGTERM) reaches the ServerApp thread too, which then ends the run as
+``interrupted`` (:func:`_run_on_ray`, docs/reliability.md "Ctrl-C and SIGTERM").
 """
 
 from __future__ import annotations
@@ -258,6 +260,9 @@ def simulate(
     ------
     InputError
         From :func:`check_runnable` (before Ray starts), or raised by the ServerApp.
+    workflows.interrupts.Interrupted
+        On ``KeyboardInterrupt`` (SIGINT, SIGTERM: :mod:`workflows.interrupts`), once the run
+        is marked ``interrupted`` and its report written; it names the resuming command.
     """
     from strategies.server_run import open_run, run_federation
 
