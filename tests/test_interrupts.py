@@ -35,8 +35,8 @@ HELPER = textwrap.dedent(
     import sys
     from workflows.interrupts import install_handlers
     install_handlers()
-    print("ready", flush=True)
     try:
+        print("ready", flush=True)  # in the try: the signal may come as soon as it is read
         sys.stdin.readline()
     except KeyboardInterrupt as exc:
         print("interrupted", exc, flush=True)
