@@ -1,4 +1,5 @@
-"""SIGINT and SIGTERM for every fedpriv command: the first stops the work, the second exits.
+"""SIGINT and SIGTERM for every fedpriv command: the first stops the work, the second exits
+(docs/reliability.md, "Ctrl-C and SIGTERM"; issue 41, item 1).
 
 :func:`install_handlers` (called by the command line for every command, and by
 :class:`workflows.deploy.processes.ProcessGroup`) puts one handler on both signals, whatever

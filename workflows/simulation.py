@@ -19,6 +19,7 @@ import functools
 import importlib
 import logging
 import os
+import shlex
 import sys
 import threading
 import warnings
@@ -356,7 +357,7 @@ def _run_on_ray(
     if errors:
         raise errors[0]
     if interrupted and not result:
-        raise Interrupted(f"fedpriv simulate --resume {run_dir}")
+        raise Interrupted(f"fedpriv simulate --resume {shlex.quote(str(run_dir))}")
     if not result:
         raise RuntimeError("the simulation ended without a report (see the log above)")
     return result
