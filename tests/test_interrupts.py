@@ -3,8 +3,9 @@
 The fast tests run :func:`workflows.interrupts.install_handlers` in a helper process started
 with SIGINT ignored, as a shell's background job starts. The slow tests start ``fedpriv
 simulate`` on Ray in a session of its own (as a terminal starts a job), wait until round 2 is
-completed in its store, then send SIGINT to its process group (Ctrl-C) or SIGTERM to its pid
-(``kill``): it must exit within 30 s, its run ``interrupted`` with a report of the completed
+completed in its store, then send SIGINT to its process group (Ctrl-C), SIGTERM to its pid
+(``kill``) or SIGINT to its pid when it started with SIGINT ignored (``kill -INT`` to a
+background job): it must exit within 30 s, its run ``interrupted`` with a report of the completed
 rounds, leaving no process behind; ``--resume`` then ends where an uninterrupted run ends.
 """
 
@@ -118,14 +119,17 @@ def _alive(processes: set[tuple[int, int]]) -> set[tuple[int, int]]:
     return live
 
 
-def _interrupt_at_round_2(run_dir: Path, signum: int, *, group: bool) -> subprocess.Popen:
-    """Start ``fedpriv simulate`` in a session of its own, send ``signum`` (to its group, or
-    to its pid) once round 2 is completed, and check how it stopped."""
+def _interrupt_at_round_2(
+    run_dir: Path, signum: int, *, group: bool, background: bool
+) -> subprocess.Popen:
+    """Start ``fedpriv simulate`` in a session of its own (with SIGINT ignored if
+    ``background``, as a shell's background job), send ``signum`` (to its group, or to its
+    pid) once round 2 is completed, and check how it stopped."""
     sets = [a for s in SETS for a in ("--set", s)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedpriv", "simulate", str(QUICKSTART), *sets, "--out",
          str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=_ignore_sigint if background else None,
     )  # fmt: skip
     seen: set[tuple[int, int]] = set()
     try:
@@ -177,13 +181,16 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("signum", "group"), [(signal.SIGINT, True), (signal.SIGTERM, False)],
-                         ids=["ctrl-c-to-the-group", "kill-term-to-the-pid"])
+@pytest.mark.parametrize(
+    ("signum", "group", "background"),
+    [(signal.SIGINT, True, False), (signal.SIGTERM, False, False), (signal.SIGINT, False, True)],
+    ids=["ctrl-c-to-the-group", "kill-term-to-the-pid", "kill-int-to-a-background-job"],
+)
 def test_signal_stops_simulate_then_resume_ends_as_uninterrupted(
-    uninterrupted: tuple[dict, Path], tmp_path: Path, signum: int, group: bool
+    uninterrupted: tuple[dict, Path], tmp_path: Path, signum: int, group: bool, background: bool
 ) -> None:
     run_dir = tmp_path / "run"
-    _interrupt_at_round_2(run_dir, signum, group=group)
+    _interrupt_at_round_2(run_dir, signum, group=group, background=background)
     resumed = _fedpriv("simulate", "--resume", str(run_dir), "--json")
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     want, want_dir = uninterrupted
