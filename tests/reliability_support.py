@@ -11,6 +11,8 @@
   seconds, without Ray) with a crash added: ``stop_at`` raises :class:`Killed` when a round's
   messages are sent.
 * :func:`run_on_ray` — the same federation on Flower's simulation engine (Ray).
+* :func:`assert_same_outcome` — a resumed ``fedpriv simulate`` ended where an uninterrupted
+  run of the same seed ended.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from flwr.app import Array, ArrayRecord, Context, Message, MessageType
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
+from fedpriv.audit import AuditStore
 from workflows.local_grid import LocalGrid as BaseGrid
 
 QUICKSTART = Path(__file__).resolve().parents[1] / "configs" / "quickstart.toml"
@@ -143,3 +146,18 @@ def run_on_ray(cfg, client_app: ClientApp, num_supernodes: int, run_dir: Path) -
         run_simulation(server_app=server, client_app=client_app, num_supernodes=num_supernodes,
                        backend_name="ray", backend_config=_backend_config(cfg))
     return result
+
+
+def assert_same_outcome(got: dict, want: dict, got_dir: Path, want_dir: Path, rounds: int) -> None:
+    """The reports ``got`` and ``want`` (``fedpriv simulate --json``) of the runs in
+    ``got_dir`` and ``want_dir``: the same accuracy per round (``rounds`` of them), the same ε
+    per client, bit-for-bit the same final aggregate and the same tallies."""
+    assert got["accuracy"] == want["accuracy"] and len(got["accuracy"]) == rounds
+    assert [c["epsilon"] for c in got["clients"]] == [c["epsilon"] for c in want["clients"]]
+    with AuditStore.open(got_dir, readonly=True) as a, \
+            AuditStore.open(want_dir, readonly=True) as b:
+        for x, y in zip(a.load_aggregate(rounds).values(), b.load_aggregate(rounds).values(),
+                        strict=True):
+            np.testing.assert_array_equal(x, y)
+        sql = "SELECT * FROM tallies ORDER BY round, client_id"
+        assert a.query(sql) == b.query(sql)

@@ -1,7 +1,8 @@
 """workflows.flower_queue hands out, tick by tick, exactly the messages Flower's own loop
 (``get_message_ins(node, limit=1)`` for every node) hands out, in the same order, and deletes
 the same expired ones; the patch is in place only inside its ``with`` block; the grid's pulls
-are spaced by the federation's size, never below Flower's 0.1 s."""
+are spaced by the federation's size, never below Flower's 0.1 s; a grid whose run is
+interrupted stops waiting for replies that will never come."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 import time
 from queue import Queue
 
+import pytest
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.server.superlink.fleet.vce import vce_api
 from flwr.server.superlink.linkstate import LinkStateFactory
@@ -16,12 +18,14 @@ from flwr.supercore.constant import FLWR_IN_MEMORY_DB_NAME
 from flwr.supercore.object_store import ObjectStoreFactory
 from flwr.superlink.federation import NoOpFederationManager
 from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+from process_support import PATIENCE
 
 from benchmarks.ray_queue import simulation_state
 from workflows.flower_queue import (
     indexed_message_queue,
     one_pass_queue,
     pace_pulls,
+    stop_pulls,
     undelivered_per_node,
 )
 
@@ -116,3 +120,38 @@ def test_pulls_are_spaced_by_the_number_of_clients():
     other = Other()
     pace_pulls(other, 1000)
     assert not hasattr(other, "pull_interval")
+
+
+def test_an_interrupted_grid_stops_waiting_for_replies():
+    """Nothing answers (the simulation engine was stopped): send_and_receive would wait out its
+    timeout; once the stop event is set it raises KeyboardInterrupt at its next pull."""
+    _, grid, nodes = simulation_state(NODES)
+    stop = threading.Event()
+    stop_pulls(grid, stop)
+    assert sorted(grid.get_node_ids()) == sorted(nodes)  # unchanged while the run goes on
+    message = Message(RecordDict({"config": ConfigRecord({"tag": "x"})}),
+                      dst_node_id=next(iter(nodes)), message_type="train", group_id="1")
+    raised: list[BaseException] = []
+    pulled = threading.Event()
+    pull = grid.pull_messages
+
+    def counting_pull(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        pulled.set()
+        return pull(*args, **kwargs)
+
+    grid.pull_messages = counting_pull
+
+    def wait_for_reply() -> None:
+        try:
+            grid.send_and_receive([message], timeout=3600)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            raised.append(exc)
+
+    waiter = threading.Thread(target=wait_for_reply)
+    waiter.start()
+    assert pulled.wait(PATIENCE)  # it is waiting for the reply
+    stop.set()
+    waiter.join(PATIENCE)
+    assert not waiter.is_alive() and [type(e) for e in raised] == [KeyboardInterrupt]
+    with pytest.raises(KeyboardInterrupt):
+        grid.get_node_ids()

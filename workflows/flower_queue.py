@@ -16,6 +16,9 @@ duration of a ``with`` block. It needs the in-memory state's own attributes (``l
 ``message_ins_store``, ``_check_stored_messages``); on any other state it calls Flower's
 ``get_message_ins`` per node as Flower does. ``tests/test_flower_queue.py`` checks that both
 hand out the same messages in the same order.
+
+The ServerApp's side of the same engine: :func:`pace_pulls` spaces its pulls, and
+:func:`stop_pulls` makes it give up waiting for replies once the run is interrupted.
 """
 
 from __future__ import annotations
@@ -26,7 +29,9 @@ from contextlib import contextmanager
 from queue import Queue
 from typing import Any
 
-__all__ = ["indexed_message_queue", "one_pass_queue", "pace_pulls", "undelivered_per_node"]
+__all__ = [
+    "indexed_message_queue", "one_pass_queue", "pace_pulls", "stop_pulls", "undelivered_per_node",
+]
 
 TICK = 0.1
 """Seconds between passes, as in Flower's loop."""
@@ -99,3 +104,27 @@ def pace_pulls(grid: Any, clients: int) -> None:
     interval = getattr(grid, "pull_interval", None)
     if isinstance(interval, int | float):
         grid.pull_interval = max(float(interval), clients * PULL_SECONDS_PER_CLIENT)
+
+
+def stop_pulls(grid: Any, stop: threading.Event) -> None:
+    """Make ``grid`` raise :class:`KeyboardInterrupt` from its next pull or node listing once
+    ``stop`` is set.
+
+    ``InMemoryGrid.send_and_receive`` (Flower 1.42) returns only when every reply has come or
+    its ``timeout`` (``strategy.round_timeout``, 3,600 s by default) has passed, pulling every
+    ``pull_interval`` seconds. When the simulation engine stops (Ctrl-C, SIGTERM: the Ray
+    actors are killed), the replies never come, and the ServerApp thread — which the
+    interpreter waits for before it exits — waited out the timeout. With this, it stops within
+    one pull interval and the run ends as ``interrupted`` (:func:`strategies.server_run.
+    run_federation`). ``get_node_ids`` is checked too: the auditing strategy polls it while
+    it waits for the nodes to join.
+    """
+    for name in ("pull_messages", "get_node_ids"):
+        method = getattr(grid, name)
+
+        def checked(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            if stop.is_set():
+                raise KeyboardInterrupt("the run was interrupted")
+            return _method(*args, **kwargs)
+
+        setattr(grid, name, checked)

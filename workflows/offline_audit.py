@@ -26,6 +26,7 @@ accepted and inconsistent ones, pooled per client over the selected rounds — w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -65,6 +66,7 @@ from strategies.attack_schedule import (
 from strategies.canary_audit import CanaryAuditor
 from strategies.server_run import dataset_of
 from workflows.config import config_from_dict
+from workflows.ray_session import ray_session
 
 __all__ = ["audit_run"]
 
@@ -268,7 +270,8 @@ def _attack(
         for update, view in views for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
-    results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
+    with ray_session({}) if executor == "ray" else contextlib.nullcontext():  # our SIGTERM
+        results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
     public = _public(cfg)
     summaries = [
         _record(store, update, result, public)

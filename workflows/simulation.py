@@ -8,7 +8,9 @@ is kept behind :func:`simulate` so that changing route later touches one functio
 :func:`check_runnable` runs first, in the calling process: whatever would fail inside the
 Ray actors or the ServerApp thread (missing data files, a mechanism that does not fit the
 model, an accountant that cannot account the run) is refused before Ray starts. An exception
-raised by the ServerApp thread is re-raised to the caller (an ``InputError`` stays one).
+raised by the ServerApp thread is re-raised to the caller (an ``InputError`` stays one). An
+interrupt (Ctrl-C, SIGTERM) reaches the ServerApp thread too, which then ends the run as
+``interrupted`` (:func:`_run_on_ray`, docs/reliability.md "Ctrl-C and SIGTERM").
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import functools
 import importlib
 import logging
 import os
+import shlex
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -263,6 +267,9 @@ def simulate(
     InputError
         From the calibration or :func:`check_runnable` (before Ray starts), or raised by the
         ServerApp.
+    workflows.interrupts.Interrupted
+        On ``KeyboardInterrupt`` (SIGINT, SIGTERM: :mod:`workflows.interrupts`), once the run
+        is marked ``interrupted`` and its report written; it names the resuming command.
     """
     from fedpriv.calibration import calibrate_target
     from strategies.server_run import open_run, run_federation
@@ -279,54 +286,87 @@ def _run_on_ray(
     cfg: Config, run_dir: Path, verbose: bool, opened: tuple[Any, int],
     sign_key: Ed25519PrivateKey | None,
 ) -> dict[str, Any]:
+    """Run the ServerApp on Flower's simulation engine, on a Ray this process starts.
+
+    On :class:`KeyboardInterrupt` (Ctrl-C, or :mod:`workflows.interrupts`' first SIGINT or
+    SIGTERM) in the main thread, where Flower's engine runs: the engine stops and kills its
+    Ray actors on the way out, and the ServerApp thread, whose pending replies will then never
+    come, gives up at its next pull (:func:`workflows.flower_queue.stop_pulls`), marks the run
+    ``interrupted`` and writes its report; once it has, :class:`workflows.interrupts.
+    Interrupted` is raised, naming the command that resumes the run.
+    """
     for key, value in FLOWER_ENV.items():
         os.environ.setdefault(key, value)
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
-    from strategies.server_run import run_federation
-    from workflows.flower_queue import indexed_message_queue, pace_pulls
+    from strategies.server_run import close_run, run_federation
+    from workflows.flower_queue import indexed_message_queue, pace_pulls, stop_pulls
+    from workflows.interrupts import Interrupted
+    from workflows.ray_session import ray_session
 
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     result: dict[str, Any] = {}
     errors: list[BaseException] = []  # the ServerApp runs in a thread: keep what it raised
     server_app = ServerApp()
-
+    stop, finished, lock = threading.Event(), threading.Event(), threading.Lock()
     started: list[bool] = []  # whether run_federation took over the store (it closes it)
 
     @server_app.main()
     def _main(grid: Grid, context: Context) -> None:
-        started.append(True)
+        with lock:
+            if stop.is_set():
+                return
+            started.append(True)
         pace_pulls(grid, cfg.data.num_clients)
+        stop_pulls(grid, stop)
         try:
             result.update(run_federation(grid, cfg, run_dir, opened=opened, sign_key=sign_key))
+        except KeyboardInterrupt:
+            pass  # the run is marked interrupted; the main thread says so
         except BaseException as exc:
             errors.append(exc)
             raise
+        finally:
+            finished.set()
 
+    backend = _backend_config(cfg)
+    interrupted = False
     try:
-        with warnings.catch_warnings(), indexed_message_queue():  # O(N), not O(N²), per tick
+        with ray_session(backend["init_args"]), warnings.catch_warnings(), \
+                indexed_message_queue():  # O(N), not O(N²), per tick
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(
                 server_app=server_app,
                 client_app=load_client_app(),
                 num_supernodes=cfg.data.num_clients,
                 backend_name="ray",
-                backend_config=_backend_config(cfg),
+                backend_config=backend,
                 verbose_logging=verbose,
             )
+    except KeyboardInterrupt:
+        interrupted = True
+        with lock:
+            stop.set()
+        if started:
+            finished.wait()
     except Exception:
         if not errors:
             raise
     finally:
-        if not started:  # Ray or Flower failed before the ServerApp ran: release the run
-            store = opened[0]
-            store.mark_status("failed", "the simulation engine stopped before the first round")
-            store.close()
+        if not started:  # Ray or Flower stopped before the ServerApp ran: release the run
+            if interrupted:
+                close_run(opened[0], "interrupted", None)
+            else:
+                store = opened[0]
+                store.mark_status("failed", "the simulation engine stopped before the first round")
+                store.close()
     if errors:
         raise errors[0]
+    if interrupted and not result:
+        raise Interrupted(f"fedpriv simulate --resume {shlex.quote(str(run_dir))}")
     if not result:
         raise RuntimeError("the simulation ended without a report (see the log above)")
     return result

@@ -1,8 +1,9 @@
 """Dispatch ``fedpriv SUBCOMMAND``; map errors to the exit codes of the contract.
 
 Exit 0 on success, 2 on bad input (:class:`fedpriv.errors.InputError`, or an argparse usage
-error), 1 on any other failure. With ``--json`` exactly one JSON object goes to stdout; logs
-and progress go to stderr.
+error), 1 on any other failure, 128 + the signal when SIGINT or SIGTERM stopped the command
+(:mod:`workflows.interrupts`: the first stops it, a second exits at once). With ``--json``
+exactly one JSON object goes to stdout; logs and progress go to stderr.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fedpriv`` console script; returns the exit code."""
+    from workflows.interrupts import Interrupted, exit_status, install_handlers
+
+    install_handlers()  # explicitly: a background job starts with SIGINT ignored
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -90,9 +94,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(f"fedpriv {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"fedpriv {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        resume = exc.resume if isinstance(exc, Interrupted) else None
+        print(f"fedpriv {args.command}: interrupted"
+              + (f"; resume with: {resume}" if resume else ""), file=sys.stderr)
+        return exit_status()
     except Exception as exc:  # noqa: BLE001 - the contract maps every other failure to 1
         log.debug("failure", exc_info=True)
         print(f"fedpriv {args.command}: failed: {type(exc).__name__}: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from fedpriv.validate import check_int_range
     from workflows.config import load_config
+    from workflows.interrupts import Interrupted
     from workflows.sweep import run_sweep
     from workflows.sweep.run import simulate_runner
     from workflows.sweep.workers import spawn_workers
@@ -47,8 +49,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def workers(out_dir: Path) -> Any:  # a ProcessGroup
         return spawn_workers(args.config, args.overrides, out_dir, args.workers - 1)
 
-    return run_sweep(cfg, out.resolve(), runner=simulate_runner(verbose=args.verbose),
-                     workers=workers if args.workers > 1 else None)
+    try:
+        return run_sweep(cfg, out.resolve(), runner=simulate_runner(verbose=args.verbose),
+                         workers=workers if args.workers > 1 else None)
+    except KeyboardInterrupt:  # finished runs are kept: the same command resumes the sweep
+        sets = "".join(f" --set {shlex.quote(item)}" for item in args.overrides)
+        raise Interrupted(f"fedpriv sweep {shlex.quote(args.config)}{sets} "
+                          f"--out {shlex.quote(str(out))}") from None
 
 
 def render(result: dict[str, Any]) -> str:

@@ -39,7 +39,7 @@ from fedpriv.validate import check_positive
 from workflows.deploy.flwr_cli import FlwrCli, RunOutcome, flower_bin, flower_env
 from workflows.deploy.hosts import LOCALHOST, Host
 from workflows.deploy.ports import LOOPBACK, free_ports
-from workflows.deploy.processes import ProcessGroup, kill_pids, processes_with_env
+from workflows.deploy.processes import ProcessGroup, kill_processes_with_env
 from workflows.deploy.tls import TlsFiles, write_supernode_key, write_tls_files
 
 __all__ = ["FEDERATION_MARKER", "Federation", "NodeValue"]
@@ -194,14 +194,10 @@ class Federation:
     def close(self) -> None:
         """Stop every process of the federation; sweep up any stray one by its marker."""
         self.group.stop_all()
-        kill_pids(self.stray_processes(), signal.SIGKILL)
+        kill_processes_with_env(FEDERATION_MARKER, str(self.home))
         for log in self._logs:
             log.close()
         self._logs.clear()
-
-    def stray_processes(self) -> list[int]:
-        """Processes still alive that were started for this federation (should be none)."""
-        return processes_with_env(FEDERATION_MARKER, str(self.home))
 
     # ------------------------------------------------------------------ processes
 

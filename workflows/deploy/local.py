@@ -133,15 +133,17 @@ def plan_deployment(
 
 
 def _mark_interrupted(run_dir: Path) -> None:
-    """After Ctrl-C has stopped every process: a run left ``running`` was interrupted (its
-    ServerApp was terminated by signal, without a chance to say so)."""
+    """After SIGINT or SIGTERM has stopped every process: a run left ``running`` was
+    interrupted (its ServerApp was terminated by signal, without a chance to say so); mark it
+    so and write its report of the completed rounds."""
     from fedpriv.audit import DB_NAME, AuditStore
+    from strategies.server_run import close_run
 
     if not (run_dir / DB_NAME).is_file():
         return
     with AuditStore.open(run_dir) as store:
         if store.run_info()["status"] == "running":
-            store.mark_status("interrupted", "stopped by Ctrl-C in fedpriv deploy-local")
+            close_run(store, "interrupted", "stopped by a signal in fedpriv deploy-local")
 
 
 def deploy_local(

@@ -6,11 +6,12 @@ also stops what it spawned (``flower-superlink`` and ``flower-supernode`` start
 ``flower-superexec`` runs in a session of its own, so descendants are tracked too). Stopping
 sends SIGTERM to each child and everything it started, waits, then sends SIGKILL to whatever
 is left. A group stops
-its children when its ``with`` block ends for any reason, when the interpreter exits
-(``atexit``), and on SIGINT/SIGTERM (the handlers stop every live group, then close every
-resource registered with :func:`close_on_exit`, then defer to the handler that was installed
-before). On Linux, children also get SIGTERM if this process dies without running any of that
-(``PR_SET_PDEATHSIG``).
+its children when its ``with`` block ends for any reason and when the interpreter exits
+(``atexit``, which also closes every resource registered with :func:`close_on_exit`). SIGINT
+and SIGTERM are fedpriv's (:func:`workflows.interrupts.install_handlers`, installed by every
+group): the first raises ``KeyboardInterrupt``, so the ``with`` blocks and ``atexit`` stop
+everything; a second exits at once. On Linux, children also get SIGTERM if this process dies
+without running any of that (``PR_SET_PDEATHSIG``: after a second signal, or SIGKILL).
 """
 
 from __future__ import annotations
@@ -21,17 +22,19 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from workflows.interrupts import install_handlers
+
 __all__ = [
     "ProcessGroup",
     "close_on_exit",
     "kill_pids",
+    "kill_processes_with_env",
     "processes_with_env",
     "stop_live_groups",
 ]
@@ -43,7 +46,6 @@ class _Closable(Protocol):
 
 _LIVE: weakref.WeakSet[ProcessGroup] = weakref.WeakSet()
 _RESOURCES: weakref.WeakSet[_Closable] = weakref.WeakSet()
-_PREVIOUS_HANDLERS: dict[int, Any] = {}
 _PR_SET_PDEATHSIG = 1
 _KILL_WAIT = 5.0  # seconds to wait for SIGKILLed processes to disappear
 
@@ -81,6 +83,17 @@ def processes_with_env(name: str, value: str) -> list[int]:
         if needle in environ.split(b"\0"):
             found.append(pid)
     return found
+
+
+def kill_processes_with_env(name: str, value: str) -> None:
+    """SIGKILL every live process of this user, but this one, whose initial environment has
+    ``name=value`` (:func:`processes_with_env`); wait (at most a few seconds) until they are
+    gone."""
+    table = _proc_table()
+    found = {(pid, table[pid][2]) for pid in processes_with_env(name, value)
+             if pid != os.getpid() and pid in table}
+    _signal_all(found, signal.SIGKILL)
+    _wait_gone(found, [], set(), _KILL_WAIT)
 
 
 def _family(procs: Sequence[subprocess.Popen[Any]], retired: set[int]) -> set[tuple[int, int]]:
@@ -165,7 +178,7 @@ class ProcessGroup:
         self.stop_timeout = stop_timeout
         self.procs: dict[str, subprocess.Popen[Any]] = {}
         self._retired: set[int] = set()  # pids of reaped children whose groups are gone
-        _install_handlers()
+        install_handlers()
         _LIVE.add(self)
 
     def __enter__(self) -> ProcessGroup:
@@ -245,32 +258,12 @@ def stop_live_groups() -> None:
 
 
 def close_on_exit(resource: _Closable) -> None:
-    """Call ``resource.close()`` (which must be idempotent) when the interpreter exits or on
-    SIGINT/SIGTERM, after the live process groups have stopped; forgotten once the resource
-    is garbage-collected. For what outlives processes, such as network namespaces."""
-    _install_handlers()
+    """Call ``resource.close()`` (which must be idempotent) when the interpreter exits (after
+    SIGINT/SIGTERM too: :mod:`workflows.interrupts`), after the live process groups have
+    stopped; forgotten once the resource is garbage-collected. For what outlives processes,
+    such as network namespaces."""
+    install_handlers()
     _RESOURCES.add(resource)
-
-
-def _on_signal(signum: int, frame: Any) -> None:
-    stop_live_groups()
-    previous = _PREVIOUS_HANDLERS.get(signum, signal.SIG_DFL)
-    if callable(previous):
-        previous(signum, frame)
-    elif previous == signal.SIG_DFL:
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-
-def _install_handlers() -> None:
-    """Once per interpreter, from the main thread: SIGINT/SIGTERM handlers (a signal this
-    process was told to ignore, e.g. SIGINT in a background job, stays ignored)."""
-    if _PREVIOUS_HANDLERS or threading.current_thread() is not threading.main_thread():
-        return
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        _PREVIOUS_HANDLERS[signum] = previous = signal.getsignal(signum)
-        if previous != signal.SIG_IGN:
-            signal.signal(signum, _on_signal)
 
 
 atexit.register(stop_live_groups)
