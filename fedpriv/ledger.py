@@ -438,7 +438,8 @@ class PrivacyLedger:
         counts: dict[tuple[int, int], int] = {}
         for sample in self.client_samples.values():
             counts[sample] = counts.get(sample, 0) + 1
-        events = [ReleaseEvent(ledger.central, m / n, rounds, n)
+        # every client sampled: the aggregate of all of them, not a fixed-size sample
+        events = [ReleaseEvent(ledger.central, m / n, rounds, n if m < n else None)
                   for (m, n), rounds in sorted(counts.items())]
         return {**out, "epsilon_central": epsilon(events, self.delta, accountant=self.accountant,
                                                   neighbouring=self.neighbouring).epsilon}
