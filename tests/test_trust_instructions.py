@@ -195,6 +195,7 @@ def test_the_honest_client_is_verified_on_every_known_property(cheated: dict) ->
         assert client["epsilon"] == client["epsilon_declared"] == pytest.approx(expected,
                                                                                   rel=1e-9)
         assert client["sampling"] == "poisson"
+    assert cheated["epsilon_bounds"]["unamplified_clients"] == [7]  # its n contradicted
 
 
 @pytest.mark.parametrize("preset", [QUICKSTART, MIXED], ids=["quickstart", "mixed"])
@@ -251,6 +252,10 @@ def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, c
     assert claimed < 1e-6
     assert big["epsilon_observed"]["value"] >= big["epsilon"] > 1.0
     assert big["sampling"] == "none (q = 1 in 1 of 1 rounds: local size not verified by the server)"
+    bounds = report["epsilon_bounds"]  # and the report says so, for every unverified client
+    assert bounds["unamplified_clients"] == [0, 1, 2]
+    assert bounds["note"].startswith("epsilon of client(s) 0, 1, 2: at q = 1")
+    assert "per-record sensitivity" in bounds["epsilon_observed"]
 
 
 def _account(cfg: Config, sample_rate: float, steps: int) -> float:
