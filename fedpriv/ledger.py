@@ -46,8 +46,14 @@ as the server sampled: a fixed number ``m`` of the ``N`` clients each round, wit
 replacement (:meth:`PrivacyLedger.sampled`; privacy-math.md §14, docs/client-level.md).
 Record-level releases are accounted as they were sampled too: Poisson batches at rate ``q``, or
 fixed-size batches of ``m`` of the client's ``n`` records (``train.sampling = "fixed"``), under
-the run's relation (``audit.neighbouring``: add/remove or replace-one). Every row names its
-``sampling`` and ``neighbouring``.
+the run's relation (``audit.neighbouring``: add/remove or replace-one) — amplified only at a
+local size the server verified (the simulation engine's partition, ``[[strategy.nodes]]``): a
+record-level round whose size it did not verify is accounted at ``q = 1``, every record in every
+release, in ``epsilon`` and ``epsilon_observed`` alike (a claimed n = 10⁹ would otherwise buy
+any ε), its ``sampling`` saying so (:data:`UNVERIFIED_SIZE`). Every row names its ``sampling``
+and ``neighbouring``. ``epsilon_declared`` is always the ε of the releases as the client
+declared them, at its claimed sampling too: above ``epsilon`` never, equal to it while every
+update was consistent and every size verified.
 
 Beside the declared ε and the canary lower bound, ``epsilon_observed`` is an upper confidence
 bound from what the server saw (:mod:`fedpriv.verification.observed`): every release accounted,
@@ -84,8 +90,8 @@ from fedpriv.verification.observed import (
     ObservedNoise,
 )
 
-__all__ = ["MIN_ACCOUNTABLE", "NEIGHBOURS", "NOT_OBSERVED", "ClientLedger", "PrivacyLedger",
-           "epsilon_at_noise", "noise_grid", "secret_radius_units"]
+__all__ = ["MIN_ACCOUNTABLE", "NEIGHBOURS", "NOT_OBSERVED", "UNVERIFIED_SIZE", "ClientLedger",
+           "PrivacyLedger", "epsilon_at_noise", "noise_grid", "secret_radius_units"]
 
 NEIGHBOURS = {"record": "{relation} one record",
               "client": "replace one client's data (against the server)"}
@@ -120,8 +126,15 @@ class ClientLedger:
     central: Release | None = None  # client level: the release against the aggregate
     undeclared: bool = False
     observed: ObservedNoise = field(default_factory=ObservedNoise)
+    #: the releases at the sampling the client claimed, kept from its first round whose local
+    #: size the server did not verify (None: every round's size was verified, and the
+    #: accountant's releases are the claimed ones)
+    claimed: ClientAccountant | None = None
+    unamplified: int = 0  # rounds accounted at q = 1 for want of a verified local size
 
 
+UNVERIFIED_SIZE = "local size not verified by the server"
+"""Why a record-level round is accounted at sample rate 1 (the tally's ``sampling`` says so)."""
 NOT_OBSERVED = "a round's update was not observed"
 """``epsilon_observed``'s reason when a fold carried no observation (a caller that does not
 measure: no column at all while no round of the client was measured)."""
@@ -208,6 +221,7 @@ class PrivacyLedger:
         batch_size: float, dim: int, verification: str | None = None,
         accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
         observation: NoiseObservation | str | None = None, population: int | None = None,
+        size_verified: bool = True,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` releases, sampled at ``sample_rate`` (Poisson, or fixed-size
         from ``population`` records); return the cumulative tally row (the audit store's
@@ -222,7 +236,13 @@ class PrivacyLedger:
         observed), folded into ``epsilon_observed``;
         ``verified`` whether every ε-relevant property of the round passed with useful power
         (:mod:`fedpriv.verification.properties`; None: a consistent verdict is taken as
-        verified, the rule before per-property verdicts).
+        verified, the rule before per-property verdicts);
+        ``size_verified`` whether the server verified the local size ``sample_rate`` and
+        ``population`` rest on (the round's ``size-sampling`` property passed: the engine's
+        partition or ``[[strategy.nodes]]``). A record-level round whose size it did not verify
+        is accounted without amplification by sampling (``q = 1``: every record in every
+        release) in ``epsilon`` and ``epsilon_observed``; the claimed sampling is kept in
+        ``epsilon_declared``.
 
         The fold is all or nothing: it is computed on a copy of the client's ledger, which
         replaces it only once the row is complete, so a release the accounting fails on
@@ -235,6 +255,15 @@ class PrivacyLedger:
         if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
             ledger.accountant.neighbouring = "add-remove"
+        unamplified = unit == "record" and not size_verified and sample_rate < 1.0
+        if unamplified and ledger.claimed is None:
+            ledger.claimed = ledger.accountant.copy()
+        if ledger.claimed is not None:
+            ledger.claimed.record(release, sample_rate, steps, population)
+        ledger.unamplified += unamplified
+        if unamplified:  # every record in every release; a fixed-size batch of m: m of m
+            sample_rate, population = 1.0, (None if population is None
+                                             else round(sample_rate * population))
         ledger.accountant.record(release, sample_rate, steps, population)
         radius = secret_radius_units(self.threat_model, batch_size)
         round_capacity = steps * _log_capacity(release, dim, radius)
@@ -335,17 +364,21 @@ class PrivacyLedger:
     def _row(self, ledger: ClientLedger, accuracy: float | None) -> dict[str, Any]:
         """:meth:`tally` of one client's ledger."""
         acct = ledger.accountant.result(self.delta)
+        claimed = acct if ledger.claimed is None else ledger.claimed.result(self.delta)
         broken = ledger.inconsistent or ledger.undeclared
         mbp = math.inf if broken else ledger.mbp_bound
         released = ledger.releases > 0 or ledger.undeclared
         # nothing declared at all (a stock client's rounds only): no declared value to keep
-        declared = None if ledger.undeclared and not ledger.releases else acct.epsilon
+        declared = None if ledger.undeclared and not ledger.releases else claimed.epsilon
+        sampling = acct.sampling if not ledger.unamplified else (
+            f"{acct.sampling} (q = 1 in {ledger.unamplified} of {len(ledger.rounds)} rounds: "
+            f"{UNVERIFIED_SIZE})")
         confidence = pac_robust_confidence(mbp, self.pac_beta).confidence
         pac = (confidence or 0.0) if released else None  # 0: vacuous
         return {
             "epsilon": math.inf if broken else acct.epsilon, "epsilon_declared": declared,
             "delta": self.delta, "accountant": acct.accountant, "route": acct.route,
-            "optimal_order": acct.optimal_order, "sampling": acct.sampling,
+            "optimal_order": acct.optimal_order, "sampling": sampling,
             "compose": "per-round" if ledger.unit == "client" else "per-step",
             "releases": ledger.releases, "log_capacity_round": 0.0,
             "log_capacity_cumulative": math.inf if broken else ledger.log_capacity,
@@ -405,7 +438,8 @@ class PrivacyLedger:
         counts: dict[tuple[int, int], int] = {}
         for sample in self.client_samples.values():
             counts[sample] = counts.get(sample, 0) + 1
-        events = [ReleaseEvent(ledger.central, m / n, rounds, n)
+        # every client sampled: the aggregate of all of them, not a fixed-size sample
+        events = [ReleaseEvent(ledger.central, m / n, rounds, n if m < n else None)
                   for (m, n), rounds in sorted(counts.items())]
         return {**out, "epsilon_central": epsilon(events, self.delta, accountant=self.accountant,
                                                   neighbouring=self.neighbouring).epsilon}
@@ -422,8 +456,9 @@ class PrivacyLedger:
         ledger = self.clients.get(client_id)
         if ledger is None:
             return self._new()
+        claimed = None if ledger.claimed is None else ledger.claimed.copy()
         return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds),
-                       observed=replace(ledger.observed))
+                       observed=replace(ledger.observed), claimed=claimed)
 
     @staticmethod
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:

@@ -49,6 +49,7 @@ from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, known_checks, node_binding, weigh_replies
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
 from strategies.reply_verdicts import (
+    fold_verdicts,
     fresh_noise,
     observe_reply,
     recovered_reply,
@@ -327,10 +328,9 @@ class AuditPipeline:
         try:  # asked beforehand (_unaccountable): a surprise here is still the client's alone
             tally = self.ledger.fold(
                 rnd, cid, release, steps=report.releases, **report.release_sampling,
-                batch_size=report.secret_batch, dim=dim, verification=verdict.status,
+                batch_size=report.secret_batch, dim=dim, **fold_verdicts(summary),
                 accuracy=self._accuracy(report, dim), unit=report.mechanism.level,
-                observation=observation, verified=summary["label"] == "verified",
-            )
+                observation=observation)
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
             self._written.discard(cid)
             self._reject(rnd, Rejection(reply.node_id, cid, "unaccountable",
@@ -452,12 +452,10 @@ class AuditPipeline:
             if update.status not in ("ok", "inconsistent") or report is None:
                 continue
             summary = verdicts.get((update.round, update.client_id)) or {}
-            label = summary.get("label")  # absent in stores written before property verdicts
             self.ledger.fold(update.round, update.client_id, report.mechanism.release(dim),
                              steps=report.releases, **report.release_sampling,
-                             batch_size=report.secret_batch, dim=dim,
-                             verification=summary.get("status"), unit=report.mechanism.level,
-                             verified=None if label is None else label == "verified",
+                             batch_size=report.secret_batch, dim=dim, **fold_verdicts(summary),
+                             unit=report.mechanism.level,
                              observation=observed.get((update.round, update.client_id)))
         for rnd, cid, kind, state in self.store.iter_memory():
             try:

@@ -1,13 +1,15 @@
 """What the audit pipeline concludes of one accepted reply: its verdict against the declaration
 (:func:`verify_reply`, guarded by :func:`verified_or_inconsistent`), its fresh-noise test
 (:func:`fresh_noise`), what its update shows of its noise (:func:`observe_reply`), and the forms
-the store keeps of them (:func:`verdict_summary`, :func:`verdict_line`, :func:`update_row`).
+the store keeps of them (:func:`verdict_summary`, :func:`verdict_line`, :func:`update_row`) and
+what the privacy ledger reads back of a summary (:func:`fold_verdicts`).
 Pure functions of the reply, its report and the sketches: :mod:`strategies.pipeline` calls them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,6 +23,7 @@ from fedpriv.verification.properties import label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 
 __all__ = [
+    "fold_verdicts",
     "fresh_noise",
     "observe_reply",
     "recovered_reply",
@@ -110,6 +113,31 @@ def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     label = "verified" if verdict.status == "consistent" and not reasons else "declared"
     return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
             "label": label, "declared_reasons": reasons}
+
+
+def fold_verdicts(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """What :meth:`fedpriv.ledger.PrivacyLedger.fold` takes of a client-round's verdict, read
+    from its :func:`verdict_summary` (live, and as the store keeps it on ``--resume``).
+
+    Parameters
+    ----------
+    summary
+        The round's verdict summary; empty where none was stored.
+
+    Returns
+    -------
+    dict
+        ``verification`` (the verdict's status), ``verified`` (the label is ``verified``; None
+        for a summary without per-property verdicts) and ``size_verified``: the round's
+        ``size-sampling`` property passed — the server verified the local size its sampling
+        rate rests on (the simulation engine's partition or ``[[strategy.nodes]]``); a summary
+        that does not say is taken as unverified (accounted at q = 1, never less ε).
+    """
+    label = summary.get("label")
+    size = (summary.get("properties") or {}).get("size-sampling") or {}
+    return {"verification": summary.get("status"),
+            "verified": None if label is None else label == "verified",
+            "size_verified": size.get("status") == "passed"}
 
 
 def verdict_line(verdict: Verdict) -> str:

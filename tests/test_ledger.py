@@ -59,3 +59,63 @@ def test_unaccountable_answers_are_kept_per_history_and_equal_a_fresh_ledgers(mo
     assert fresh.unaccountable(4, huge, steps=100_000, **args) == ledger.unaccountable(
         5, huge, steps=100_000, **args)
     assert computed == [1, 0, 4, 4]  # the fresh ledger's own computation; client 5 was kept
+
+
+def test_a_fold_whose_local_size_was_not_verified_is_accounted_at_q_1():
+    """Amplification by sampling only at a size the server verified: a round folded with
+    ``size_verified=False`` is accounted at q = 1 (ε and the accountant's ledger), the claimed
+    q kept in ``epsilon_declared``; the tally's ``sampling`` says why. A client-level fold is
+    untouched (its release is never sampled), and a verified fold is as before."""
+    gauss = build_mechanism("gaussian", {"noise_multiplier": 1.0}).release(1000)
+    ledger = PrivacyLedger(1e-5)
+    claimed = 32 / 10**9  # q = L/n for a claimed n = 10^9
+    for rnd in (1, 2):
+        tally = ledger.fold(rnd, 0, gauss, steps=5, sample_rate=claimed, batch_size=32,
+                            dim=1000, verification="consistent", size_verified=False)
+        at_one, at_claim = ClientAccountant(), ClientAccountant()
+        at_one.record(gauss, 1.0, 5 * rnd)
+        at_claim.record(gauss, claimed, 5 * rnd)
+        assert tally["epsilon"] == at_one.epsilon(1e-5) > 1.0
+        assert tally["epsilon_declared"] == at_claim.epsilon(1e-5) < 1e-6
+        assert tally["sampling"] == (f"none (q = 1 in {rnd} of {rnd} rounds: local size not "
+                                     "verified by the server)")
+    verified = ledger.fold(1, 1, gauss, steps=5, sample_rate=claimed, batch_size=32,
+                           dim=1000, verification="consistent")
+    assert verified["epsilon"] == verified["epsilon_declared"] < 1e-6
+    assert verified["sampling"] == "poisson"
+    # a later verified round joins both ledgers at its own q; the claimed one keeps the claim
+    mixed = ledger.fold(3, 0, gauss, steps=5, sample_rate=0.25, batch_size=32, dim=1000,
+                        verification="consistent")
+    assert mixed["sampling"] == ("none+poisson (q = 1 in 2 of 3 rounds: local size not "
+                                 "verified by the server)")
+    assert mixed["epsilon"] > tally["epsilon"] > mixed["epsilon_declared"]
+
+
+def test_an_unverified_fixed_size_sample_is_every_record_of_the_batch():
+    """A fixed-size batch of m from a size the server could not verify may be all the client
+    holds: accounted as m of m (under add/remove the added record displaces one of them: the
+    doubled release at m/(m+1)), never as one unsampled release."""
+    gauss = build_mechanism("gaussian", {"noise_multiplier": 1.0}).release(1000)
+    ledger = PrivacyLedger(1e-5)
+    tally = ledger.fold(1, 0, gauss, steps=5, sample_rate=32 / 10**9, population=10**9,
+                        batch_size=32, dim=1000, verification="consistent",
+                        size_verified=False)
+    every = ClientAccountant()
+    every.record(gauss, 32 / 33, 5)
+    unsampled = ClientAccountant()
+    unsampled.record(gauss, 1.0, 5)
+    doubled = ClientAccountant()
+    doubled.record(gauss.doubled(), 32 / 33, 5)
+    assert tally["epsilon"] == pytest.approx(doubled.epsilon(1e-5), rel=1e-9)
+    assert tally["epsilon"] > unsampled.epsilon(1e-5)
+    assert tally["sampling"].startswith("fixed-size (q = 1 in 1 of 1 rounds")
+
+
+def test_a_client_level_fold_ignores_the_size():
+    client = build_mechanism("client-gaussian", {"noise_multiplier": 1.0}).release(1000)
+    ledger = PrivacyLedger(1e-5)
+    a = ledger.fold(1, 0, client, steps=1, sample_rate=0.5, batch_size=1, dim=1000,
+                    unit="client", size_verified=False)
+    b = ledger.fold(1, 1, client, steps=1, sample_rate=0.5, batch_size=1, dim=1000,
+                    unit="client")
+    assert a == b

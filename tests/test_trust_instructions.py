@@ -177,12 +177,25 @@ def test_a_declared_size_the_server_knows_otherwise_is_inconsistent(cheated: dic
 
 
 def test_the_honest_client_is_verified_on_every_known_property(cheated: dict) -> None:
+    from strategies.identity import partition_sizes
+    from strategies.server_run import dataset_of
+
+    cfg = load_config(QUICKSTART, SMALL)
+    sizes = partition_sizes(cfg, dataset_of(cfg))
     for pid in HONEST:
-        verdict = _clients(cheated)[pid]["verification"]
+        client = _clients(cheated)[pid]
+        verdict = client["verification"]
         assert verdict["status"] == "consistent"
         parts = _parts(verdict)
         for test in KNOWN:
             assert parts[test]["status"] == "consistent", (test, parts[test])
+        # a size the engine gives keeps its amplification by sampling
+        q = cfg.train.batch_size / sizes[pid]
+        expected = _account(cfg, q, ROUNDS * cfg.train.local_steps)
+        assert client["epsilon"] == client["epsilon_declared"] == pytest.approx(expected,
+                                                                                  rel=1e-9)
+        assert client["sampling"] == "poisson"
+    assert cheated["epsilon_bounds"]["unamplified_clients"] == [7]  # its n contradicted
 
 
 @pytest.mark.parametrize("preset", [QUICKSTART, MIXED], ids=["quickstart", "mixed"])
@@ -231,6 +244,26 @@ def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, c
     assert len(capped) == 1 and "client 2" in capped[0], capped
     weight = float(capped[0].split("aggregation weight ")[1].split()[0])
     assert 400 < weight < 700 and f"num-examples = {BIG_N:g}" in capped[0]  # the median
+    # nor does the claim buy amplification by sampling: ε at q = 1, the claim's ε beside it
+    big, steps = clients[2], cfg.train.local_steps
+    assert big["epsilon"] == pytest.approx(_account(cfg, 1.0, steps), rel=1e-9)
+    claimed = _account(cfg, cfg.train.batch_size / BIG_N, steps)
+    assert big["epsilon_declared"] == pytest.approx(claimed, rel=1e-9)
+    assert claimed < 1e-6
+    assert big["epsilon_observed"]["value"] >= big["epsilon"] > 1.0
+    assert big["sampling"] == "none (q = 1 in 1 of 1 rounds: local size not verified by the server)"
+    bounds = report["epsilon_bounds"]  # and the report says so, for every unverified client
+    assert bounds["unamplified_clients"] == [0, 1, 2]
+    assert bounds["note"].startswith("epsilon of client(s) 0, 1, 2: at q = 1")
+    assert "per-record sensitivity" in bounds["epsilon_observed"]
+
+
+def _account(cfg: Config, sample_rate: float, steps: int) -> float:
+    """``fedpriv account``'s ε of the quickstart's Gaussian at ``sample_rate`` and ``steps``."""
+    from fedpriv.commands.account import account
+
+    return account("gaussian", sample_rate=sample_rate, steps=steps, delta=cfg.audit.delta,
+                   accountant=cfg.audit.accountant, noise_multiplier=1.0)["epsilon"]
 
 
 def test_aggregation_weights_follow_only_what_the_server_knows() -> None:

@@ -241,8 +241,12 @@ class ReleaseEvent:
 
     @property
     def sampling(self) -> str:
-        """``"poisson"``, ``"fixed-size"`` or ``"none"`` (every record in every release)."""
-        if self.sample_rate == 1.0:
+        """``"poisson"``, ``"fixed-size"`` or ``"none"`` (every record in every release).
+        A fixed-size sample of all ``N`` records is still fixed-size: under add/remove the
+        added record displaces one of the ``N`` (:mod:`.sampling`), as for a client whose
+        claimed size the server could not verify and whose batch of ``m`` may be its every
+        record (:meth:`fedpriv.ledger.PrivacyLedger.fold`)."""
+        if self.sample_rate == 1.0 and self.population is None:
             return "none"
         return "poisson" if self.population is None else "fixed-size"
 

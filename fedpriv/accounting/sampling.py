@@ -16,8 +16,10 @@ routes (:mod:`.routes`) compose, by the pair that dominates each one:
   :mod:`.mixture_pld` and whose RDP is dp-accounting's sampled-without-replacement Gaussian
   (Wang, Balle, Kasiviswanathan 2019, Thm. 27) where that applies, else the unsampled pair.
 
-A release with its sampling rate 1 is not sampled: every relation gives the release itself
-(add/remove) or its doubled sensitivity (replace-one).
+A Poisson release with its sampling rate 1 is not sampled: every relation gives the release
+itself (add/remove) or its doubled sensitivity (replace-one). A fixed-size sample of all ``N``
+records (``m = N``) is a fixed-size sample all the same: under add/remove the added record
+displaces one of them, the doubled release at ``N/(N+1)``.
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from typing import Any
 
 from fedpriv.audit.check_figures import verification_figure
 from fedpriv.audit.html_page import Markup, Section, cell, embed, esc, table
+from fedpriv.audit.report_trust import unamplified
 
 __all__ = ["MAX_FLAGGED", "clients_section", "properties_section", "verification_section"]
 
@@ -33,6 +34,7 @@ def _accounting(client: Row) -> str | None:
         client.get("route") and f"route {client['route']}",
         client.get("optimal_order") and f"α* {cell(client['optimal_order'], 3)}",
         client.get("compose"),
+        client.get("sampling"),
     ]
     return " · ".join(str(p) for p in parts if p) or None
 
@@ -49,7 +51,8 @@ def _three(client: Row) -> str:
     """``[lower, declared, observed]``: the canary lower bound, the declared ε and the upper
     confidence bound from the updates ("–" where not measured)."""
     lower = (client.get("epsilon_lower") or {}).get("value")
-    declared = client.get("epsilon_declared", client.get("epsilon"))
+    declared = (client.get("epsilon") if unamplified(client)  # the bound, not the claim
+                else client.get("epsilon_declared", client.get("epsilon")))
     observed = (client.get("epsilon_observed") or {}).get("value")
     return f"[{cell(lower, 3)}, {cell(declared, 3)}, {cell(observed, 3)}]"
 
@@ -104,10 +107,12 @@ _COLUMNS: list[Column] = [
     ("guarantee", "", lambda c: c.get("guarantee")),
     ("rounds", "replies accepted", lambda c: c.get("rounds_participated")),
     ("last round", "round of the last tally", _last_round),
-    ("ε", "cumulative ε at δ (accountant's upper bound)", lambda c: c.get("epsilon")),
+    ("ε", "cumulative ε at δ (accountant's upper bound; amplified by sampling only at a "
+     "local size the server verified, else at q = 1)", lambda c: c.get("epsilon")),
     ("δ", "", lambda c: c.get("delta")),
     ("accounting", "accountant · route (privacy-math.md §3) · optimal Rényi order α* · "
-     "composition unit", _accounting),
+     "composition unit · sampling (q = 1 where the server did not verify the local size)",
+     _accounting),
     ("T", "noisy releases composed", lambda c: c.get("releases")),
     ("log C round", "log Bayes capacity of the last round (nats)",
      lambda c: _last(c, "log_capacity_round")),
@@ -132,7 +137,8 @@ _OPTIONAL: dict[str, list[Column]] = {
                       ("confidence", "of the lower bound", _lower("confidence")),
                       ("method", "of the lower bound", _lower("method"))],
     "epsilon_observed": [("ε [lower, declared, observed]", "canary lower bound, the "
-                          "declared ε, and the upper confidence bound from the updates", _three),
+                          "declared ε (at q = 1 where the local size was not verified), and "
+                          "the upper confidence bound from the updates", _three),
                          ("ε observed", "upper confidence bound: ε at the least noise the "
                           "updates show (assuming per-example clipping at the declared C)",
                           _observed("value")),

@@ -29,6 +29,7 @@ from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
 from fedpriv.audit.report_trust import (
+    epsilon_bounds,
     observed_summary,
     properties_summary,
     run_verification_summary,
@@ -295,6 +296,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "storage": storage_summary(store, run["config"]), "chain": head_summary(store),
     }  # fmt: skip
     _central_to_the_last_round(report["clients"], tallies)
+    report["epsilon_bounds"] = epsilon_bounds(report["clients"], tallies)
     for client in report["clients"]:
         client["vacuous"] = vacuous_bounds(client, run["config"])
     if problems is not None:

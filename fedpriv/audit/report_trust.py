@@ -1,7 +1,8 @@
 """What the run report says each client's updates were tested for: the client's verdict over its
 rounds, its per-property verdicts (:mod:`fedpriv.verification.properties`), its
-``epsilon_observed`` as shown, and the run's family-wise false-alarm bound. Read from the tallies'
-JSON columns by :mod:`fedpriv.audit.report`.
+``epsilon_observed`` as shown, the run's family-wise false-alarm bound, and what every ε bounds
+under which assumptions (:func:`epsilon_bounds`). Read from the tallies' JSON columns by
+:mod:`fedpriv.audit.report`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import json
 from typing import Any
 
 from fedpriv.jsonio import optional_loads
+from fedpriv.ledger import UNVERIFIED_SIZE
 
 __all__ = [
-    "observed_summary", "properties_summary", "run_verification_summary",
-    "verification_summary",
+    "epsilon_bounds", "observed_summary", "properties_summary", "run_verification_summary",
+    "unamplified", "verification_summary",
 ]  # fmt: skip
 
 Row = dict[str, Any]
@@ -81,3 +83,52 @@ def run_verification_summary(tallies: dict[int, list[Row]], config: Row) -> Row:
               for s in ("consistent", "inconsistent", "unverifiable", "undeclared")}
     return {"alpha_per_test": alpha, "client_rounds": len(verdicts), "tests": tests, **counts,
             "family_wise_false_alarm_bound": min(1.0, alpha * tests)}
+
+
+def unamplified(client: Row) -> bool:
+    """Whether some of the client's releases are accounted at ``q = 1`` because the server did
+    not verify its local size (:data:`fedpriv.ledger.UNVERIFIED_SIZE` in its ``sampling``)."""
+    return UNVERIFIED_SIZE in (client.get("sampling") or "")
+
+
+def epsilon_bounds(clients: list[Row], tallies: dict[int, list[Row]]) -> Row:
+    """What the run's ε figures bound, and under which assumptions (docs/trust.md §2, §6).
+
+    Parameters
+    ----------
+    clients
+        The report's client entries (their ``sampling``).
+    tallies
+        Each client's tally rows (their stored verdicts).
+
+    Returns
+    -------
+    dict
+        ``epsilon`` and ``epsilon_observed``: what each is, in one sentence;
+        ``unamplified_clients``: the clients some of whose releases are accounted at
+        ``q = 1`` (:func:`unamplified`); ``fresh_noise_checked``: client-rounds whose
+        ``fresh-noise`` property (replay and fresh-noise tests) passed, of ``client_rounds``
+        with property verdicts; ``note``: one line for a terminal, None when every size was
+        verified.
+    """
+    summaries = [optional_loads(t.get("verification_json")) or {} for rows in tallies.values()
+                 for t in rows]
+    rounds = [v["properties"] for v in summaries if v.get("properties")]
+    fresh = sum((r.get("fresh-noise") or {}).get("status") == "passed" for r in rounds)
+    ids = [c["client_id"] for c in clients if unamplified(c)]
+    note = None if not ids else (
+        f"epsilon of client(s) {', '.join(map(str, ids))}: at q = 1, no amplification by "
+        f"sampling ({UNVERIFIED_SIZE}); epsilon_declared keeps the claimed size's")
+    return {
+        "epsilon": "an upper bound on the declared releases, amplified by sampling only at a "
+                   "local size the server verified (simulation engine, [[strategy.nodes]]); "
+                   "elsewhere accounted at q = 1, the claimed size's figure in "
+                   "epsilon_declared",
+        "epsilon_observed": "an upper confidence bound given per-record sensitivity (each "
+                            "example's gradient clipped to the declared C, which no server "
+                            "observes), at the sampling epsilon is accounted at; noise reused "
+                            "across rounds is excluded only where the replay and fresh-noise "
+                            "tests checked it (fresh_noise_checked)",
+        "unamplified_clients": ids, "fresh_noise_checked": fresh, "client_rounds": len(rounds),
+        "note": note,
+    }  # fmt: skip

@@ -48,7 +48,9 @@ APPLICATION_ID = 0x66647076
 #: remembers of each client-round beyond the update itself (the replay/fresh-noise sketch entry,
 #: the canary pool entry), so that ``--resume`` rebuilds the same memory under every
 #: ``audit.store_updates`` policy. Version 8 names how each tally's releases were sampled
-#: (``tallies.sampling``: ``poisson``, ``fixed-size`` or ``none``) and, at the client level,
+#: (``tallies.sampling``: ``poisson``, ``fixed-size`` or ``none``, joined by ``+`` when rounds
+#: differ, with the count of rounds accounted at q = 1 for want of a server-verified local size
+#: after it in parentheses, :data:`fedpriv.ledger.UNVERIFIED_SIZE`) and, at the client level,
 #: how ``epsilon_central`` was (``central_sampling``: m of N clients without replacement,
 #: ``central_neighbouring``), privacy-math.md §14. Version 9 adds the ``chain`` table: every
 #: write of a row, in write order, hash-chained (:mod:`fedpriv.audit.chain`).

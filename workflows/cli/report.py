@@ -101,6 +101,8 @@ def render(result: dict[str, Any]) -> str:
             f"{_fmt(c['epsilon'], '10.4g')} {_fmt(c['log_bayes_capacity'], '10.4g')} "
             f"{_fmt(ssim, '9.3f')}  {c['guarantee'] or '-'}"
         )
+    if result["epsilon_bounds"]["note"]:
+        lines.append(result["epsilon_bounds"]["note"])
     for problem in result.get("integrity", {}).get("problems", []):
         lines.append(f"{problem['severity']}: {problem['path']}: {problem['message']}")
     files = result["files"]

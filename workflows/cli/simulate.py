@@ -114,6 +114,8 @@ def render(result: dict[str, Any]) -> str:
             f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
             f"{_num(eps):>9} {_num(cap):>9} {_num(ssim):>6}"
         )
+    if result["epsilon_bounds"]["note"]:
+        lines.append(result["epsilon_bounds"]["note"])
     for f in result.get("failures", []):
         lines.append(f"round {f['round']}: client {_num(f['client_id'])} "
                      f"(node {f['node_id']}) {f['kind']}: {f['message'][:120]}")
