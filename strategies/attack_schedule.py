@@ -192,19 +192,20 @@ def game_outcome(
     declared = build_mechanism(view.mechanism, view.mechanism_params)
     settings = GameSettings(audit.game_trials, audit.game_confidence,
                             audit.seed + 1000 * rnd + client_id)
-    game = identification_game(view, declared, batch, pool, settings)
-    if game is None:
+    played = identification_game(view, declared, batch, pool, settings)
+    if played is None:
         return None
+    game = played.leakage
     leakage = game.summary()
     row = {
         "attack": GAME_ATTACK, "iterations": 0, "restarts": game.trials,
         "mbp_estimate": game.mbp, "abp_estimate": game.abp,
         "estimate": {"empirical_leakage": leakage, "mbp_interval": list(game.mbp_interval),
-                     "abp_interval": list(game.abp_interval),
+                     "abp_interval": list(game.abp_interval), "noise": played.noise(),
                      "bound_used": "Bayes capacity on the candidates, min(log C, log M)"},
     }  # fmt: skip
     violation = None
-    if game.exceeds_bound:
+    if game.p_value <= (1 - game.confidence) / 2:  # the lower end above the bound
         violation = (f"identification game: log(M·P) >= {game.log_lower:.3g} at "
                      f"{game.confidence:.0%} confidence exceeds the declared mechanism's "
                      f"log Bayes capacity {game.log_bound:.3g} ({game.successes}/"

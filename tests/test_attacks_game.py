@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from attacks_support import digits
 
-from attacks.estimators.game import GameSettings, identification_game
+from attacks.estimators.game import SCALE_BETA, GameSettings, identification_game
 from attacks.simulate import simulate_view
 from fedpriv.mechanisms import build_mechanism
 
@@ -21,27 +21,39 @@ def _game(name: str, used: dict, declared: dict, **view_kwargs):
     return identification_game(view, build_mechanism(name, declared), batch, pool, SETTINGS)
 
 
+def _leakage(*args, **kwargs):
+    return _game(*args, **kwargs).leakage
+
+
 def test_honest_gaussian_client_stays_below_its_bound():
     params = {"noise_multiplier": 2.0, "clip": 1.0}
-    game = _game("gaussian", params, params)
+    played = _game("gaussian", params, params)
+    game = played.leakage
     assert game.candidates == 16 and game.trials == 400
+    assert played.law == "gaussian" and played.scale == played.declared_scale == 2.0
     assert game.log_lower <= game.log_bound
-    assert not game.exceeds_bound
+    assert game.p_value > 0.025
 
 
 def test_under_noising_client_is_caught():
-    """Declares σ = 2, adds σ/10: the game's lower end lies above the declared bound."""
-    game = _game("gaussian", {"noise_multiplier": 0.2, "clip": 1.0},
-                 {"noise_multiplier": 2.0, "clip": 1.0})
-    assert game.exceeds_bound
+    """Declares σ = 2, adds σ/10: the trials draw at the scale its noise supports (≈ 0.2, at
+    most 1.04 × at p ≈ 13,700 and β = 1e-9), and the lower end lies above the declared bound
+    with a p-value far below any Holm threshold of a run."""
+    played = _game("gaussian", {"noise_multiplier": 0.2, "clip": 1.0},
+                   {"noise_multiplier": 2.0, "clip": 1.0})
+    assert 0.2 <= played.scale < 0.22
+    game = played.leakage
     assert game.log_lower > game.log_bound
+    assert SCALE_BETA <= game.p_value < 1e-6
 
 
 def test_noiseless_release_is_identified_at_log_m():
-    game = _game("clip", {"clip": 1.0}, {"clip": 1.0})
+    played = _game("clip", {"clip": 1.0}, {"clip": 1.0})
+    game = played.leakage
+    assert played.law == "none" and played.scale == 0.0
     assert game.successes == game.trials
     assert game.log_value == pytest.approx(game.log_bound)  # no capacity bound: log M
-    assert not game.exceeds_bound
+    assert game.p_value == 1.0
 
 
 @pytest.mark.parametrize(("name", "params", "kwargs"), [
