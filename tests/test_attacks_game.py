@@ -66,7 +66,8 @@ def test_game_does_not_apply(name, params, kwargs):
 
 def test_run_reports_empirical_leakage_and_marks_an_under_noising_client(tmp_path):
     """In a run: every attacked client reports ``empirical_leakage``; the honest one stays
-    below its bound, the one that adds a tenth of its declared noise is marked inconsistent."""
+    below its bound, the one that adds a tenth of its declared noise is flagged by Holm over the
+    run's games at ``audit.game_alpha``."""
     from reliability_support import QUICKSTART, LocalGrid
 
     from clients.client_app import app
@@ -88,7 +89,35 @@ def test_run_reports_empirical_leakage_and_marks_an_under_noising_client(tmp_pat
     assert honest["trials"] == 300 and honest["candidates"] == cfg.audit.game_candidates
     assert honest["log_lower"] <= honest["log_bound"] and not honest["exceeds_bound"]
     assert cheat["exceeds_bound"]
-    assert any("identification game" in f["message"] for f in clients[1]["failures"])
-    assert not any("identification game" in f["message"] for f in clients[0]["failures"])
+    family = report["identification_game"]
+    assert family["adjustment"] == "holm" and family["alpha"] == cfg.audit.game_alpha
+    assert family["client_rounds"] == family["tested"] == 2
+    assert [(f["client_id"], f["round"]) for f in family["flagged"]] == [(1, 1)]
+    assert report["config"]["audit"]["game_alpha"] == 0.05
     lo, hi = clients[0]["mbp_interval"]
     assert lo <= clients[0]["mbp_estimate"] <= hi
+
+
+def test_report_flags_by_holm_over_the_runs_games():
+    """Three games at p-values 0.01, 0.02, 0.5: Holm at α = 0.05 flags the first two
+    (3·0.01 = 0.03 ≤ α, then 2·0.02 = 0.04 ≤ α, then 0.5 > α), at α = 0.02 none. A game
+    stored without a p-value is counted, not tested."""
+    import json
+
+    from fedpriv.audit.report_game import client_game, game_family
+
+    def row(rnd, p):
+        leakage = {"log_value": 0.1, "log_lower": 0.0, "log_upper": 0.2, "log_bound": 1.0,
+                   "p_value": p}
+        return {"attack": "game", "round": rnd, "mbp_estimate": 0.1, "estimate_json":
+                json.dumps({"empirical_leakage": leakage, "mbp_interval": [0, 1],
+                            "abp_interval": [0, 1]})}
+
+    attacks = {0: [row(1, 0.01), row(2, 0.5)], 1: [row(1, 0.02), row(2, None)]}
+    record, flagged = game_family(attacks, {"audit": {"game_alpha": 0.05}})
+    assert flagged == {(0, 1), (1, 1)}
+    assert record["client_rounds"] == 4 and record["tested"] == 3 and record["alpha"] == 0.05
+    assert [f["adjusted_p_value"] for f in record["flagged"]] == pytest.approx([0.03, 0.04])
+    assert client_game(0, attacks[0], flagged)["empirical_leakage"]["exceeds_bound"]
+    assert not client_game(0, attacks[0][1:], flagged)["empirical_leakage"]["exceeds_bound"]
+    assert game_family(attacks, {"audit": {"game_alpha": 0.02}})[1] == set()
