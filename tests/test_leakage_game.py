@@ -36,8 +36,7 @@ def test_game_interval_covers_the_gaussian_closed_form(m, d):
     s, p, trials = 1.0, 4096, 3000
     candidates = np.zeros((m, p))
     candidates[np.arange(m), np.arange(m)] = d / math.sqrt(2.0)  # pairwise distance d
-    noise = rng.normal(0.0, s, size=p)  # one release's noise, resampled by signed permutation
-    wins = play_identification(candidates, noise, trials, rng)
+    wins = play_identification(candidates, trials, rng, "gaussian", s)  # fresh noise per trial
     exact = _simplex_success(m, d, s)
     radius = d / math.sqrt(2.0)
     game = identification_leakage(wins, trials, m, log_capacity_gaussian(m - 1, radius, s),
@@ -47,7 +46,7 @@ def test_game_interval_covers_the_gaussian_closed_form(m, d):
     # the (M−1)-dimensional capacity bounds the exact leakage, and the honest game stays below
     assert math.log(m * exact) <= game.log_bound + 1e-12
     assert game.log_lower <= game.log_bound
-    assert not game.exceeds_bound
+    assert game.p_value > 0.005
 
 
 def test_estimates_are_the_bayesian_privacy_of_the_symmetric_posterior():
@@ -72,15 +71,26 @@ def test_chance_level_interval_reaches_zero_leakage():
     assert nothing.summary()["trials"] == 50
 
 
-def test_lower_end_above_the_bound_is_flagged():
+def test_p_value_is_the_binomial_tail_at_the_bound_plus_beta():
+    """``P(Bin(n, P₀) ≥ k) + β``: below ``(1 − confidence)/2`` exactly when the
+    Clopper–Pearson lower end lies above the bound (the interval's duality)."""
     game = identification_leakage(95, 100, 16, 1.0)
-    assert game.log_lower > 1.0 and game.exceeds_bound
+    null = math.exp(1.0) / 16
+    assert game.p_value == pytest.approx(stats.binom.sf(94, 100, null), rel=1e-12)
+    assert game.log_lower > 1.0 and game.p_value < 0.025
+    shifted = identification_leakage(95, 100, 16, 1.0, scale_beta=1e-3)
+    assert shifted.p_value == pytest.approx(game.p_value + 1e-3, rel=1e-12)
+    for k in range(0, 101, 5):
+        g = identification_leakage(k, 100, 4, 0.5)
+        above = g.log_lower is not None and g.log_lower > g.log_bound
+        assert above == (g.p_value < 0.025), k
+    assert identification_leakage(3, 10, 4, math.inf).p_value == 1.0  # bound log M: P₀ = 1
 
 
 @pytest.mark.parametrize("kwargs", [
     {"successes": 5, "trials": 4}, {"successes": -1}, {"successes": 1.5}, {"trials": 0},
     {"candidates": 1}, {"confidence": 1.0}, {"log_capacity": -0.1},
-    {"log_capacity": math.nan},
+    {"log_capacity": math.nan}, {"scale_beta": 1.0}, {"scale_beta": -0.1},
 ])
 def test_bad_inputs_raise(kwargs):
     args = {"successes": 1, "trials": 10, "candidates": 4, "log_capacity": 1.0, **kwargs}

@@ -135,6 +135,10 @@ class AuditConfig:
                                 doc="Candidates the attacker chooses among in each trial.")
     game_confidence: float = rule("a number in (0, 1)", lambda v: 0 < v < 1, default=0.95,
                                   doc="The confidence of the game's interval.")
+    game_alpha: float = rule(
+        "a number in (0, 0.5]: the family-wise false-alarm rate of the identification game's "
+        "flags over the run's client-rounds (Holm)", lambda v: 0 < v <= 0.5, default=0.05,
+    )
     canaries: CanaryConfig = field(default_factory=CanaryConfig)
     undeclared: str = rule(
         *one_of("aggregate", "refuse"), default="aggregate",

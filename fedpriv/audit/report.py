@@ -19,7 +19,8 @@ import math
 import os
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
+from fedpriv.audit.report_game import client_game, game_family
 from fedpriv.audit.report_trust import (
     epsilon_bounds,
     observed_summary,
@@ -105,31 +107,13 @@ def _attack_summary(attack: Row | None) -> Row | None:
     return summary
 
 
-def _game(attacks: list[Row]) -> Row:
-    """``empirical_leakage`` (privacy-math.md §13): the client's identification game with the
-    highest lower end (``exceeds_bound`` when it lies above ``log_bound``), and the intervals
-    of the game with the largest MBP estimate. Nones without a game."""
-    games = [(a, optional_loads(a["estimate_json"])) for a in attacks if a["attack"] == GAME_ATTACK]
-    if not games:
-        return {"empirical_leakage": None, "mbp_interval": None, "abp_interval": None}
-    row, est = max(games, key=lambda g: _lower_or_inf(g[1]["empirical_leakage"]))
-    leakage = est["empirical_leakage"]
-    exceeds = leakage["log_lower"] is not None and leakage["log_lower"] > leakage["log_bound"]
-    _, worst = max(games, key=lambda g: g[0]["mbp_estimate"] or 0.0)
-    return {"empirical_leakage": {**leakage, "round": row["round"], "exceeds_bound": exceeds},
-            "mbp_interval": worst["mbp_interval"], "abp_interval": worst["abp_interval"]}
-
-
-def _lower_or_inf(leakage: Row) -> float:
-    return -float("inf") if leakage["log_lower"] is None else leakage["log_lower"]
-
-
 def _worst(key: str, rows: Iterable[Row]) -> float | None:
     values = [row[key] for row in rows if row[key] is not None]
     return max(values) if values else None
 
 
-def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> list[Row]:
+def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
+               game: Callable[[list[Row]], Row]) -> list[Row]:
     status = {u["round"]: u["status"] for u in updates}
     tally = {t["round"]: t for t in tallies}
     series = []
@@ -145,7 +129,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row]) -> li
             "ssim": None if best is None else best["ssim"],
             "prior_ssim": _prior_ssim(best),
             "gain_ssim": None if best is None else best["gain_ssim"],
-            "empirical_leakage": _game([a for a in attacks if a["round"] == rnd])[
+            "empirical_leakage": game([a for a in attacks if a["round"] == rnd])[
                 "empirical_leakage"],
             **_trust(row),
         })  # fmt: skip
@@ -189,10 +173,12 @@ def _budget(tallies: list[Row], updates: list[Row]) -> Row | None:
 
 
 def _client(
-    client_id: int, updates: list[Row], tallies: list[Row], attacks: list[Row], failures: list[Row]
+    client_id: int, updates: list[Row], tallies: list[Row], attacks: list[Row],
+    failures: list[Row], game: Callable[[list[Row]], Row],
 ) -> Row:
     """One client's entry: mechanism, cumulative tallies after its last tallied round,
-    worst empirical estimates, best attack, failures and the per-round series."""
+    worst empirical estimates, its identification game (``game``, flagged over the run),
+    best attack, failures and the per-round series."""
     ok = [u for u in updates if u["status"] == "ok"]
     aggregated = [u for u in updates if u["status"] in ("ok", "undeclared")]
     latest = (ok or updates or [{}])[-1]
@@ -216,14 +202,14 @@ def _client(
         "abp_bound": last.get("abp_bound"),
         "mbp_estimate": _worst("mbp_estimate", [*tallies, *attacks]),
         "abp_estimate": _worst("abp_estimate", [*tallies, *attacks]),
-        **_game(attacks),
+        **game(attacks),
         "attack": _attack_summary(_best(attacks)),
         **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
         "verification": verification_summary(tallies),
         **(properties_summary(tallies) or {"properties": None, "declared_reasons": []}),
         "budget": _budget(tallies, updates),
         "failures": failures,
-        "per_round": _per_round(updates, tallies, attacks),
+        "per_round": _per_round(updates, tallies, attacks, game),
     }
 
 
@@ -278,6 +264,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     failures = [{k: f[k] for k in f if k != "created"} for f in _completed(store, "failures")]
     failed_by_client = _by_client(failures)
     clients = sorted(set(updates) | set(tallies) | set(attacks) | set(failed_by_client))
+    games, flagged = game_family(attacks, run["config"])
     report = {
         "run_dir": str(store.run_dir), "run_id": run["run_id"], "status": run["status"],
         "error": run["error"], "fedpriv_version": run["fedpriv_version"], "seed": run["seed"],
@@ -287,12 +274,13 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "unverified_share": [(optional_loads(r["metrics_json"]) or {}).get("unverified_share")
                              for r in rounds],
         "clients": [
-            _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c]) for c in clients
+            _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c],
+                    partial(client_game, c, flagged=flagged)) for c in clients
         ],
         "failures": failures, "wall_seconds": run["wall_seconds"], "config": run["config"],
         "oracle": _oracle(run["config"]),
         "verification": run_verification_summary(tallies, run["config"]),
-        "identity": identity_summary(tallies),
+        "identity": identity_summary(tallies), "identification_game": games,
         "storage": storage_summary(store, run["config"]), "chain": head_summary(store),
     }  # fmt: skip
     _central_to_the_last_round(report["clients"], tallies)

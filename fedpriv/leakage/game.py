@@ -6,8 +6,16 @@ successes, ``P̂ = k/n`` estimates the posterior Bayes vulnerability, and the mu
 leakage ``M·P(correct)`` is at most the Bayes capacity of the release restricted to the
 candidates (Biswas et al. §IV–V; privacy-math.md §5), itself at most ``M``. The interval on
 ``P`` is Clopper–Pearson (``scipy.stats.binomtest(...).proportion_ci(method="exact")``): with
-confidence ``1 − a`` it covers ``P`` whatever the attacker, so an honest release's lower end
-lies above ``log C`` with probability at most ``a/2``.
+confidence ``1 − a`` it covers ``P`` whatever the attacker — provided the trials are
+independent draws of one ``P`` (fresh noise each; re-using one noise draw breaks it, §13).
+
+The flag is a test. Its null: ``P ≤ P₀ = exp(log_bound)/M`` (the release leaks no more than the
+bound). The exact binomial p-value ``P(Binomial(n, P₀) ≥ k)`` is below ``a/2`` exactly when the
+interval's lower end lies above ``P₀``; ``scale_beta`` (the probability that the trials' noise
+scale fell below the declared one for an honest client, attacks/estimators/game.py) is added,
+a union bound. Over a run the p-values of all client-rounds are adjusted by Holm's step-down
+(S. Holm, Scand. J. Statist. 6(2), 1979; :func:`fedpriv.verification.multiple.holm`) in the
+report: a flag there is family-wise at ``audit.game_alpha``.
 
 The Bayesian-privacy estimates (§6) come from the same game. The attacker's decisions induce a
 posterior over the candidates given its guess: ``F^A(guess) = P`` and ``(1 − P)/(M − 1)`` on each
@@ -20,6 +28,10 @@ References
 ----------
 .. [1] M. Biswas et al., Bayes capacity as a reconstruction-risk measure (privacy-math.md §5).
 .. [2] X. Zhang, T. Chen, "Bridging privacy and robustness for trustworthy machine learning".
+.. [3] C. J. Clopper, E. S. Pearson, "The use of confidence or fiducial limits illustrated in
+   the case of the binomial", Biometrika 26(4), 404–413, 1934.
+.. [4] S. Holm, "A simple sequentially rejective multiple test procedure", Scand. J. Statist.
+   6(2), 65–70, 1979.
 """
 
 from __future__ import annotations
@@ -83,12 +95,7 @@ class IdentificationLeakage:
     mbp_interval: tuple[float, float]
     abp: float
     abp_interval: tuple[float, float]
-
-    @property
-    def exceeds_bound(self) -> bool:
-        """Whether the interval lies wholly above the bound: the release leaked more than its
-        declared mechanism can (an under-noising client, or a wrong declaration)."""
-        return self.log_lower is not None and self.log_lower > self.log_bound
+    p_value: float
 
     def summary(self) -> dict[str, float | int | None]:
         """The ``empirical_leakage`` record of report.json."""
@@ -97,12 +104,13 @@ class IdentificationLeakage:
             "log_upper": self.log_upper, "log_bound": self.log_bound,
             "candidates": self.candidates, "trials": self.trials,
             "confidence": self.confidence, "successes": self.successes,
+            "p_value": self.p_value,
         }  # fmt: skip
 
 
 def identification_leakage(
     successes: int, trials: int, candidates: int, log_capacity: float,
-    confidence: float = 0.95,
+    confidence: float = 0.95, *, scale_beta: float = 0.0,
 ) -> IdentificationLeakage:
     """Empirical multiplicative leakage of an identification game (privacy-math.md §13).
 
@@ -117,26 +125,35 @@ def identification_leakage(
         §5's formula); ``inf`` when the release has no bound. The reported ``log_bound`` is
         ``min(log C, log M)``: no game over ``M`` candidates can show more than ``log M``.
     confidence
-        Two-sided confidence of the Clopper–Pearson interval on ``P``.
+        Two-sided confidence of the Clopper–Pearson interval on ``P`` (C. J. Clopper,
+        E. S. Pearson, Biometrika 26(4), 1934).
+    scale_beta
+        Added to the p-value of ``P ≤ exp(log_bound)/M``: the probability, under an honest
+        client, that the trials' noise was drawn below the declared scale (0 when they drew it
+        at the declared scale).
     """
     trials = check_dim("trials", trials)
     candidates = check_dim("candidates", candidates, minimum=2)
     if int(successes) != successes or not 0 <= successes <= trials:
         raise InputError("successes", successes, f"an integer in [0, {trials}]")
     confidence = check_probability("confidence", confidence)
+    if not 0 <= scale_beta < 1:
+        raise InputError("scale_beta", scale_beta, "a number in [0, 1)")
     if math.isnan(log_capacity) or log_capacity < 0:
         raise InputError("log_capacity", log_capacity, "a log Bayes capacity >= 0 (inf allowed)")
     successes = int(successes)
     ci = stats.binomtest(successes, trials).proportion_ci(confidence, method="exact")
     p_hat, lo, hi = successes / trials, float(ci.low), float(ci.high)
     centre = 1.0 / candidates
+    log_bound = min(float(log_capacity), math.log(candidates))
+    null = min(1.0, math.exp(log_bound) / candidates)
+    p_value = min(1.0, float(stats.binom.sf(successes - 1, trials, null)) + scale_beta)
     return IdentificationLeakage(
         successes=successes, trials=trials, candidates=candidates, confidence=confidence,
         log_value=_log_mp(p_hat, candidates), log_lower=_log_mp(lo, candidates),
-        log_upper=math.log(candidates * hi), log_bound=min(float(log_capacity),
-                                                           math.log(candidates)),
+        log_upper=math.log(candidates * hi), log_bound=log_bound,
         mbp=symmetric_mbp(p_hat, candidates),
         mbp_interval=_image(symmetric_mbp, lo, hi, centre, candidates),
         abp=_symmetric_abp(p_hat, candidates),
-        abp_interval=_image(_symmetric_abp, lo, hi, centre, candidates),
+        abp_interval=_image(_symmetric_abp, lo, hi, centre, candidates), p_value=p_value,
     )
