@@ -141,9 +141,10 @@ def section_names() -> list[str]:
 
 def config_entries() -> list[Entry]:
     """Every key of the run's config this process validates (the config reference: the
-    library's keys, then each registered section's; ``docs/config.md``)."""
+    library's keys, then each registered section's by name — the order the application's
+    modules happened to be imported in must not reorder ``docs/config.md``)."""
     entries = field_entries(Config, "", skip=("sections",))
-    for name, section in _SECTIONS.items():
+    for name, section in sorted(_SECTIONS.items()):
         entries += section_entries(section.cls, f"{name}[i]." if section.many else f"{name}.")
     return entries
 
