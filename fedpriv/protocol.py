@@ -108,8 +108,9 @@ class ReplyError(ValueError):
         self.allowed = allowed
         try:
             shown = repr(value)
-        except ValueError:  # an integer past Python's 4,300 digits of str()
-            shown = f"<an integer of {value.bit_length():,} bits>"
+        except ValueError:  # an integer past Python's 4,300 digits of str(), maybe in a list
+            shown = (f"<an integer of {value.bit_length():,} bits>" if isinstance(value, int)
+                     else f"<a {type(value).__name__} holding an integer too long to print>")
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         super().__init__(f"reply field {field_name!r} = {shown}: expected {allowed}")
 

@@ -77,6 +77,8 @@ def _legal(field: str, value: object) -> bool:
         return isinstance(value, str) and 0 < len(value) <= 1_000
     if field in ("momentum", "weight-decay", "partition-id"):
         return number == 0 and not isinstance(value, float)
+    if field == "nesterov":  # a flag: either value reads (True contradicts the settings sent)
+        return isinstance(value, bool)
     return False
 
 
@@ -149,7 +151,8 @@ def test_no_reply_value_ends_the_run_many(tmp_path_factory, declared, stock) -> 
     test_no_reply_value_ends_the_run.hypothesis.inner_test(tmp_path_factory, declared, stock)
 
 
-@pytest.mark.parametrize("claim", [10**19, 10**300, 2**63], ids=["1e19", "1e300", "2^63"])
+@pytest.mark.parametrize("claim", [10**19, 10**300, 2**63, [10**5000]],
+                         ids=["1e19", "1e300", "2^63", "a list of an unprintable integer"])
 def test_a_stock_num_examples_past_int64_is_malformed_and_the_run_completes(
     tmp_path, claim: int,
 ) -> None:
