@@ -77,8 +77,8 @@ def _legal(field: str, value: object) -> bool:
         return isinstance(value, str) and 0 < len(value) <= 1_000
     if field in ("momentum", "weight-decay", "partition-id"):
         return number == 0 and not isinstance(value, float)
-    if field == "nesterov":  # a flag: either value reads (True contradicts the settings sent)
-        return isinstance(value, bool)
+    if field == "nesterov":  # the instructed False; True needs a momentum, which is 0 here
+        return value is False
     return False
 
 
