@@ -270,3 +270,27 @@ def test_figures_are_redrawn_only_when_their_data_changes(tmp_path):
         store.write_attack(1, 0, {"attack": "dlg", "ssim": 0.9}, [_images(1, n=2)])
         report_run(run_dir)
         assert figure.stat().st_mtime_ns > first  # a better attack arrived: redrawn
+
+
+def test_terminal_tables_mark_a_vacuous_capacity_as_the_page_does(report) -> None:
+    """Issue 41: the terminal printed log C = 2.34e+04 bare where report.html says it bounds
+    nothing (above log |secret space|); both tables now mark it and say why, once."""
+    from fedpriv.audit.vacuity import VACUOUS_MARK, terminal_marks
+    from workflows.cli import report as report_cli
+    from workflows.cli import simulate as simulate_cli
+
+    reason = "vacuous: no release leaks more than log |secret space| ≤ 1,422 nats (x); log C = 9"
+    clients = [{**c, "log_bayes_capacity": 2.34e4 if c["client_id"] == 1 else 3.0,
+                "vacuous": {"log_bayes_capacity": reason} if c["client_id"] == 1 else {}}
+               for c in report["clients"]]
+    marks, footnote = terminal_marks(clients, "log_bayes_capacity")
+    assert marks == ["", VACUOUS_MARK, ""] and len(footnote) == 1
+    assert "1,422 nats (x): a larger value bounds nothing" in footnote[0]
+    assert terminal_marks(report["clients"], "log_bayes_capacity") == (["", "", ""], [])
+    result = {**report, "clients": clients, "chain": {"rounds": {}, "head": "0" * 64,
+                                                        "entries": 0, "signature": None},
+              "files": {"report": "r", "tallies_csv": "t", "figures": []}}
+    for text in (simulate_cli.render(result), report_cli.render(result)):
+        rows = [line for line in text.splitlines() if "2.34e+04" in line]
+        assert len(rows) == 1 and f"2.34e+04{VACUOUS_MARK}" in rows[0]
+        assert text.count("a larger value bounds nothing") == 1

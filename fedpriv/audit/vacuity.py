@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ABP_MAX", "log_secret_space", "vacuous_bounds"]
+__all__ = ["ABP_MAX", "VACUOUS_MARK", "log_secret_space", "terminal_marks", "vacuous_bounds"]
 
 #: The largest ABP value: sqrt(log 2), the square root of the largest JS divergence (nats).
 ABP_MAX = math.sqrt(math.log(2.0))
@@ -65,3 +65,20 @@ def vacuous_bounds(client: Mapping[str, Any], config: Mapping[str, Any]) -> dict
             f"vacuous: no release leaks more than log |secret space| ≤ {space[0]:,.0f} nats "
             f"({space[1]}); log C = {log_c:,.4g} nats exceeds it")
     return out
+
+
+VACUOUS_MARK = "*"
+"""What a terminal table appends to a vacuous bound (report.html marks it in words)."""
+
+
+def terminal_marks(clients: list[Mapping[str, Any]], key: str) -> tuple[list[str], list[str]]:
+    """Per client, :data:`VACUOUS_MARK` where its ``key`` is vacuous (else ``""``), and the
+    footnote a table that printed a mark ends with (none when nothing was marked): a terminal
+    summary states what the page states, never a bare number that bounds nothing."""
+    marks = [VACUOUS_MARK if key in (c.get("vacuous") or {}) else "" for c in clients]
+    if not any(marks):
+        return marks, []
+    reason = next(c["vacuous"][key] for c in clients if key in (c.get("vacuous") or {}))
+    limit = reason.rpartition("; ")[0] or reason  # the range, without one client's value
+    return marks, [f"{VACUOUS_MARK} {limit}: a larger value bounds nothing "
+                   "(report.json: vacuous)"]

@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.validate import check_positive
 
 __all__ = ["register", "render", "run"]
@@ -94,13 +95,16 @@ def render(result: dict[str, Any]) -> str:
         f"{'client':>6} {'mechanism':<10} {'rounds':>6} {'epsilon':>10} {'log C':>10} "
         f"{'best SSIM':>9}  guarantee",
     ]
-    for c in result["clients"]:
+    marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
+    for c, mark in zip(result["clients"], marks, strict=True):
         ssim = c["attack"]["ssim"] if c["attack"] else None
+        cap = _fmt(c["log_bayes_capacity"], ".4g") + mark
         lines.append(
             f"{c['client_id']:>6} {c['mechanism'] or '-':<10} {c['rounds_participated']:>6} "
-            f"{_fmt(c['epsilon'], '10.4g')} {_fmt(c['log_bayes_capacity'], '10.4g')} "
+            f"{_fmt(c['epsilon'], '10.4g')} {cap:>10} "
             f"{_fmt(ssim, '9.3f')}  {c['guarantee'] or '-'}"
         )
+    lines += footnote
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     for problem in result.get("integrity", {}).get("problems", []):

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.errors import InputError
 
 __all__ = ["register", "render", "run"]
@@ -106,14 +107,16 @@ def render(result: dict[str, Any]) -> str:
         f"run directory: {result['run_dir']}",
         f"rounds: {result['rounds']}   final accuracy: {acc[-1]:.4f}" if acc else "no rounds",
         f"wall time: {_num(result['wall_seconds'])} s",
-        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>9} {'SSIM':>6}",
+        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>10} {'SSIM':>6}",
     ]
-    for c in result["clients"]:
+    marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
+    for c, mark in zip(result["clients"], marks, strict=True):
         eps, cap, ssim = c["epsilon"], c["log_bayes_capacity"], (c["attack"] or {}).get("ssim")
         lines.append(
             f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
-            f"{_num(eps):>9} {_num(cap):>9} {_num(ssim):>6}"
+            f"{_num(eps):>9} {_num(cap) + mark:>10} {_num(ssim):>6}"
         )
+    lines += footnote
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     for f in result.get("failures", []):
