@@ -20,6 +20,7 @@ from typing import Any
 
 from flwr.app import ConfigRecord, Context
 
+from fedpriv.accounting.sampling import level_relation
 from fedpriv.audit.config import AuditConfig
 from fedpriv.budget import BudgetCheck, check_budget
 from fedpriv.mechanisms import Mechanism
@@ -56,8 +57,7 @@ def budget_check(
     ``audit.accountant``, as the server's ledger accounts it."""
     if budget is None:
         return None
-    # a client-level release class is its pair against the server, as the ledger takes it
-    relation = audit.neighbouring if mechanism.level == "record" else "add-remove"
+    relation = level_relation(mechanism.level, audit.neighbouring)  # as the ledger takes it
     return check_budget(budget, mechanism.release(dim), sample_rate=sample_rate,
                         released=released, steps=steps, delta=audit.delta,
                         accountant=audit.accountant, population=population,

@@ -24,6 +24,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 
+from fedpriv.accounting.sampling import level_relation, sampled_population
 from fedpriv.config import Config, config_from_dict, section_names
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.config import TARGET_KEY, CalibrationRecord
@@ -99,14 +100,13 @@ def _calibrate(cfg: Config, client: int, n: int, dim: int) -> CalibrationRecord:
     start = release_class(name).calibration_start(dim).parameter
     mech = build_mechanism(name, {**params, parameter: start})
     q = sampling_rate(n, cfg.train.batch_size)
-    record_level = mech.level == "record"
-    population = n if cfg.train.sampling == "fixed" and q < 1.0 and record_level else None
+    population = sampled_population(cfg.train.sampling, mech.level, q, n)
     steps = cfg.rounds * cfg.train.local_steps
     target = cfg.mechanism.target_epsilon
     try:
         cal = calibrate(mech.release(dim), target, delta=cfg.audit.delta, sample_rate=q,
                         steps=steps, accountant=cfg.audit.accountant, population=population,
-                        neighbouring=cfg.audit.neighbouring if record_level else "add-remove")
+                        neighbouring=level_relation(mech.level, cfg.audit.neighbouring))
     except InputError as exc:
         raise InputError(f"mechanism.{TARGET_KEY}", target, f"{exc.allowed} (client {client}: "
                          f"{steps:,} releases at q = {q:.4g}, delta = {cfg.audit.delta:g}, "

@@ -78,7 +78,7 @@ from functools import lru_cache
 from typing import Any
 
 from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, accountable, epsilon
-from fedpriv.accounting.sampling import check_neighbouring
+from fedpriv.accounting.sampling import check_neighbouring, level_relation
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
@@ -254,7 +254,7 @@ class PrivacyLedger:
         ledger.unit = unit
         if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
-            ledger.accountant.neighbouring = "add-remove"
+            ledger.accountant.neighbouring = level_relation(unit, self.neighbouring)
         unamplified = unit == "record" and not size_verified and sample_rate < 1.0
         if unamplified and ledger.claimed is None:
             ledger.claimed = ledger.accountant.copy()
@@ -326,7 +326,7 @@ class PrivacyLedger:
         unit: str, population: int | None,
     ) -> str | None:
         """:meth:`unaccountable`, computed: the accountant, then a trial fold."""
-        relation = self.neighbouring if unit == "record" else "add-remove"
+        relation = level_relation(unit, self.neighbouring)
         reason = accountable.unaccountable(events, self.delta, accountant=self.accountant,
                                            neighbouring=relation)
         if reason is not None:

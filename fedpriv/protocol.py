@@ -32,6 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fedpriv.accounting.sampling import sampled_population
 from fedpriv.errors import InputError
 from fedpriv.optimizer_settings import OPTIMIZERS, OptimizerSettings, optimizer_conflict
 
@@ -396,9 +397,9 @@ class ClientReport:
         ``sample_rate`` (:attr:`release_rate`) and ``population`` — ``n`` for fixed-size
         batches (``m = q·n`` of the ``n`` records, without replacement), None under Poisson
         sampling and at the client level (privacy-math.md §14)."""
-        fixed = self.sampling == "fixed" and not self.client_level and self.sample_rate < 1.0
         return {"sample_rate": self.release_rate,
-                "population": self.local_examples if fixed else None}
+                "population": sampled_population(self.sampling, self.mechanism.level,
+                                                 self.sample_rate, self.local_examples)}
 
     @property
     def secret_batch(self) -> float:

@@ -161,6 +161,7 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
     accounted over the whole run (``rounds × local_steps`` releases at the client's rate):
     once per distinct (mechanism, rate), not once per client."""
     from fedpriv.accounting import ClientAccountant
+    from fedpriv.accounting.sampling import level_relation, sampled_population
     from fedpriv.canaries import canary_epsilon, round_design
     from fedpriv.mechanisms import build_mechanism
     from fedpriv.protocol import sampling_rate
@@ -180,10 +181,10 @@ def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> 
         release = mech.release(dim)
         with _accountable(cfg, client_id, mech, release, q, steps):
             if cfg.audit.enabled or cfg.mechanism.budget_for(client_id) is not None:
-                accountant = ClientAccountant(cfg.audit.accountant, neighbouring=(
-                    cfg.audit.neighbouring if mech.level == "record" else "add-remove"))
-                fixed = cfg.train.sampling == "fixed" and q < 1.0 and mech.level == "record"
-                accountant.record(release, q, steps, n if fixed else None)
+                accountant = ClientAccountant(cfg.audit.accountant, neighbouring=level_relation(
+                    mech.level, cfg.audit.neighbouring))
+                accountant.record(release, q, steps,
+                                  sampled_population(cfg.train.sampling, mech.level, q, n))
                 accountant.result(cfg.audit.delta)
             s = cfg.audit.canaries
             if round_design(cfg.seed, client_id, 1, dim, enabled=s.enabled, count=s.count,

@@ -33,7 +33,8 @@ import numpy as np
 from fedpriv.accounting.events import NEIGHBOURING_RELATIONS, Release, ReleaseEvent
 from fedpriv.errors import InputError
 
-__all__ = ["ReplaceOneRelease", "accounted_events", "check_neighbouring"]
+__all__ = ["ReplaceOneRelease", "accounted_events", "check_neighbouring", "level_relation",
+           "sampled_population"]
 
 
 def check_neighbouring(value: Any) -> str:
@@ -41,6 +42,22 @@ def check_neighbouring(value: Any) -> str:
     if value not in NEIGHBOURING_RELATIONS:
         raise InputError("neighbouring", value, f"one of {', '.join(NEIGHBOURING_RELATIONS)}")
     return value
+
+
+def level_relation(level: str, neighbouring: str) -> str:
+    """The relation a release of ``level`` is accounted under: the run's ``neighbouring`` for a
+    record-level release; ``"add-remove"`` — its events taken as they are — at the client
+    level, whose release class already is its pair against the server (replace-one,
+    privacy-math.md §11). The one rule the ledger, the budget check, the calibration and the
+    pre-run check share."""
+    return check_neighbouring(neighbouring) if level == "record" else "add-remove"
+
+
+def sampled_population(sampling: str, level: str, sample_rate: float, n: int) -> int | None:
+    """The population of a fixed-size sample — ``n`` for a record-level release on fixed-size
+    batches (``train.sampling = "fixed"``) below rate 1 — else None (Poisson batches, every
+    record in every release, or a client-level release, which samples no records)."""
+    return n if sampling == "fixed" and level == "record" and sample_rate < 1.0 else None
 
 
 @dataclass(frozen=True)
