@@ -46,16 +46,14 @@ def calibrate_target(cfg: Config) -> Config:
     """
     if cfg.mechanism.target_epsilon is None:
         return cfg
-    from fedpriv.data import load_dataset, partition_indices
+    from fedpriv.data import client_sizes, load_dataset
     from fedpriv.models import build_model, count_parameters
 
     d = cfg.data
     dataset = load_dataset(d.name, d.root, d.download, cfg.seed, d.test_fraction)
-    parts = partition_indices(dataset.train_y.numpy(), d.num_clients, d.partition,
-                              d.dirichlet_alpha, cfg.seed)
     dim = count_parameters(build_model(cfg.model.name, dataset.input_shape,
                                        dataset.num_classes))
-    return calibrated(cfg, [len(p) for p in parts], dim)
+    return calibrated(cfg, client_sizes(d, dataset.train_y.numpy(), cfg.seed), dim)
 
 
 def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:

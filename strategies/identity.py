@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from flwr.serverapp import Grid
 
 from fedpriv.config import Config
-from fedpriv.data import Dataset, partition_indices
+from fedpriv.data import Dataset, client_sizes
 from fedpriv.instructions import instructed_report, settings_verdict, size_verdict
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
@@ -105,10 +105,7 @@ def engine_partitions(grid: Grid) -> dict[int, int] | None:
 def partition_sizes(cfg: Config, dataset: Dataset) -> list[int]:
     """Every client's local size, as the ClientApp's partition gives it
     (``clients/local_data.py``: the same function on the same data and seed)."""
-    d = cfg.data
-    parts = partition_indices(dataset.train_y.numpy(), d.num_clients, d.partition,
-                              d.dirichlet_alpha, cfg.seed)
-    return [len(p) for p in parts]
+    return client_sizes(cfg.data, dataset.train_y.numpy(), cfg.seed)
 
 
 def node_binding(grid: Grid, cfg: Config, dataset: Dataset | None) -> NodeBinding:

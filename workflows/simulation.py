@@ -135,7 +135,7 @@ def check_runnable(cfg: Config) -> None:
     """
     from attacks.registry import check_attack_names
     from fedpriv.audit.config import check_release_size
-    from fedpriv.data import partition_indices
+    from fedpriv.data import client_sizes
     from fedpriv.devices import resolve_device
     from fedpriv.models import build_model
     from strategies.server_run import dataset_of
@@ -146,14 +146,11 @@ def check_runnable(cfg: Config) -> None:
     if cfg.simulation.ray_address:
         check_ray_address(cfg.simulation.ray_address)
     dataset = dataset_of(cfg)
-    d = cfg.data
-    parts = partition_indices(
-        dataset.train_y.numpy(), d.num_clients, d.partition, d.dirichlet_alpha, cfg.seed
-    )
     model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes)
     layer_sizes = [p.numel() for p in model.parameters()]
     check_release_size(cfg.audit, cfg.train.local_steps, sum(layer_sizes))
-    _check_mechanisms(cfg, [len(p) for p in parts], layer_sizes)
+    _check_mechanisms(cfg, client_sizes(cfg.data, dataset.train_y.numpy(), cfg.seed),
+                      layer_sizes)
 
 
 def _check_mechanisms(cfg: Config, sizes: list[int], layer_sizes: list[int]) -> None:

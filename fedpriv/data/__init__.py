@@ -9,13 +9,19 @@ from fedpriv.lazy import lazy_exports
 if TYPE_CHECKING:
     from fedpriv.data.config import DataConfig
     from fedpriv.data.datasets import DATASETS, SHAPES, Dataset, load_dataset
-    from fedpriv.data.partition import dirichlet_partition, iid_partition, partition_indices
+    from fedpriv.data.partition import (
+        client_sizes,
+        dirichlet_partition,
+        iid_partition,
+        partition_indices,
+    )
 
 __all__ = [
     "DATASETS",
     "SHAPES",
     "DataConfig",
     "Dataset",
+    "client_sizes",
     "dirichlet_partition",
     "iid_partition",
     "load_dataset",
@@ -24,6 +30,6 @@ __all__ = [
 
 __getattr__ = lazy_exports(__name__, {
     "DATASETS": "datasets", "SHAPES": "datasets", "DataConfig": "config", "Dataset": "datasets",
-    "dirichlet_partition": "partition", "iid_partition": "partition",
+    "client_sizes": "partition", "dirichlet_partition": "partition", "iid_partition": "partition",
     "load_dataset": "datasets", "partition_indices": "partition",
 })

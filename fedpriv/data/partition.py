@@ -7,12 +7,14 @@ shares are drawn from Dir(α·1); small α gives clients few classes.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
 from fedpriv.errors import InputError
 
-__all__ = ["dirichlet_partition", "iid_partition", "partition_indices"]
+__all__ = ["client_sizes", "dirichlet_partition", "iid_partition", "partition_indices"]
 
 
 def iid_partition(n: int, num_clients: int, seed: int) -> list[np.ndarray]:
@@ -56,3 +58,12 @@ def partition_indices(
     if scheme == "dirichlet":
         return dirichlet_partition(labels, num_clients, alpha, seed)
     raise InputError("data.partition", scheme, "one of ['dirichlet', 'iid']")
+
+
+def client_sizes(data: Any, labels: npt.ArrayLike, seed: int) -> list[int]:
+    """Every client's local size under the run's ``[data]`` (a ``DataConfig``): what the
+    ClientApp's partition gives it (``clients/local_data.py``: the same function on the same
+    labels and seed), and what the server, the calibration and the sweep count on."""
+    parts = partition_indices(labels, data.num_clients, data.partition, data.dirichlet_alpha,
+                              seed)
+    return [len(p) for p in parts]

@@ -180,13 +180,11 @@ def _model_dimension(cfg: Config, input_shape: tuple[int, ...], num_classes: int
 
 
 def _client_sizes(cfg: Config, seed: int) -> tuple[tuple[int, ...], Any]:
-    from fedpriv.data import load_dataset, partition_indices
+    from fedpriv.data import client_sizes, load_dataset
 
     data = cfg.data
     dataset = load_dataset(data.name, data.root, data.download, seed, data.test_fraction)
-    parts = partition_indices(dataset.train_y.numpy(), data.num_clients, data.partition,
-                              data.dirichlet_alpha, seed)
-    return tuple(len(p) for p in parts), dataset
+    return tuple(client_sizes(data, dataset.train_y.numpy(), seed)), dataset
 
 
 def sweep_setting(cfg: Config, batch_size: int | None = None) -> SweepSetting:
