@@ -45,7 +45,8 @@ from fedpriv.mechanisms.client_gaussian import ClientGaussianMechanism
 from fedpriv.protocol import REPORT_RECORD, ClientReport
 from fedpriv.seeding import derive_seed
 
-__all__ = ["CLIENT_DP_STREAM", "fedpriv_client_dp_mod", "privatize_arrays", "update_generator"]
+__all__ = ["CLIENT_DP_STREAM", "declare_release", "fedpriv_client_dp_mod", "privatize_arrays",
+           "update_generator"]
 
 CLIENT_DP_STREAM = "client-update-noise"
 """The seeding stream of the update's noise (:func:`fedpriv.seeding.derive_seed`)."""
@@ -80,9 +81,45 @@ def privatize_arrays(
                         for key, b, r in zip(received.keys(), before, released, strict=True)})
 
 
-def _fail(msg: Message, reason: str) -> Message:
-    return Message(Error(code=_ERROR_CODE, reason=f"fedpriv_client_dp_mod: {reason}"),
-                   reply_to=msg)
+def _fail(msg: Message, reason: str, name: str = "fedpriv_client_dp_mod") -> Message:
+    return Message(Error(code=_ERROR_CODE, reason=f"{name}: {reason}"), reply_to=msg)
+
+
+def declare_release(
+    msg: Message, reply: Message, context: Context, mechanism: ClientGaussianMechanism, *,
+    privatize: tuple[ArrayRecord, int | None] | None = None, name: str = "fedpriv_client_dp_mod",
+) -> Message:
+    """Attach to the train ``reply`` to ``msg`` fedpriv's report declaring ``mechanism`` (the
+    whole update as one client-level release); with ``privatize = (received, seed)`` first
+    privatise the reply's arrays against ``received`` (θ). A reply that is not one ArrayRecord
+    and one MetricRecord with ``num-examples``, or a context without ``partition-id`` or a
+    train config without ``server-round``, becomes an error reply naming ``name``."""
+    arrays, metrics = reply.content.array_records, reply.content.metric_records
+    if len(arrays) != 1 or len(metrics) != 1:
+        return _fail(msg, "the train reply must hold one ArrayRecord and one MetricRecord", name)
+    n = next(iter(metrics.values())).get("num-examples")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        return _fail(msg, f"the reply's MetricRecord needs num-examples >= 1, got {n!r}", name)
+    try:
+        pid = int(context.node_config["partition-id"])
+        server_round = int(msg.content.config_records["config"]["server-round"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return _fail(msg, f"missing {exc} (node config partition-id, train config "
+                     "server-round)", name)
+    if privatize is not None:
+        key, (received, seed) = next(iter(arrays)), privatize
+        try:
+            reply.content[key] = privatize_arrays(
+                mechanism, received, arrays[key], update_generator(seed, pid, server_round))
+        except ValueError as exc:
+            return _fail(msg, str(exc), name)
+    report = ClientReport(
+        partition_id=pid, server_round=server_round, local_examples=n, local_steps=1,
+        lr=1.0, batch_size=float(n), sampling="fixed", sample_rate=1.0,
+        mechanism=mechanism,
+    )
+    reply.content[REPORT_RECORD] = ConfigRecord(report.to_config())
+    return reply
 
 
 def fedpriv_client_dp_mod(clip: float, noise_multiplier: float, seed: int | None = None) -> Mod:
@@ -123,34 +160,6 @@ def fedpriv_client_dp_mod(clip: float, noise_multiplier: float, seed: int | None
         reply = call_next(msg, context)
         if reply.has_error():
             return reply
-        return _privatized(msg, reply, received, context)
-
-    def _privatized(msg: Message, reply: Message, received: ArrayRecord,
-                    context: Context) -> Message:
-        arrays, metrics = reply.content.array_records, reply.content.metric_records
-        if len(arrays) != 1 or len(metrics) != 1:
-            return _fail(msg, "the train reply must hold one ArrayRecord and one MetricRecord")
-        n = next(iter(metrics.values())).get("num-examples")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            return _fail(msg, f"the reply's MetricRecord needs num-examples >= 1, got {n!r}")
-        try:
-            pid = int(context.node_config["partition-id"])
-            server_round = int(msg.content.config_records["config"]["server-round"])
-        except (KeyError, TypeError, ValueError) as exc:
-            return _fail(msg, f"missing {exc} (node config partition-id, train config "
-                         "server-round)")
-        key = next(iter(arrays))
-        try:
-            reply.content[key] = privatize_arrays(
-                mechanism, received, arrays[key], update_generator(seed, pid, server_round))
-        except ValueError as exc:
-            return _fail(msg, str(exc))
-        report = ClientReport(
-            partition_id=pid, server_round=server_round, local_examples=n, local_steps=1,
-            lr=1.0, batch_size=float(n), sampling="fixed", sample_rate=1.0,
-            mechanism=mechanism,
-        )
-        reply.content[REPORT_RECORD] = ConfigRecord(report.to_config())
-        return reply
+        return declare_release(msg, reply, context, mechanism, privatize=(received, seed))
 
     return mod

@@ -78,6 +78,7 @@ from functools import lru_cache
 from typing import Any
 
 from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, accountable, epsilon
+from fedpriv.accounting.central import central_epsilon, central_sampling
 from fedpriv.accounting.sampling import check_neighbouring, level_relation
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_bound
@@ -432,17 +433,14 @@ class PrivacyLedger:
             return out
         m, n = self.client_samples[max(self.client_samples)]
         out.update(client_rate=m / n, central_neighbouring=f"{self.neighbouring} one client",
-                   central_sampling=f"fixed-size: {m} of {n} clients without replacement")
+                   central_sampling=central_sampling(m, n))
         if ledger.inconsistent or ledger.central is None:
             return {**out, "epsilon_central": math.inf}
-        counts: dict[tuple[int, int], int] = {}
-        for sample in self.client_samples.values():
-            counts[sample] = counts.get(sample, 0) + 1
-        # every client sampled: the aggregate of all of them, not a fixed-size sample
-        events = [ReleaseEvent(ledger.central, m / n, rounds, n if m < n else None)
-                  for (m, n), rounds in sorted(counts.items())]
-        return {**out, "epsilon_central": epsilon(events, self.delta, accountant=self.accountant,
-                                                  neighbouring=self.neighbouring).epsilon}
+        central = ledger.central
+        rounds = ((central, m, n) for m, n in self.client_samples.values())
+        return {**out, "epsilon_central": central_epsilon(
+            rounds, self.delta, accountant=self.accountant,
+            neighbouring=self.neighbouring).epsilon}
 
     def _ledger(self, client_id: int) -> ClientLedger:
         return self.clients.setdefault(client_id, self._new())

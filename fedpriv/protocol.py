@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from fedpriv.verification import Declaration
 
 __all__ = [
+    "FLOWER_DP_RECORD",
     "MAX_LOCAL_EXAMPLES",
     "MAX_LOCAL_STEPS",
     "MAX_NUM_EXAMPLES",
@@ -74,6 +75,8 @@ CONFIG_KEY = "fedpriv-config"
 """Train- and evaluate-config key (server → client) of the run's validated config (JSON)."""
 REPORT_RECORD = "meta"
 """Name of the reply's ConfigRecord that holds the report."""
+FLOWER_DP_RECORD = "flower-dp"
+"""Reply ConfigRecord of the Flower DP mod's own parameters (informative: docs/flower-dp.md)."""
 STEPS_RECORD = "step-releases"
 """Name of the reply's second ArrayRecord in steps mode (``audit.release = "steps"``): every
 local step's release, per parameter tensor stacked along a leading step axis (docs/protocol.md)."""

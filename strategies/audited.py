@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 
@@ -37,6 +37,7 @@ from fedpriv.errors import InputError
 from fedpriv.models import register_model
 from strategies.auditing import AuditingStrategy
 from strategies.config import CARRIED_SECTIONS
+from strategies.flower_dp import FlowerDpObserver
 from strategies.pipeline import AuditPipeline
 from strategies.server_run import close_run
 
@@ -76,6 +77,7 @@ class AuditedStrategy(AuditingStrategy):
         self.cfg, self.run_dir = cfg, run_dir
         self.model_name, self.input_shape, self.num_classes = model_name, input_shape, num_classes
         self.report: dict[str, Any] | None = None
+        self.flower_dp = FlowerDpObserver(strategy, cfg.data.num_clients, cfg.audit.delta)
 
     def start(
         self, grid: Grid, initial_arrays: ArrayRecord, num_rounds: int = 3,
@@ -106,6 +108,26 @@ class AuditedStrategy(AuditingStrategy):
         finally:
             self.report = close_run(store, status, error)
 
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The auditor's aggregation; what Flower's DP mods declared and whether the round
+        released an aggregate are kept for the round's metrics (``strategies/flower_dp.py``)."""
+        replies = list(replies)
+        self.flower_dp.replied(server_round, replies)
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        self.flower_dp.aggregated(server_round, arrays is not None)
+        return arrays, metrics
+
+    def _flower_dp_metrics(self, store: AuditStore, server_round: int) -> dict[str, Any]:
+        """The round's metrics of Flower's DP wrapper and mods (empty without them)."""
+        sampled = self.auditor.ledger.client_samples.get(server_round, (0, 0))[0]
+        rows = store.query("SELECT COUNT(*) AS n FROM updates WHERE round = ? AND status IN "
+                           "('ok', 'undeclared')", (server_round,))
+        aggregated = int(rows[0]["n"]) if self.cfg.audit.enabled else None
+        return self.flower_dp.round_metrics(server_round, node_clients=self.auditor.node_clients,
+                                            sampled=sampled, aggregated=aggregated)
+
     def _closing_rounds(self, store: AuditStore, evaluate_fn: EvaluateFn | None) -> EvaluateFn:
         """Flower's ``evaluate_fn``: after round r store the aggregate, evaluate it with the
         caller's function, and close the round in the store."""
@@ -116,7 +138,8 @@ class AuditedStrategy(AuditingStrategy):
                 store.write_aggregate(server_round, {k: a.numpy() for k, a in arrays.items()})
                 values = dict(metrics or {})
                 self.auditor.end_round(server_round, float(values.get("accuracy", math.nan)),
-                                       float(values.get("loss", math.nan)))
+                                       float(values.get("loss", math.nan)),
+                                       self._flower_dp_metrics(store, server_round))
             return metrics
 
         return evaluate

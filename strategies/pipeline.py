@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from flwr.app import Message
@@ -180,12 +181,15 @@ class AuditPipeline:
             server_round, sorted(out, key=lambda r: r.client_id), self.binding, self.weighting)
         return out
 
-    def end_round(self, server_round: int, accuracy: float, loss: float) -> None:
-        """Run the round's attacks, then mark the round complete (every record durable)."""
+    def end_round(self, server_round: int, accuracy: float, loss: float,
+                  metrics: Mapping[str, Any] | None = None) -> None:
+        """Run the round's attacks, then mark the round complete (every record durable);
+        ``metrics`` adds to the round's (Flower's DP wrappers: ``strategies/flower_dp.py``)."""
         if self.plan.pending:
             self._run_attacks(server_round)
         self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss,
-                                                 "unverified_share": self.unverified_share})
+                                                 "unverified_share": self.unverified_share,
+                                                 **(metrics or {})})
 
     def record_silence(self, server_round: int, node: int) -> None:
         """A node that was sent a train message and never answered (timeout, lost node)."""

@@ -16,6 +16,7 @@ import fedpriv.audit.round_figures as rf
 from fedpriv.audit.check_figures import epsilon_bounds_figure
 from fedpriv.audit.gallery import AttackView
 from fedpriv.audit.html_attacks import attacks_section
+from fedpriv.audit.html_central import central_section
 from fedpriv.audit.html_clients import clients_section, properties_section, verification_section
 from fedpriv.audit.html_glossary import glossary
 from fedpriv.audit.html_page import Section, cell, embed, esc, page, table
@@ -83,6 +84,7 @@ def render_report_html(
     utility = embed(rf.utility_figure(report)) or "<p>No server-side evaluation recorded.</p>"
     sections: list[Section | None] = [
         run_section(report, clients),
+        central_section(report, clients),  # Flower's DP wrappers and mods
         ("meaning", "What these numbers mean", glossary(clients, docs)),
         ("utility", "Accuracy and loss", utility),
         _privacy(clients, report.get("config") or {}),

@@ -29,6 +29,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
+from fedpriv.audit.report_central import annotate_clients, central_block
 from fedpriv.audit.report_game import client_game, game_family
 from fedpriv.audit.report_trust import (
     epsilon_bounds,
@@ -284,6 +285,8 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "storage": storage_summary(store, run["config"]), "chain": head_summary(store),
     }  # fmt: skip
     _central_to_the_last_round(report["clients"], tallies)
+    report["central"] = central_block(rounds, run["config"])  # Flower's DP wrappers
+    annotate_clients(report["clients"], rounds, report["central"])
     report["epsilon_bounds"] = epsilon_bounds(report["clients"], tallies)
     for client in report["clients"]:
         client["vacuous"] = vacuous_bounds(client, run["config"])

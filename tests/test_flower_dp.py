@@ -1,0 +1,143 @@
+"""Flower's own DP building blocks audited (issue 43, items 1–2; docs/flower-dp.md): Flower's DP
+strategy wrappers and accountant, ``LocalDpMod`` and ``fixedclipping_mod``, driven through
+``strategies.audit_strategy`` with Flower's own classes on the in-process grid, each ε checked
+against dp-accounting computed here."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from dp_accounting import dp_event, pld, rdp
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.clientapp import ClientApp
+from flwr.clientapp.mod import LocalDpMod, fixedclipping_mod
+from flwr.serverapp.strategy import (
+    DifferentialPrivacyClientSideFixedClipping,
+    DifferentialPrivacyServerSideFixedClipping,
+    FedAvg,
+)
+from flwr.supercore.privacy_accounting import (
+    NeighboringRelation,
+    PrivacyConfig,
+    SamplingMethod,
+)
+from flwr.supercore.privacy_accounting.rdp_accountant import RdpAccountant
+
+from clients.flower_dp import declare_fixed_clipping, declare_local_dp, local_dp_noise_std
+from fedpriv.audit.report_central import CLIP_ONLY, SERVER_NOISE
+from strategies import audit_strategy
+from tests import stock_client
+from workflows.local_grid import LocalGrid
+
+DELTA = 1e-5
+ROUNDS = 3
+CLIENTS = 4
+
+
+def _pld_epsilon(noise_multiplier: float, count: int) -> float:
+    accountant = pld.PLDAccountant()
+    accountant.compose(dp_event.GaussianDpEvent(noise_multiplier), count)
+    return accountant.get_epsilon(DELTA)
+
+
+def _rdp_epsilon(noise_multiplier: float, count: int) -> float:
+    accountant = rdp.RdpAccountant()
+    accountant.compose(dp_event.GaussianDpEvent(noise_multiplier), count)
+    return accountant.get_epsilon(DELTA)
+
+
+def _run(strategy, client_app: ClientApp, tmp_path) -> dict:  # noqa: ANN001
+    audited = audit_strategy(strategy, run_dir=tmp_path / "audit", num_clients=CLIENTS,
+                             audit={"delta": DELTA}, input_shape=(1, 16, 16), num_classes=10)
+    audited.start(grid=LocalGrid(client_app, num_nodes=CLIENTS),
+                  initial_arrays=ArrayRecord(stock_client.Net().state_dict()),
+                  num_rounds=ROUNDS, train_config=ConfigRecord({"lr": 0.05}))
+    report = json.loads((tmp_path / "audit" / "report.json").read_text())
+    assert report["status"] == "completed" and report["rounds"] == ROUNDS
+    return report
+
+
+def _app(*mods) -> ClientApp:  # noqa: ANN002
+    app = ClientApp(mods=list(mods))
+    app.train()(stock_client.train)
+    return app
+
+
+def test_server_side_wrapper_with_flowers_accountant(tmp_path):
+    """The issue's measurement: σ = 1, C = 1, 4 of 4 stock clients, 3 rounds, δ = 1e-5."""
+    accountant = RdpAccountant(PrivacyConfig(
+        target_delta=DELTA, population_size=CLIENTS,
+        neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE,
+        sampling_method=SamplingMethod.NO_AMPLIFICATION))
+    strategy = DifferentialPrivacyServerSideFixedClipping(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), noise_multiplier=1.0,
+        clipping_norm=1.0, num_sampled_clients=CLIENTS, accountant=accountant)
+    report = _run(strategy, stock_client.app, tmp_path)
+    central = report["central"]
+    assert central["wrapper"] == "DifferentialPrivacyServerSideFixedClipping"
+    assert (central["noise_multiplier"], central["clipping_norm"]) == (1.0, 1.0)
+    assert central["sampling"] == "fixed-size: 4 of 4 clients without replacement"
+    assert central["neighbouring"] == "add-remove one client" and central["releases"] == ROUNDS
+    assert central["delta"] == DELTA and central["route"] == "pld"
+    assert central["epsilon"] == pytest.approx(_pld_epsilon(1.0, ROUNDS), abs=1e-3)
+    assert central["epsilon"] == pytest.approx(8.385, abs=2e-3)
+    assert central["flower_epsilon"] == pytest.approx(accountant.get_epsilon(DELTA), rel=1e-12)
+    assert central["flower_epsilon"] == pytest.approx(_rdp_epsilon(1.0, ROUNDS), rel=1e-9)
+    assert central["flower_epsilon"] == pytest.approx(9.010, abs=1e-3)
+    assert central["epsilon"] <= central["flower_epsilon"]
+    assert central["against_server"]["reason"] == SERVER_NOISE
+    assert len(report["clients"]) == CLIENTS
+    for client in report["clients"]:
+        assert float(client["epsilon"]) == math.inf and client["epsilon_reason"] == SERVER_NOISE
+    html = (tmp_path / "audit" / "report.html").read_text()
+    assert "Central differential privacy" in html and "DifferentialPrivacyServerSide" in html
+
+
+def test_local_dp_mod_declared_and_accounted_against_the_server(tmp_path):
+    """LocalDpMod(1, 1, 1, 1e-5): σ = √(2 ln 125000) ≈ 4.845; replace-one against the server
+    (shift 2S): dp-accounting's GaussianDpEvent(σ/2), 3 rounds: ε ≈ 2.98 (PLD)."""
+    sigma = local_dp_noise_std(1.0, 1.0, DELTA)
+    report = _run(FedAvg(fraction_train=1.0, fraction_evaluate=0.0),
+                  _app(declare_local_dp(LocalDpMod(1.0, 1.0, 1.0, DELTA))), tmp_path)
+    assert report["central"] is None and not report["failures"]
+    expected = _pld_epsilon(sigma / 2, ROUNDS)
+    assert expected == pytest.approx(2.98, abs=0.01)
+    for client in report["clients"]:
+        assert client["mechanism"] == "client-gaussian"
+        assert client["mechanism_params"]["noise_multiplier"] == pytest.approx(sigma)
+        assert client["verification"]["status"] == "consistent"
+        assert client["rounds_participated"] == ROUNDS
+        assert client["epsilon"] <= expected + 1e-3  # fedpriv's tightest route
+        assert client["epsilon"] == pytest.approx(expected, abs=0.02)
+        assert client["warnings"] == [] and client["epsilon_reason"] is None
+        assert client["flower_mod"]["mod"] == "LocalDpMod"
+
+
+def test_local_dp_mod_with_sensitivity_below_the_clip_is_named(tmp_path):
+    """Sensitivity 1e-4 with clip 1 (a public project's setting): σ ≈ 4.8e-4, ε ≥ 10⁵ against
+    the server, and the report names both numbers."""
+    report = _run(FedAvg(fraction_train=1.0, fraction_evaluate=0.0),
+                  _app(declare_local_dp(LocalDpMod(1.0, 1e-4, 1.0, DELTA))), tmp_path)
+    for client in report["clients"]:
+        assert client["epsilon"] >= 1e5
+        (warning,) = client["warnings"]
+        assert "sensitivity 0.0001" in warning and "clipping_norm 1" in warning
+        assert "noise multiplier 0.0004845" in warning
+
+
+def test_client_side_wrapper_with_fixed_clipping_mod(tmp_path):
+    """Client-side clipping (Flower's fixedclipping_mod, declared clip-only) with the server's
+    noise: the central ε stands, each client's ε against the server is ∞ with the reason."""
+    strategy = DifferentialPrivacyClientSideFixedClipping(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), noise_multiplier=1.0,
+        clipping_norm=0.5, num_sampled_clients=CLIENTS)
+    report = _run(strategy, _app(declare_fixed_clipping(fixedclipping_mod)), tmp_path)
+    central = report["central"]
+    assert central["clipping"] == "client" and central["flower_epsilon"] is None
+    assert central["epsilon"] == pytest.approx(_pld_epsilon(1.0, ROUNDS), abs=1e-3)
+    for client in report["clients"]:
+        assert client["mechanism"] == "client-gaussian"
+        assert client["verification"]["status"] == "consistent"
+        assert float(client["epsilon"]) == math.inf and client["epsilon_reason"] == CLIP_ONLY
