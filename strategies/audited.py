@@ -108,6 +108,17 @@ class AuditedStrategy(AuditingStrategy):
         finally:
             self.report = close_run(store, status, error)
 
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The auditor's round; refused unless ``start`` was called on this strategy (it owns
+        the run: a strategy wrapped around it, e.g. one of Flower's DP wrappers, goes inside)."""
+        if self.auditor is None:
+            raise InputError("strategy", type(self).__name__, "the outermost strategy, started "
+                             "itself: wrap Flower's DP wrapper in audit_strategy, not the other "
+                             "way round (docs/flower-dp.md)")
+        return super().configure_train(server_round, arrays, config, grid)
+
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:

@@ -141,3 +141,64 @@ def test_client_side_wrapper_with_fixed_clipping_mod(tmp_path):
         assert client["mechanism"] == "client-gaussian"
         assert client["verification"]["status"] == "consistent"
         assert float(client["epsilon"]) == math.inf and client["epsilon_reason"] == CLIP_ONLY
+
+
+def test_wrapper_found_in_any_nesting_and_adaptive_sigma_recovered():
+    """The wrapper is read wherever it sits in the chain; adaptive clipping's σ is the composite
+    of the update's and the clipped-count bits' noise (Andrew et al. 2021), as Flower split it."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping
+
+    from strategies.auditing import AuditingStrategy
+    from strategies.flower_dp import composite_noise, dp_wrapper
+
+    fixed = DifferentialPrivacyServerSideFixedClipping(FedAvg(), 1.0, 1.0, 4)
+    outer = AuditingStrategy(fixed, None, num_nodes=4, join_timeout=1.0)  # type: ignore[arg-type]
+    assert dp_wrapper(outer) is fixed and dp_wrapper(FedAvg()) is None
+    adaptive = DifferentialPrivacyServerSideAdaptiveClipping(
+        FedAvg(), noise_multiplier=1.0, num_sampled_clients=4, clipped_count_stddev=2.0)
+    assert adaptive.noise_multiplier > 1.0  # Flower's share for the update
+    assert composite_noise(adaptive) == pytest.approx(1.0, rel=1e-12)
+    assert composite_noise(fixed) == 1.0
+
+
+def test_audited_strategy_inside_a_dp_wrapper_is_refused(tmp_path):
+    from fedpriv.errors import InputError
+
+    audited = audit_strategy(FedAvg(), run_dir=tmp_path / "audit", num_clients=CLIENTS)
+    wrapper = DifferentialPrivacyServerSideFixedClipping(audited, 1.0, 1.0, CLIENTS)
+    grid = LocalGrid(stock_client.app, num_nodes=CLIENTS)
+    with pytest.raises(InputError, match="outermost"):
+        wrapper.configure_train(1, ArrayRecord(stock_client.Net().state_dict()),
+                                ConfigRecord(), grid)
+
+
+def _round(rnd: int, **values) -> dict:  # noqa: ANN003
+    flower_dp = {"wrapper": "DifferentialPrivacyServerSideFixedClipping", "noise": "server",
+                 "clipping": "server", "adaptive": False, "noise_multiplier": 1.0,
+                 "clipping_norm": 1.0, "num_sampled_clients": 3, "sampled": 3,
+                 "population": 10, "aggregated": 3, "released": True, "flower": None, **values}
+    return {"round": rnd, "metrics_json": json.dumps({"flower_dp": flower_dp})}
+
+
+@pytest.mark.parametrize("neighbouring", ["add-remove", "replace-one"])
+def test_central_block_samples_as_the_strategy_sampled(neighbouring):
+    """3 of 10 clients a round, without replacement: add/remove, an added client displaces a
+    sampled one (shift 2C at q = m/(N+1)); replace-one, the mixture pair at m/N, no larger than
+    the 2C pair Poisson-sampled at m/N. A round with 2 of the 3 updates aggregated has σ·2/3 on
+    the sum; a round that released nothing adds nothing."""
+    from fedpriv.audit.report_central import central_block
+
+    rounds = [_round(1), _round(2), _round(3, aggregated=2), _round(4, released=False)]
+    block = central_block(rounds, {"audit": {"delta": DELTA, "neighbouring": neighbouring}})
+    assert block["releases"] == 3 and block["noise_multiplier_effective"] == pytest.approx(2 / 3)
+    assert block["sampling"] == "fixed-size: 3 of 10 clients without replacement"
+    q = 3 / 11 if neighbouring == "add-remove" else 3 / 10
+    accountant = pld.PLDAccountant()
+    for sigma, count in ((1.0, 2), (2 / 3, 1)):
+        accountant.compose(dp_event.PoissonSampledDpEvent(
+            q, dp_event.GaussianDpEvent(sigma / 2)), count)
+    expected = accountant.get_epsilon(DELTA)
+    if neighbouring == "add-remove":
+        assert block["epsilon"] == pytest.approx(expected, rel=1e-2)
+    else:
+        assert 0 < block["epsilon"] <= expected * 1.01
