@@ -23,14 +23,11 @@ from flwr.serverapp.strategy import Strategy
 
 from fedpriv.protocol import FLOWER_DP_RECORD
 
-__all__ = ["FlowerDpObserver", "dp_wrapper", "wrapper_round"]
+__all__ = ["FlowerDpObserver", "composite_noise", "declared_mod", "dp_wrapper", "wrapper_round"]
 
-_WRAPPERS = {
-    "DifferentialPrivacyServerSideFixedClipping": "server",
-    "DifferentialPrivacyClientSideFixedClipping": "client",
-    "DifferentialPrivacyServerSideAdaptiveClipping": "server",
-    "DifferentialPrivacyClientSideAdaptiveClipping": "client",
-}
+#: Flower's DP strategy wrappers (``flwr.serverapp.strategy``): where each clips is in its name.
+_WRAPPERS = tuple(f"DifferentialPrivacy{side}Side{kind}Clipping"
+                  for side in ("Server", "Client") for kind in ("Fixed", "Adaptive"))
 
 
 def _chain(strategy: Any) -> Iterator[Any]:
@@ -72,7 +69,8 @@ def wrapper_round(wrapper: Any, *, sampled: int, population: int, aggregated: in
     name = type(wrapper).__name__
     base = next(n for n in _WRAPPERS if isinstance(wrapper, _flower_class(n)))
     out: dict[str, Any] = {
-        "wrapper": name, "noise": "server", "clipping": _WRAPPERS[base],
+        "wrapper": name, "noise": "server",
+        "clipping": "client" if "ClientSide" in base else "server",
         "adaptive": "Adaptive" in base, "noise_multiplier": composite_noise(wrapper),
         "clipping_norm": float(wrapper.clipping_norm),
         "num_sampled_clients": int(wrapper.num_sampled_clients),
