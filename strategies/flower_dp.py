@@ -100,20 +100,25 @@ def _flower_class(name: str) -> type:
     return getattr(flower, name)
 
 
+_MODS = ("LocalDpMod", "fixedclipping_mod")
+_STATED = ("clipping_norm", "sensitivity", "epsilon", "delta", "noise_std")
+
+
 def declared_mod(reply: Message) -> dict[str, Any] | None:
     """What :mod:`clients.flower_dp` declared of Flower's client mod beside a reply (its
-    ``flower-dp`` ConfigRecord, numbers and names only), or None."""
+    ``flower-dp`` ConfigRecord: the mod's name and its finite numeric parameters, nothing
+    else a client may put there), or None."""
     if reply.has_error():
         return None
     record = reply.content.config_records.get(FLOWER_DP_RECORD)
-    if record is None:
+    if record is None or record.get("mod") not in _MODS:
         return None
-    out: dict[str, Any] = {}
-    for key, value in record.items():
-        if isinstance(value, str) or (isinstance(value, (int, float))
-                                      and not isinstance(value, bool)
-                                      and math.isfinite(float(value))):
-            out[str(key)] = value
+    out: dict[str, Any] = {"mod": record["mod"]}
+    for key in _STATED:
+        value = record.get(key)
+        if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(float(value))):
+            out[key] = float(value)
     return out
 
 

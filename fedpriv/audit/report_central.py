@@ -111,7 +111,8 @@ def _mod_warning(client: Row, mod: Mapping[str, Any]) -> str | None:
     sensitivity, clip = mod.get("sensitivity"), mod.get("clipping_norm")
     if sensitivity is None or clip is None or math.isclose(sensitivity, clip, rel_tol=1e-12):
         return None
-    sigma = mod.get("noise_std", math.nan) / clip
+    params = client.get("mechanism_params") or {}
+    sigma = params.get("noise_multiplier", mod.get("noise_std", math.nan) / clip)  # as verified
     return (f"LocalDpMod's sensitivity {sensitivity:g} is not its clipping_norm {clip:g}: its "
             f"noise std {mod.get('noise_std', math.nan):.4g} (calibrated to sensitivity "
             f"{sensitivity:g} for its own epsilon {mod.get('epsilon')} per round at delta "
