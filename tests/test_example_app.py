@@ -2,26 +2,18 @@
 a ServerApp through ``strategies.audit_strategy``) runs two rounds and its clients are verified."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 from flwr.app import Context, RecordDict
 
+from tests.example_support import example_modules
 from tests.label_support import assert_labelled_by_tests
 from tests.reliability_support import LocalGrid
-
-APP = Path(__file__).parents[1] / "examples" / "audited-app"
 
 
 @pytest.fixture
 def example_app(monkeypatch):
-    monkeypatch.syspath_prepend(str(APP))
-    from audited_app import client_app, server_app
-
-    yield server_app, client_app
-    for name in [m for m in sys.modules if m.startswith("audited_app")]:
-        del sys.modules[name]
+    yield from example_modules(monkeypatch, "audited-app", "audited_app")
 
 
 def test_example_app_runs_two_audited_rounds(example_app, tmp_path):
