@@ -133,11 +133,10 @@ class AuditedStrategy(AuditingStrategy):
     def _flower_dp_metrics(self, store: AuditStore, server_round: int) -> dict[str, Any]:
         """The round's metrics of Flower's DP wrapper and mods (empty without them)."""
         sampled = self.auditor.ledger.client_samples.get(server_round, (0, 0))[0]
-        rows = store.query("SELECT COUNT(*) AS n FROM updates WHERE round = ? AND status IN "
-                           "('ok', 'undeclared')", (server_round,))
-        aggregated = int(rows[0]["n"]) if self.cfg.audit.enabled else None
+        rows = store.query("SELECT status, mechanism, mechanism_params_json FROM updates "
+                           "WHERE round = ?", (server_round,)) if self.cfg.audit.enabled else None
         return self.flower_dp.round_metrics(server_round, node_clients=self.auditor.node_clients,
-                                            sampled=sampled, aggregated=aggregated)
+                                            sampled=sampled, updates=rows)
 
     def _closing_rounds(self, store: AuditStore, evaluate_fn: EvaluateFn | None) -> EvaluateFn:
         """Flower's ``evaluate_fn``: after round r store the aggregate, evaluate it with the

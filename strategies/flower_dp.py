@@ -14,6 +14,7 @@ parameters). Both go into the round's metrics in the audit store (``flower_dp``,
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -23,7 +24,8 @@ from flwr.serverapp.strategy import Strategy
 
 from fedpriv.protocol import FLOWER_DP_RECORD
 
-__all__ = ["FlowerDpObserver", "composite_noise", "declared_mod", "dp_wrapper", "wrapper_round"]
+__all__ = ["FlowerDpObserver", "clipped_within", "composite_noise", "declared_mod", "dp_wrapper",
+           "wrapper_round"]
 
 #: Flower's DP strategy wrappers (``flwr.serverapp.strategy``): where each clips is in its name.
 _WRAPPERS = tuple(f"DifferentialPrivacy{side}Side{kind}Clipping"
@@ -145,18 +147,35 @@ class FlowerDpObserver:
         self._released[server_round] = released
 
     def round_metrics(self, server_round: int, *, node_clients: dict[int, int], sampled: int,
-                      aggregated: int | None) -> dict[str, Any]:
+                      updates: list[dict[str, Any]] | None) -> dict[str, Any]:
         """The round's ``flower_dp`` and ``flower_mods`` metrics (empty: nothing to say):
-        ``sampled`` clients were sent a train message, ``aggregated`` replies reached the
-        aggregation (None: not known)."""
+        ``sampled`` clients were sent a train message; ``updates`` are the round's rows in the
+        audit store (None: not audited), of which those ``ok`` or ``undeclared`` reached the
+        aggregation."""
         out: dict[str, Any] = {}
         released = self._released.pop(server_round, False)
         if self.wrapper is not None:
+            aggregated = None if updates is None else [
+                u for u in updates if u["status"] in ("ok", "undeclared")]
             out["flower_dp"] = wrapper_round(
                 self.wrapper, sampled=sampled, population=self.num_clients,
-                aggregated=aggregated, released=released, delta=self.delta)
+                aggregated=None if aggregated is None else len(aggregated), released=released,
+                delta=self.delta)
+            if out["flower_dp"]["clipping"] == "client":
+                out["flower_dp"]["unclipped"] = None if aggregated is None else sum(
+                    not clipped_within(u, float(self.wrapper.clipping_norm)) for u in aggregated)
         mods = self._mods.pop(server_round, {})
         if mods:
             out["flower_mods"] = {str(node_clients[node]): d for node, d in sorted(mods.items())
                                   if node in node_clients}
         return out
+
+
+def clipped_within(update: dict[str, Any], clip: float) -> bool:
+    """Whether an aggregated update's clipping to ``clip`` was verified: a consistent
+    client-level release declared at a clip no larger (its norm tested against it)."""
+    if update["status"] != "ok" or update["mechanism"] != "client-gaussian":
+        return False
+    params = json.loads(update["mechanism_params_json"] or "{}")
+    declared = params.get("clip")
+    return isinstance(declared, (int, float)) and declared <= clip * (1 + 1e-9)

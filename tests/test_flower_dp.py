@@ -202,3 +202,14 @@ def test_central_block_samples_as_the_strategy_sampled(neighbouring):
         assert block["epsilon"] == pytest.approx(expected, rel=1e-2)
     else:
         assert 0 < block["epsilon"] <= expected * 1.01
+
+
+def test_client_side_wrapper_without_verified_clipping_has_no_central_epsilon(tmp_path):
+    """Flower's client-side wrapper trusts the clients to clip; stock clients do not declare it,
+    so nothing bounds the sensitivity of the sum: the central ε is ∞, and the block says why."""
+    strategy = DifferentialPrivacyClientSideFixedClipping(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), noise_multiplier=1.0,
+        clipping_norm=0.5, num_sampled_clients=CLIENTS)
+    central = _run(strategy, stock_client.app, tmp_path)["central"]
+    assert float(central["epsilon"]) == math.inf
+    assert central["reason"].startswith("client-side clipping not verified: round 1 aggregated 4")

@@ -87,9 +87,18 @@ def central_block(rounds: Sequence[Mapping[str, Any]], config: Mapping[str, Any]
         "against_server": {"epsilon": math.inf, "reason": SERVER_NOISE},
         "assumption": ASSUMPTION,
     }
+    unclipped = [(rnd, r["unclipped"]) for rnd, r in recorded
+                 if r.get("released") and r.get("unclipped")]
     if any(s is None for s in samples):
         block.update(epsilon=math.inf, route=None, routes=None,
                      reason="a released round had no noise (noise multiplier 0)")
+    elif unclipped:
+        rnd, count = unclipped[0]
+        block.update(epsilon=math.inf, route=None, routes=None, reason=(
+            f"client-side clipping not verified: round {rnd} aggregated {count} update(s) not "
+            f"declared and verified as clipped to the wrapper's norm (a stock client, or one "
+            f"without fixedclipping_mod declared: clients/flower_dp.py), so nothing bounds the "
+            f"sensitivity"))
     elif not samples:
         block.update(epsilon=0.0, route=None, routes=None, reason="no aggregate released")
     else:
