@@ -14,6 +14,11 @@ named in ``audit.attacks`` run unscored: their reconstructions are kept in the s
 SSIM/PSNR/MSE to set against them. ``model_factory`` is the model they rebuild (registered in
 the model zoo under ``model_name`` for this process). Round accuracy and loss are what your
 ``evaluate_fn`` returns under ``accuracy`` and ``loss`` (empty without one).
+
+Around one of Flower's DP strategy wrappers (in any nesting Flower runs, the audited strategy
+outermost) the report also has a run-level ``central`` block — the wrapper's ε against a viewer
+of the aggregate, beside Flower's own accountant's — and says per client what the wrapper
+protects against the server (:mod:`strategies.flower_dp`, docs/flower-dp.md).
 """
 
 from __future__ import annotations
