@@ -213,3 +213,18 @@ def test_client_side_wrapper_without_verified_clipping_has_no_central_epsilon(tm
     central = _run(strategy, stock_client.app, tmp_path)["central"]
     assert float(central["epsilon"]) == math.inf
     assert central["reason"].startswith("client-side clipping not verified: round 1 aggregated 4")
+
+
+def test_server_side_adaptive_wrapper_reports_its_composite_sigma(tmp_path):
+    """Adaptive clipping end to end: the central ε is accounted at the composite σ the user
+    asked for (here 1), with the clipping norm as of the last round."""
+    from flwr.serverapp.strategy import DifferentialPrivacyServerSideAdaptiveClipping
+
+    strategy = DifferentialPrivacyServerSideAdaptiveClipping(
+        FedAvg(fraction_train=1.0, fraction_evaluate=0.0), noise_multiplier=1.0,
+        num_sampled_clients=CLIENTS, clipped_count_stddev=2.0)
+    central = _run(strategy, stock_client.app, tmp_path)["central"]
+    assert central["adaptive"] and central["clipping"] == "server"
+    assert central["noise_multiplier"] == pytest.approx(1.0, rel=1e-12)
+    assert central["clipping_norm"] == pytest.approx(strategy.clipping_norm)
+    assert central["epsilon"] == pytest.approx(_pld_epsilon(1.0, ROUNDS), abs=1e-3)
