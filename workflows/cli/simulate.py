@@ -17,8 +17,9 @@ from typing import Any
 
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.errors import InputError
+from fedpriv.failures import collapse_failures, round_ranges
 
-__all__ = ["register", "render", "run"]
+__all__ = ["failure_lines", "register", "render", "run"]
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,17 +120,30 @@ def render(result: dict[str, Any]) -> str:
     lines += footnote
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
-    for f in result.get("failures", []):
-        lines.append(f"round {f['round']}: client {_num(f['client_id'])} "
-                     f"(node {f['node_id']}) {f['kind']}: {f['message'][:120]}")
+    lines += failure_lines(result.get("failures", []))
     return "\n".join(lines + _chain_lines(result["chain"]))
 
 
+def failure_lines(failures: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct failure (:func:`fedpriv.failures.collapse_failures`) with the
+    rounds it occurred in, its first round's message cut to 120 characters."""
+    lines = []
+    for f in collapse_failures(failures):
+        rounds = f["rounds"]
+        when = (f"round {rounds[0]}" if len(rounds) == 1
+                else f"rounds {round_ranges(rounds)} ({len(rounds)}×)")
+        lines.append(f"client {_num(f['client_id'])} (node {f['node_id']}) {f['kind']} in "
+                     f"{when}: {f['message'][:120]}")
+    return lines
+
+
 def _chain_lines(chain: dict[str, Any]) -> list[str]:
-    """Each completed round's chain head and the final one: keep them outside the run
-    directory (``fedpriv verify RUN_DIR --head H``)."""
-    lines = [f"chain head after round {r}: {head}" for r, head in chain["rounds"].items()]
-    lines.append(f"chain head: {chain['head']} ({chain['entries']} entries)")
+    """The final chain head: keep it outside the run directory (``fedpriv verify RUN_DIR
+    --head H`` checks every round's entries against it); each round's head is in
+    ``--json``'s and report.json's ``chain.rounds``."""
+    done = [int(r) for r in chain["rounds"]]
+    after = f", rounds {round_ranges(done)}" if done else ""
+    lines = [f"chain head: {chain['head']} ({chain['entries']} entries{after})"]
     if chain["signature"] is not None:
         lines.append(f"signed: entry {chain['signature']['seq']} by Ed25519 key "
                      f"{chain['signature']['public_key']}")
