@@ -28,12 +28,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a private federated training as a Flower simulation (Ray backend)",
         description="Run CONFIG as a Flower simulation on Ray; write DIR/report.json. "
         "--resume RUN_DIR continues a killed run after its last completed round, with the "
-        "same results as an uninterrupted run when train.fraction_train = 1.",
+        "same results as an uninterrupted run when train.fraction_train = 1; --resume RUN_DIR "
+        "--set rounds=N takes a finished or interrupted run on to N rounds.",
     )
     p.add_argument("config", metavar="CONFIG", nargs="?",
                    help="TOML preset, e.g. configs/quickstart.toml (omit with --resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set mechanism.noise_multiplier=0.5")
+                   help="override a config key, e.g. --set mechanism.noise_multiplier=0.5 "
+                   "(with --resume only rounds=N)")
     p.add_argument("--out", metavar="DIR",
                    help="run directory, new or empty (default runs/<preset>-<time>)")
     p.add_argument("--resume", metavar="RUN_DIR",
@@ -64,7 +66,7 @@ def _new_run_dir(path: Path) -> Path:
 
 
 def _resumed_run_dir(args: argparse.Namespace) -> Path:
-    for flag, given in (("CONFIG", args.config), ("--set", args.overrides), ("--out", args.out)):
+    for flag, given in (("CONFIG", args.config), ("--out", args.out)):
         if given:
             raise InputError(flag, given, "nothing with --resume (the stored config is used)")
     from fedpriv.audit import DB_NAME
@@ -75,14 +77,34 @@ def _resumed_run_dir(args: argparse.Namespace) -> Path:
     return path
 
 
+def _resumed_rounds(overrides: list[str]) -> Any:
+    """The ``N`` of ``--resume RUN --set rounds=N`` (None without ``--set``): ``rounds`` is the
+    one key a resumed run may change; any other is refused by name."""
+    from fedpriv.schema import parse_override
+
+    rounds = None
+    for text in overrides:
+        key, value = parse_override(text)
+        if key != "rounds":
+            raise InputError(f"--set {key}", value, "only rounds=N with --resume (the stored "
+                             "config is used; a run goes on to N rounds)")
+        rounds = value
+    return rounds
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from workflows.config import load_config
 
     if args.resume is not None:
         from workflows.simulation import completed_rounds
 
+        rounds = _resumed_rounds(args.overrides)
         run_dir = _resumed_run_dir(args).resolve()
-        cfg, _ = completed_rounds(run_dir)
+        cfg, done = completed_rounds(run_dir)
+        if rounds is not None and rounds != cfg.rounds:
+            from strategies.server_run import extended
+
+            cfg = extended(cfg, rounds, done)
     elif args.config is None:
         raise InputError("CONFIG", None, "a TOML preset, e.g. configs/quickstart.toml "
                          "(or --resume RUN_DIR)")
