@@ -13,9 +13,9 @@ from fedpriv.audit.check_figures import NOT_VERIFIED, shown_status, verification
 from fedpriv.audit.gallery import attack_views
 from fedpriv.audit.html_attacks import attacks_section
 from fedpriv.audit.plot_style import new_figure, svg_bytes
+from fedpriv.audit.summary import chain_lines, failure_lines
 from fedpriv.failures import FirstSeen, collapse_failures, log_first, round_ranges
 from workflows.cli.audit import _canary_lines
-from workflows.cli.simulate import _chain_lines, failure_lines
 
 
 def _failure(rnd: int, client: int, norm: float, kind: str = "inconsistent") -> dict:
@@ -106,4 +106,4 @@ def test_a_legend_wider_than_the_margin_is_kept_whole():
 def test_one_chain_head_line_for_the_run():
     chain = {"rounds": {"1": "a" * 64, "2": "b" * 64, "3": "c" * 64}, "head": "d" * 64,
              "entries": 122, "signature": None}
-    assert _chain_lines(chain) == [f"chain head: {'d' * 64} (122 entries, rounds 1–3)"]
+    assert chain_lines(chain) == [f"chain head: {'d' * 64} (122 entries, rounds 1–3)"]
