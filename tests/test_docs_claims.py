@@ -76,3 +76,45 @@ def test_the_example_apps_readme_claims_what_its_test_checks():
     test = (ROOT / "tests" / "test_example_app.py").read_text(encoding="utf-8")
     assert "assert_labelled_by_tests" in test  # declared or verified, as the properties say
     assert "are `verified`" not in readme and "`declared`" in readme
+
+
+def _quoted_commands() -> list[tuple[str, list[str]]]:
+    """Every concrete ``fedpriv ...`` command the docs quote in a code block (placeholders such
+    as ``RUN_DIR`` or ``[--set ...]`` left out; code spans in prose name flags rather than
+    quote invocations): page and argv."""
+    import shlex
+
+    found = []
+    for page in DOCS:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", text, flags=re.S)
+        for line in "\n".join(blocks).replace("\\\n", " ").splitlines():
+            m = re.search(r"(?:^|&& |; |\$ )((?:python -m )?fedpriv [^#;&|]*)", line.strip())
+            if not m or any(s in m.group(1) for s in ("[", "...", "…", "<", "|")):
+                continue
+            try:
+                argv = shlex.split(m.group(1))
+            except ValueError:
+                continue
+            argv = argv[3:] if argv[:3] == ["python", "-m", "fedpriv"] else argv[1:]
+            if len(argv) > 1 and not any(re.fullmatch(r"[A-Z][A-Z_]*(=[A-Z_]+)?", a) for a in argv):
+                found.append((page, argv))
+    return found
+
+
+def test_every_command_the_docs_quote_parses():
+    """The quoted commands' flags and values are the command line's (argparse's checks: a
+    renamed flag, a dropped choice); what they compute is the docs tests' and the page's."""
+    import contextlib
+    import io
+
+    parser = build_parser()
+    commands = _quoted_commands()
+    assert len(commands) >= 15, commands
+    for page, argv in commands:
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                parser.parse_args(argv)
+            except SystemExit as exc:
+                assert not exc.code, f"{page}: fedpriv {' '.join(argv)}: {err.getvalue()}"
