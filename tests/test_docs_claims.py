@@ -118,3 +118,31 @@ def test_every_command_the_docs_quote_parses():
                 parser.parse_args(argv)
             except SystemExit as exc:
                 assert not exc.code, f"{page}: fedpriv {' '.join(argv)}: {err.getvalue()}"
+
+
+def test_the_quickstart_epsilons_the_readme_quotes():
+    """The README's quickstart output (ε per client, at 3 significant figures) and the RDP ε it
+    compares with, recomputed from the preset: each client's size, 32/n, 10 × 20 releases."""
+    from fedpriv.commands.account import account
+    from fedpriv.data import client_sizes, load_dataset
+    from workflows.config import load_config
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quoted = re.findall(r"^ +(\d+) +gaussian +10 +([\d.]+) ", readme, flags=re.M)
+    rdp = float(re.search(r"RDP gives ([\d.]+)", readme).group(1))
+    cfg = load_config(ROOT / "configs" / "quickstart.toml")
+    d = cfg.data
+    labels = load_dataset(d.name, d.root, d.download, cfg.seed, d.test_fraction).train_y.numpy()
+    sizes = client_sizes(d, labels, cfg.seed)
+    steps = cfg.rounds * cfg.train.local_steps
+    sigma = cfg.mechanism.for_client(0)[1]["noise_multiplier"]
+
+    def eps(client: int, accountant: str) -> float:
+        rate = cfg.train.batch_size / sizes[client]
+        return account("gaussian", noise_multiplier=sigma, sample_rate=rate, steps=steps,
+                       delta=cfg.audit.delta, accountant=accountant)["epsilon"]
+
+    assert len(quoted) >= 2
+    for client, value in quoted:
+        assert f"{eps(int(client), 'tightest'):.3g}" == value, (client, value)
+    assert f"{eps(0, 'rdp'):.3g}" == f"{rdp:.3g}"
