@@ -91,7 +91,12 @@ class Section:
         return build_section(self.cls, raw, f"{self.name}.")
 
     def to_raw(self, value: Any) -> Any:
-        """The section's value as a plain table again (``None`` dropped)."""
+        """The section's value as a plain table again (``None`` dropped). A value still plain —
+        carried unread because the section was registered after the config was loaded (a
+        ClientApp imported beside the ServerApp, as ``flwr run .`` does) — is returned as is."""
+        if isinstance(value, Mapping) or (
+                isinstance(value, list) and not all(map(dataclasses.is_dataclass, value))):
+            return value
         if self.many:
             return [drop_none(dataclasses.asdict(v)) for v in value]
         if hasattr(value, "to_dict"):

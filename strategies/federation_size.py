@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from flwr.serverapp import Grid
 from flwr.superlink.grid import InMemoryGrid
@@ -23,7 +24,7 @@ from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from strategies.config import CARRIED_SECTIONS
 
-__all__ = ["fit_to_federation", "simulated_nodes"]
+__all__ = ["check_carried_clients", "fit_to_federation", "simulated_nodes"]
 
 log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.1
@@ -43,6 +44,26 @@ def simulated_nodes(grid: Grid, timeout: float) -> int:
         stable = stable + 1 if now == count and now > 0 else 0
         count = now
     return count
+
+
+def check_carried_clients(cfg: Config) -> None:
+    """Refuse a carried section's table (``[[adversary]]``: the clients validate it, and the
+    server does not import them) that names a client the run does not have.
+
+    Raises
+    ------
+    InputError
+        Naming the table's ``clients`` key, e.g. ``adversary[0].clients``.
+    """
+    n = cfg.data.num_clients
+    for name, value in cfg.sections.items():
+        tables = value if isinstance(value, list) else [value]
+        for i, table in enumerate(tables):
+            ids = table.get("clients") if isinstance(table, Mapping) else None
+            if isinstance(ids, list) and not all(
+                    isinstance(c, int) and not isinstance(c, bool) and 0 <= c < n for c in ids):
+                key = f"{name}[{i}].clients" if isinstance(value, list) else f"{name}.clients"
+                raise InputError(key, ids, f"client ids in [0, {n - 1}] (data.num_clients = {n})")
 
 
 def fit_to_federation(grid: Grid, cfg: Config) -> Config:
@@ -66,6 +87,7 @@ def fit_to_federation(grid: Grid, cfg: Config) -> Config:
     raw["data"] = {**raw.get("data", {}), "num_clients": nodes}
     try:
         fitted = config_from_dict(raw, carried=CARRIED_SECTIONS)
+        check_carried_clients(fitted)
     except InputError as exc:
         raise InputError("data.num_clients", wanted, f"the federation's {nodes} simulated "
                          f"SuperNodes (run with {hint}): with {nodes} clients, {exc}") from None

@@ -40,6 +40,7 @@ from flwr.serverapp import Grid
 
 from fedpriv.config import Config
 from fedpriv.data import Dataset, client_sizes
+from fedpriv.failures import FirstSeen, log_first
 from fedpriv.instructions import instructed_report, settings_verdict, size_verdict
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
@@ -209,21 +210,24 @@ def known_checks(
 
 def weigh_replies(
     rnd: int, replies: list[AcceptedReply], binding: NodeBinding,
-    weighting: tuple[str, float],
+    weighting: tuple[str, float], logged: FirstSeen | None = None,
 ) -> tuple[list[AcceptedReply], float | None]:
     """Each reply with its aggregation weight (``num-examples``, which Flower's strategies
     read) set by the weighting policy (:func:`aggregation_weights`): a server-known size, or
     an unverified one capped; and the share of the round's weight that came from unverified
     sizes (:func:`unverified_share`). A changed weight is written into the reply's
-    MetricRecord. A stock client's size is never verified: it declared no client."""
+    MetricRecord. A stock client's size is never verified: it declared no client. A changed
+    weight is logged in the first round it occurs for a client (``logged``), not every round."""
     known = [None if r.report is None else binding.sizes.get(r.client_id) for r in replies]
     weights = aggregation_weights([r.weight for r in replies], known, *weighting)
     out = []
     for reply, weight in zip(replies, weights, strict=True):
         if weight != reply.weight:
-            log.warning("round %d client %d: aggregation weight %g for the unverified "
-                        "num-examples = %g (strategy.weighting = %r)", rnd, reply.client_id,
-                        weight, reply.weight, weighting[0])
+            log_first(log, FirstSeen() if logged is None else logged, reply.client_id,
+                      "weight", f"num-examples = {reply.weight:g}",
+                      "round %d client %d: aggregation weight %g for the unverified "
+                      "num-examples = %g (strategy.weighting = %r)", rnd, reply.client_id,
+                      weight, reply.weight, weighting[0])
             (metrics,) = reply.message.content.metric_records.values()
             metrics["num-examples"] = weight
             reply = dataclasses.replace(reply, weight=weight)

@@ -37,6 +37,7 @@ from fedpriv.audit.reader import DB_NAME
 from fedpriv.audit.storage import encode_update, keeps_update
 from fedpriv.config import Config
 from fedpriv.data import Dataset
+from fedpriv.failures import FirstSeen, log_first
 from fedpriv.leakage.robustness import pac_robust_confidence
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
@@ -130,6 +131,7 @@ class AuditPipeline:
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
         self._theta: tuple[object, np.ndarray, float] = (None, np.empty(0), 0.0)  # θ, flat, ‖θ‖
         self.canaries = CanaryAuditor(audit, seed)
+        self.logged = FirstSeen()  # failures logged once, repeats summarised at the end
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -178,7 +180,8 @@ class AuditPipeline:
                 if self._accept(server_round, outcome, broadcast):
                     out.append(outcome)
         out, self.unverified_share = weigh_replies(
-            server_round, sorted(out, key=lambda r: r.client_id), self.binding, self.weighting)
+            server_round, sorted(out, key=lambda r: r.client_id), self.binding, self.weighting,
+            self.logged)
         return out
 
     def end_round(self, server_round: int, accuracy: float, loss: float,
@@ -195,7 +198,8 @@ class AuditPipeline:
         """A node that was sent a train message and never answered (timeout, lost node)."""
         cid = self.node_clients.get(node)
         message = "no reply within strategy.round_timeout"
-        log.warning("round %d: node %d (client %s): %s", server_round, node, cid, message)
+        log_first(log, self.logged, node, "timeout", message, "round %d: node %d (client %s): %s",
+                  server_round, node, cid, message)
         self.store.record_failure(server_round, "timeout", message, client_id=cid, node_id=node)
         if cid is not None and self.audit.enabled and cid not in self._written:
             self._written.add(cid)
@@ -230,9 +234,9 @@ class AuditPipeline:
     def _reject(self, rnd: int, rejection: Rejection) -> None:
         node, cid = rejection.node_id, rejection.client_id
         declined = rejection.kind == "declined"
-        log.log(logging.INFO if declined else logging.WARNING,
-                "round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
-                rejection.reason)
+        log_first(log, self.logged, node, rejection.kind, rejection.reason,
+                  "round %d: reply from node %d rejected (%s): %s", rnd, node, rejection.kind,
+                  rejection.reason, level=logging.INFO if declined else logging.WARNING)
         self.store.record_failure(rnd, rejection.kind, rejection.reason, client_id=cid,
                                   node_id=node)
         if declined and cid is not None:
@@ -351,7 +355,8 @@ class AuditPipeline:
             row.update(status="inconsistent", error=verdict.reason)
             self.store.record_failure(rnd, "inconsistent", verdict_line(verdict),
                                       client_id=cid, node_id=reply.node_id)
-            log.warning("round %d client %d: %s", rnd, cid, verdict_line(verdict))
+            log_first(log, self.logged, cid, "inconsistent", verdict_line(verdict),
+                      "round %d client %d: %s", rnd, cid, verdict_line(verdict))
         attacked = self.plan.scheduled(rnd, cid)
         kept = keeps_update(audit.store_updates, attacked)  # the storage policy
         stored = encode_update(delta, audit.update_dtype) if kept else None

@@ -13,6 +13,8 @@ import logging
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedpriv.audit.summary import summary_lines
+from fedpriv.errors import InputError
 from fedpriv.protocol import CONFIG_KEY
 from strategies.federation_size import fit_to_federation
 from strategies.run_config import resolve_run_config
@@ -53,9 +55,20 @@ def _quiet_logs(*packages: str) -> None:
 def main(grid: Grid, context: Context) -> None:
     """Read the run config, fit it to a simulated federation's size
     (:func:`~strategies.federation_size.fit_to_federation`), run the federation, write
-    ``report.json`` into the run directory."""
+    ``report.json`` into the run directory; log where the results go at the start and the
+    summary ``fedpriv simulate`` prints (:func:`fedpriv.audit.summary.summary_lines`) at the
+    end. A config the federation cannot run is one line, ``fedpriv: error: ...``: Flower then
+    fails the run with that message (its exit code and ``flwr ls`` say so)."""
     _quiet_logs("fedpriv", "strategies", "attacks")
-    cfg, run_dir = resolve_run_config(context.run_config)
-    cfg = fit_to_federation(grid, cfg)
-    logging.getLogger(__name__).info("fedpriv run directory: %s", run_dir)
-    run_federation(grid, cfg, run_dir)
+    log = logging.getLogger(__name__)
+    try:
+        cfg, run_dir = resolve_run_config(context.run_config)
+        cfg = fit_to_federation(grid, cfg)
+    except InputError as exc:
+        log.error("fedpriv: error: %s", exc)
+        raise RuntimeError(f"fedpriv: error: {exc}") from None
+    log.info("fedpriv run directory: %s (report.json, report.html; set it with -c "
+             "\"out='/abs/path'\")", run_dir)
+    report = run_federation(grid, cfg, run_dir)
+    for line in summary_lines(report):
+        log.info("%s", line)

@@ -52,7 +52,8 @@ if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 __all__ = [
-    "REPORT_SPACING", "close_run", "dataset_of", "initial_model", "open_run", "run_federation",
+    "REPORT_SPACING", "close_run", "dataset_of", "extended", "initial_model", "open_run",
+    "run_federation",
 ]
 
 log = logging.getLogger(__name__)
@@ -87,10 +88,11 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     """The run's store, opened for writing, and the number of rounds already completed.
 
     A new run creates the store (refused where one exists). A resumed run must carry the same
-    configuration, must not be running in another process (the store's writer lock) and must
-    be intact (its hash chain and tensor files: :func:`fedpriv.audit.check_intact`, before
-    anything is written); its incomplete rounds are discarded. The returned store holds the
-    writer lock until closed.
+    configuration but for ``rounds`` — a run extended (or an interrupted one cut short, down
+    to its completed rounds) stores the new count: :func:`extended` — must not be running in
+    another process (the store's writer lock) and must be intact (its hash chain and tensor
+    files: :func:`fedpriv.audit.check_intact`, before anything is written); its incomplete
+    rounds are discarded. The returned store holds the writer lock until closed.
     """
     if not resume:
         store = AuditStore.create(run_dir, cfg.to_dict(), cfg.seed)
@@ -100,16 +102,42 @@ def open_run(cfg: Config, run_dir: Path, resume: bool) -> tuple[AuditStore, int]
     try:
         store.hold_writer_lock()
         check_intact(run_dir)
-        if config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS) != cfg:
+        stored = config_from_dict(store.run_info()["config"], carried=CARRIED_SECTIONS)
+        if stored.rounds != cfg.rounds:
+            stored = extended(stored, cfg.rounds, store.last_completed_round() or 0)
+        if stored != cfg:
             raise InputError("--resume", str(run_dir), "a run made with this configuration")
     except InputError:
         store.close()
         raise
+    if store.run_info()["config"]["rounds"] != cfg.rounds:
+        store.set_rounds(cfg.rounds)
     dropped = store.discard_incomplete_rounds()
     done = store.last_completed_round() or 0
     log.info("resuming %s after round %d (discarded incomplete rounds %s)", run_dir, done, dropped)
     store.mark_status("running")
     return store, done
+
+
+def extended(cfg: Config, rounds: int, done: int) -> Config:
+    """A stored run's config ``cfg`` to go on to ``rounds`` rounds after its ``done`` completed
+    ones (``--resume RUN --set rounds=N``): what a run of ``rounds`` from the start would have
+    used, everything else unchanged.
+
+    Raises
+    ------
+    InputError
+        ``rounds`` below ``done``, or not a valid ``rounds``; a noise calibrated to
+        ``mechanism.target_epsilon`` over the stored rounds (a run of ``rounds`` would have
+        calibrated another).
+    """
+    raw = cfg.to_dict()
+    if raw["mechanism"].get("calibration") is not None:
+        raise InputError("rounds", rounds, f"{cfg.rounds}, the stored rounds: the noise was "
+                         "calibrated to mechanism.target_epsilon over them")
+    if isinstance(rounds, int) and not isinstance(rounds, bool) and rounds < done:
+        raise InputError("rounds", rounds, f"at least the {done} rounds the run completed")
+    return config_from_dict({**raw, "rounds": rounds}, carried=CARRIED_SECTIONS)
 
 
 def _start_arrays(cfg: Config, store: AuditStore, done: int) -> ArrayRecord:

@@ -1,6 +1,7 @@
 """``flwr run .`` with Flower's default federation (2 simulated SuperNodes) against a preset of
 10 clients: the run takes the simulation's size, or refuses at once naming both settings."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -46,3 +47,73 @@ def test_a_config_that_cannot_shrink_is_refused_naming_both_settings():
     assert err.value.key == "data.num_clients"
     assert "num-supernodes=10" in str(err.value) and "audit.clients" in str(err.value)
 
+
+
+
+ADVERSARIES = QUICKSTART.parent / "adversaries.toml"
+
+
+def test_the_adversaries_preset_on_two_supernodes_is_refused_in_one_line():
+    """``flwr run .`` with configs/adversaries.toml on Flower's default federation (issue 41,
+    item 2): refused naming the adversary table, whether the server read ``[[adversary]]``
+    validated or carried unread (it does not import the clients; a ClientApp imported into the
+    same process registers the section after the config was loaded)."""
+    registered = load_config(ADVERSARIES)
+    raw_tables = registered.to_dict()["adversary"]
+    carried = dataclasses.replace(registered,
+                                  sections={**registered.sections, "adversary": raw_tables})
+    for cfg in (registered, carried):
+        with pytest.raises(InputError) as err:
+            fit_to_federation(_Simulated(2), cfg)
+        text = str(err.value)
+        assert "\n" not in text and "adversary[0].clients" in text and "num-supernodes=10" in text
+    # the copy of a config whose section stayed plain: was TypeError from dataclasses.asdict()
+    assert carried.to_dict()["adversary"] == raw_tables
+
+
+_SERVER_APP = """
+import sys
+from flwr.app import Context, RecordDict
+from strategies.server_app import main
+from workflows.local_grid import LocalGrid
+from workflows.simulation import load_client_app
+config = {{"config": "configs/quickstart.toml", "out": {out!r},
+          "set": "rounds=1 data.num_clients=2 train.local_steps=1 {extra}"}}
+try:
+    main(LocalGrid(load_client_app(), 2), Context(run_id=1, node_id=0, node_config={{}},
+                                                 state=RecordDict(), run_config=config))
+except RuntimeError as exc:
+    print("raised:", exc)
+"""
+
+
+def _server_app(out, extra=""):  # noqa: ANN001, ANN202 - in its own process: its log handlers
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = _SERVER_APP.format(out=str(out), extra=extra)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[1], timeout=600, check=True)
+
+
+def test_the_server_app_names_the_run_directory_and_ends_with_the_summary(tmp_path):
+    """``flwr run .`` (issue 41, item 2): the ServerApp logs where the results go at the start
+    and the table ``fedpriv simulate`` prints at the end."""
+    run = _server_app(tmp_path / "run")
+    lines = run.stderr.splitlines()
+    start = [line for line in lines if "fedpriv run directory: " in line]
+    assert len(start) == 1 and str(tmp_path / "run") in start[0]
+    assert any(line.endswith("client mechanism rounds   epsilon      log C   SSIM")
+               for line in lines)
+    assert any("chain head: " in line for line in lines)
+    assert (tmp_path / "run" / "report.html").is_file()
+
+
+def test_the_server_app_refuses_a_bad_config_in_one_line(tmp_path):
+    run = _server_app(tmp_path / "run", extra="train.lr=-1")
+    errors = [line for line in run.stderr.splitlines() if "fedpriv: error:" in line]
+    assert len(errors) == 1 and "train.lr" in errors[0]
+    assert run.stdout.startswith("raised: fedpriv: error: train.lr") and "\n" not in \
+        run.stdout.strip()
+    assert not (tmp_path / "run").exists()

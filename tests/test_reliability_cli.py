@@ -72,7 +72,8 @@ def test_out_must_be_new_or_empty(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("extra", "key"),
-    [([CONFIG], "CONFIG"), (["--set", "rounds=3"], "--set"), (["--out", "x"], "--out")],
+    [([CONFIG], "CONFIG"), (["--set", "train.lr=0.5"], "--set train.lr"),
+     (["--out", "x"], "--out")],
 )
 def test_resume_takes_nothing_but_the_run_dir(tmp_path, capsys, extra, key):
     _refused(capsys, ["--resume", str(tmp_path), *extra], key)

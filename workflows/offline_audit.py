@@ -147,7 +147,8 @@ def _canary_bounds(
         own = canary.lower["round"]
         out.append({"round": update.round, "client_id": update.client_id,
                     "epsilon_lower": own["value"], "epsilon_formal": own["epsilon_formal"],
-                    "status": own["status"], "pooled": canary.lower["value"]})
+                    "status": own["status"], "pooled": canary.lower["value"],
+                    "pooled_formal": canary.lower["epsilon_formal"]})
     return out
 
 

@@ -304,8 +304,10 @@ def _run_on_ray(
     from workflows.interrupts import Interrupted
     from workflows.ray_session import ray_session
 
+    flwr = logging.getLogger("flwr")
+    flwr.propagate = False  # Flower prints through its own handler: not again through the root's
     if not verbose:
-        logging.getLogger("flwr").setLevel(logging.WARNING)
+        flwr.setLevel(logging.WARNING)
     result: dict[str, Any] = {}
     errors: list[BaseException] = []  # the ServerApp runs in a thread: keep what it raised
     server_app = ServerApp()

@@ -45,7 +45,6 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from fedpriv.errors import InputError
 from fedpriv.validate import check_positive
@@ -107,6 +106,8 @@ class LossLaw:
         keep = self.probs > 0.0
         shifted = self.losses[keep] - self.low
         orders = _ORDERS / self.width
+        from scipy import special  # here: importing the grid (vmf.py's constants) stays light
+
         return special.logsumexp(orders[:, None] * shifted + np.log(self.probs[keep]), axis=1)
 
     @property

@@ -2,17 +2,24 @@
 (``report.json``, ``tallies.csv``, figures and the self-contained ``report.html``).
 
 See ``docs/audit-store.md`` for the schema, how to read a store while a run goes, and the
-guarantees. Importing this package does not import torch or matplotlib.
+guarantees. Importing this package does not import torch or matplotlib, and its names are
+imported on first use (:mod:`fedpriv.lazy`): a light submodule (``fedpriv.audit.vacuity``, the
+``[audit]`` section) does not import the report, the leakage estimators and scipy with it.
 """
 
-from fedpriv.audit.errors import StoreError
-from fedpriv.audit.html_report import render_report_html
-from fedpriv.audit.reader import StoreReader
-from fedpriv.audit.records import UpdateRecord
-from fedpriv.audit.report import build_report, report_run, write_report
-from fedpriv.audit.store import DB_NAME, TENSOR_DIR, AuditStore
-from fedpriv.audit.verify import Problem, check_intact, verify
-from fedpriv.audit.watch import watch_reports
+from typing import TYPE_CHECKING
+
+from fedpriv.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from fedpriv.audit.errors import StoreError
+    from fedpriv.audit.html_report import render_report_html
+    from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
+    from fedpriv.audit.records import UpdateRecord
+    from fedpriv.audit.report import build_report, report_run, write_report
+    from fedpriv.audit.store import AuditStore
+    from fedpriv.audit.verify import Problem, check_intact, verify
+    from fedpriv.audit.watch import watch_reports
 
 __all__ = [
     "DB_NAME",
@@ -30,3 +37,12 @@ __all__ = [
     "watch_reports",
     "write_report",
 ]
+
+__getattr__ = lazy_exports(__name__, {
+    "DB_NAME": "reader", "TENSOR_DIR": "reader", "AuditStore": "store", "Problem": "verify",
+    "check_intact": "verify", "verify": "verify",
+    "StoreError": "errors", "StoreReader": "reader", "UpdateRecord": "records",
+    "build_report": "report", "render_report_html": "html_report", "report_run": "report",
+    "watch_reports": "watch",
+    "write_report": "report",
+})

@@ -21,13 +21,18 @@ from fedpriv.audit.plot_style import (
 )
 from fedpriv.audit.series import field_value, log_scale_helps, status_counts
 
-__all__ = ["epsilon_bounds_figure", "verification_figure"]
+__all__ = ["NOT_VERIFIED", "epsilon_bounds_figure", "shown_status", "verification_figure"]
 
 #: Clients drawn with a marker per bound; more are drawn as two traced lines.
 MAX_MARKED = 40
-_STATUS_COLOURS = {"consistent": "#009E73", "inconsistent": "#D55E00", "unverifiable": "#999999",
-                   "undeclared": "#E69F00"}
-_HATCHES = {"consistent": "", "inconsistent": "xx", "unverifiable": "..", "undeclared": "\\\\"}
+#: A consistent reply of a client-round whose guarantee is not ``verified`` (some ε-relevant
+#: property untested, docs/trust.md): not drawn in the green of a verified one.
+NOT_VERIFIED = "consistent, not verified"
+_STATUS_COLOURS = {"consistent": "#009E73", NOT_VERIFIED: "#56B4E9", "inconsistent": "#D55E00",
+                   "unverifiable": "#999999", "undeclared": "#E69F00"}
+_HATCHES = {"consistent": "", NOT_VERIFIED: "//", "inconsistent": "xx", "unverifiable": "..",
+            "undeclared": "\\\\"}
+_LABELS = {"consistent": "consistent, verified"}
 Row = Mapping[str, Any]
 
 
@@ -92,10 +97,21 @@ def epsilon_bounds_figure(clients: Sequence[Row]) -> Figure | None:
     return Figure("epsilon-bounds", alt, svg_bytes(fig), note)
 
 
+def shown_status(entry: Row) -> str | None:
+    """A per-round entry's verification status as drawn: ``consistent`` only where the
+    client-round's guarantee is ``verified``, else :data:`NOT_VERIFIED`."""
+    status = (entry.get("verification") or {}).get("status")
+    if status == "consistent" and entry.get("guarantee") != "verified":
+        return NOT_VERIFIED
+    return status
+
+
 @styled
 def verification_figure(clients: Sequence[Row]) -> Figure | None:
-    """Per round, how many replies the server found consistent with their declaration."""
-    rounds, counts = status_counts(clients)
+    """Per round, how many replies the server found consistent with their declaration: green
+    where the client-round is ``verified``, pale blue where it is consistent but only
+    ``declared``, unbounded or not tested (:func:`shown_status`)."""
+    rounds, counts = status_counts(clients, status_of=shown_status)
     if not counts:
         return None
     fig, (ax,) = new_figure(height=3.0)
@@ -105,7 +121,7 @@ def verification_figure(clients: Sequence[Row]) -> Figure | None:
             rounds,
             counts[status],
             bottom=bottom,
-            label=status,
+            label=_LABELS.get(status, status),
             edgecolor="#000000",
             color=_STATUS_COLOURS.get(status, "#CC79A7"),
             hatch=_HATCHES.get(status, "//"),

@@ -16,6 +16,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import MAX_COLUMNS, as_images
 from fedpriv.audit.pairing import Pairing, pair_attack
 from fedpriv.audit.reader import StoreReader
+from fedpriv.leakage.game import GAME_ATTACK
 
 __all__ = ["MAX_DRAWN", "SCORE_KEYS", "AttackView", "attack_views", "load_pairing", "strip_png"]
 
@@ -26,6 +27,7 @@ MAX_DRAWN = 60
 SCORE_KEYS = (
     "iterations",
     "restarts",
+    "trials",
     "mse",
     "psnr",
     "ssim",
@@ -122,6 +124,14 @@ def _prior_ssim(attack: Row) -> float | None:
     return None if text is None else json.loads(text)["ssim"]
 
 
+def _trials(attack: Row) -> dict[str, Any]:
+    """The identification game stores its trials in the attack row's ``restarts`` column
+    (it restarts nothing): shown as ``trials``."""
+    if attack["attack"] != GAME_ATTACK:
+        return {}
+    return {"trials": attack.get("restarts"), "restarts": None}
+
+
 def attack_views(
     store: StoreReader, attacks: Sequence[Row], limit: int = MAX_DRAWN
 ) -> list[AttackView]:
@@ -138,7 +148,8 @@ def attack_views(
         png, pairing = drawn.get(a["attack_id"], (None, None))
         views.append(AttackView(
             round=a["round"], client_id=a["client_id"], attack=a["attack"],
-            scores={**{k: a.get(k) for k in SCORE_KEYS}, "prior_ssim": _prior_ssim(a)},
+            scores={**{k: a.get(k) for k in SCORE_KEYS}, "prior_ssim": _prior_ssim(a),
+                    **_trials(a)},
             png=png,
             pairing=None if pairing is None else pairing.status,
             note="" if pairing is None else pairing.note,

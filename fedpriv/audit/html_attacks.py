@@ -25,6 +25,7 @@ _PAIRED = {
 }
 _HEADERS = [
     ("round", ""), ("client", ""), ("attack", ""), ("iterations", ""), ("restarts", ""),
+    ("trials", "identification game: games played, each with fresh noise"),
     ("MSE", ""), ("PSNR dB", "mean of per-image PSNRs"), ("SSIM", ""),
     ("best MSE", "best restart, judged with the truth (an oracle)"), ("best PSNR", ""),
     ("best SSIM", ""), ("label acc.", "labels recovered"),

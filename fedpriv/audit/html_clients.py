@@ -241,10 +241,14 @@ def verification_section(clients: Sequence[Row]) -> Section | None:
     ]  # fmt: skip
     headers = [("client", ""), ("guarantee", ""), ("status", ""), ("p-value", ""), ("reason", "")]
     listed = len(rows)
+    consistent = [c for c in checked if c["verification"].get("status") not in order]
+    verified = sum(c.get("guarantee") == "verified" for c in consistent)
     note = (
-        f'<p class="note">At their last round: {len(checked) - len(flagged)} of {len(checked)} '
-        f"clients consistent with their declaration; {listed} of the {len(flagged)} others "
-        "listed.</p>"
+        f'<p class="note">At their last round: {len(consistent)} of {len(checked)} clients '
+        f"consistent with their declaration, {verified} of them <b>verified</b> (green); the "
+        f"other {len(consistent) - verified} only declared: an ε-relevant property was not "
+        "tested (pale blue; \"What was tested, per client\" says which); "
+        f"{listed} of the {len(flagged)} clients not consistent listed.</p>"
     )
     return (
         "verification",

@@ -89,9 +89,11 @@ def styled(draw: Callable[_P, _T]) -> Callable[_P, _T]:
 
 
 def svg_bytes(fig: Any) -> bytes:
-    """The figure as SVG (glyphs as paths: no font needed; no date: same input, same bytes)."""
+    """The figure as SVG (glyphs as paths: no font needed; no date: same input, same bytes),
+    cropped to what is drawn: a legend beside the axes wider than the margin is kept whole."""
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight",
+                pad_inches=0.05)
     return buffer.getvalue()
 
 

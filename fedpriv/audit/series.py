@@ -8,7 +8,7 @@ an optional object-valued field such as ``epsilon_lower`` contributes its ``valu
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,16 +144,19 @@ def worst_first(clients: Sequence[Row]) -> list[Row]:
 
 
 def status_counts(
-    clients: Sequence[Row], key: str = "verification"
+    clients: Sequence[Row], key: str = "verification",
+    status_of: Callable[[Row], Any] | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The rounds (union of the clients' rounds, ascending) and, per status found in the
-    per-round entries' ``key["status"]``, how many entries carry it in each round."""
+    per-round entries' ``key["status"]`` (or given by ``status_of(entry)``), how many entries
+    carry it in each round."""
     rounds = sorted({int(e["round"]) for c in clients for e in c.get("per_round", [])})
     column = {r: j for j, r in enumerate(rounds)}
     counts: dict[str, np.ndarray] = {}
     for client in clients:
         for entry in client.get("per_round", []):
-            status = (entry.get(key) or {}).get("status")
+            status = (status_of(entry) if status_of is not None
+                      else (entry.get(key) or {}).get("status"))
             if status is not None:
                 row = counts.setdefault(str(status), np.zeros(len(rounds), dtype=np.int64))
                 row[column[int(entry["round"])]] += 1

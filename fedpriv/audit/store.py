@@ -29,6 +29,7 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -259,6 +260,15 @@ class AuditStore(StoreReader):
                 "UPDATE runs SET status = ?, finished = ?, error = ?", (status, finished, error)
             )
             append(conn, "runs", [conn.execute("SELECT run_id FROM runs").fetchone()[0]])
+
+    def set_rounds(self, rounds: int) -> None:
+        """Set the stored config's ``rounds`` (``fedpriv simulate --resume RUN --set
+        rounds=N``): an update in place of the ``runs`` row, chained as every write is."""
+        with self._transaction(durable=True) as conn:
+            run_id, text = conn.execute("SELECT run_id, config_json FROM runs").fetchone()
+            config = {**json.loads(text), "rounds": int(rounds)}
+            conn.execute("UPDATE runs SET config_json = ?", (to_json(config),))
+            append(conn, "runs", [run_id])
 
     # -- rounds ------------------------------------------------------------------------------
 

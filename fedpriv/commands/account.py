@@ -21,6 +21,7 @@ from fedpriv.accounting.accountant import ACCOUNTANTS, ROUTES, AccountingResult,
 from fedpriv.accounting.calibrate import calibrate
 from fedpriv.accounting.events import NEIGHBOURING_RELATIONS, POPULATION_MAX, Release, ReleaseEvent
 from fedpriv.audit.config import DEFAULT_ACCOUNTANT, DEFAULT_DELTA
+from fedpriv.commands.flags import flag
 from fedpriv.errors import InputError
 from fedpriv.mechanisms.registry import release_class
 from fedpriv.validate import check_dim, check_positive
@@ -37,12 +38,6 @@ PER_EPOCH_WARNING = (
     "per-epoch composition (T = epochs) is a compatibility switch: it counts one release per "
     "epoch although every step releases a noisy update, so it UNDERSTATES epsilon"
 )
-
-
-def flag(key: str) -> str:
-    """The command-line flag that carries a library input key (``sample_rate`` →
-    ``--sample-rate``); keys that already are flags pass through."""
-    return key if key.startswith("--") else "--" + key.replace("_", "-")
 
 
 def _fail(key: str, value: Any, allowed: str) -> InputError:

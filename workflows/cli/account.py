@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from fedpriv.audit.config import DEFAULT_DELTA
-from fedpriv.commands.account import flag
+from fedpriv.commands.flags import flag
 from fedpriv.mechanisms import accountable, release_class
 
 __all__ = ["register", "render", "run"]

@@ -5,6 +5,7 @@ offline, or recompute their canary ε lower bounds (:func:`workflows.offline_aud
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Any
 
@@ -112,12 +113,24 @@ def _fmt(value: Any, spec: str) -> str:
 
 
 def _canary_lines(rows: list[dict[str, Any]]) -> list[str]:
-    lines = [f"{'round':>5} {'client':>6} {'eps lower':>9} {'eps canary':>10} {'pooled':>7} "
+    """One line per client-round: the round's own bound against its canary's ε (the status),
+    and the bound pooled over the client's rounds, marked ``!`` where it exceeds the largest
+    canary ε of those rounds (the client is then inconsistent even where each round alone
+    was not)."""
+    lines = [f"{'round':>5} {'client':>6} {'eps lower':>9} {'eps canary':>10} {'pooled':>8} "
              "status"]
+    exceeded = False
     for r in rows:
+        formal = json_number(r.get("pooled_formal", math.inf))
+        over = r["pooled"] > formal
+        exceeded |= over
+        status = r["status"] + (f"; pooled {r['pooled']:.3g} > {formal:.3g}" if over else "")
         lines.append(f"{r['round']:>5} {r['client_id']:>6} {r['epsilon_lower']:>9.3f} "
-                     f"{json_number(r['epsilon_formal']):>10.3f} {r['pooled']:>7.3f} "
-                     f"{r['status']}")
+                     f"{json_number(r['epsilon_formal']):>10.3f} "
+                     f"{r['pooled']:>7.3f}{'!' if over else ' '} {status}")
+    if exceeded:
+        lines.append("! the pooled lower bound exceeds the largest canary epsilon of the "
+                     "client's rounds: more leaks than declared")
     return lines
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fedpriv.commands.account import flag
+from fedpriv.commands.flags import flag
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import accountable, release_class
 

@@ -102,4 +102,5 @@ def render(result: dict[str, Any]) -> str:
         f"{render_run(result)}\n"
         f"deployment: {d['supernodes']} SuperNodes, {security}, run {d['run_id']}, "
         f"{d['wall_seconds']:.1f} s in all; Flower logs in {d['flwr_home']}/logs"
+        + (f"\nnot the preset as written: {d['notice']}" if d.get("notice") else "")
     )

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.errors import InputError
 
 __all__ = ["register", "render", "run"]
@@ -27,12 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a private federated training as a Flower simulation (Ray backend)",
         description="Run CONFIG as a Flower simulation on Ray; write DIR/report.json. "
         "--resume RUN_DIR continues a killed run after its last completed round, with the "
-        "same results as an uninterrupted run when train.fraction_train = 1.",
+        "same results as an uninterrupted run when train.fraction_train = 1; --resume RUN_DIR "
+        "--set rounds=N takes a finished or interrupted run on to N rounds.",
     )
     p.add_argument("config", metavar="CONFIG", nargs="?",
                    help="TOML preset, e.g. configs/quickstart.toml (omit with --resume)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key, e.g. --set mechanism.noise_multiplier=0.5")
+                   help="override a config key, e.g. --set mechanism.noise_multiplier=0.5 "
+                   "(with --resume only rounds=N)")
     p.add_argument("--out", metavar="DIR",
                    help="run directory, new or empty (default runs/<preset>-<time>)")
     p.add_argument("--resume", metavar="RUN_DIR",
@@ -63,7 +64,7 @@ def _new_run_dir(path: Path) -> Path:
 
 
 def _resumed_run_dir(args: argparse.Namespace) -> Path:
-    for flag, given in (("CONFIG", args.config), ("--set", args.overrides), ("--out", args.out)):
+    for flag, given in (("CONFIG", args.config), ("--out", args.out)):
         if given:
             raise InputError(flag, given, "nothing with --resume (the stored config is used)")
     from fedpriv.audit import DB_NAME
@@ -74,14 +75,34 @@ def _resumed_run_dir(args: argparse.Namespace) -> Path:
     return path
 
 
+def _resumed_rounds(overrides: list[str]) -> Any:
+    """The ``N`` of ``--resume RUN --set rounds=N`` (None without ``--set``): ``rounds`` is the
+    one key a resumed run may change; any other is refused by name."""
+    from fedpriv.schema import parse_override
+
+    rounds = None
+    for text in overrides:
+        key, value = parse_override(text)
+        if key != "rounds":
+            raise InputError(f"--set {key}", value, "only rounds=N with --resume (the stored "
+                             "config is used; a run goes on to N rounds)")
+        rounds = value
+    return rounds
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from workflows.config import load_config
 
     if args.resume is not None:
         from workflows.simulation import completed_rounds
 
+        rounds = _resumed_rounds(args.overrides)
         run_dir = _resumed_run_dir(args).resolve()
-        cfg, _ = completed_rounds(run_dir)
+        cfg, done = completed_rounds(run_dir)
+        if rounds is not None and rounds != cfg.rounds:
+            from strategies.server_run import extended
+
+            cfg = extended(cfg, rounds, done)
     elif args.config is None:
         raise InputError("CONFIG", None, "a TOML preset, e.g. configs/quickstart.toml "
                          "(or --resume RUN_DIR)")
@@ -101,42 +122,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(result: dict[str, Any]) -> str:
-    """A short human summary of the report."""
-    acc = result["accuracy"]
-    lines = [
-        f"run directory: {result['run_dir']}",
-        f"rounds: {result['rounds']}   final accuracy: {acc[-1]:.4f}" if acc else "no rounds",
-        f"wall time: {_num(result['wall_seconds'])} s",
-        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>10} {'SSIM':>6}",
-    ]
-    marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
-    for c, mark in zip(result["clients"], marks, strict=True):
-        eps, cap, ssim = c["epsilon"], c["log_bayes_capacity"], (c["attack"] or {}).get("ssim")
-        lines.append(
-            f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
-            f"{_num(eps):>9} {_num(cap) + mark:>10} {_num(ssim):>6}"
-        )
-    lines += footnote
-    if result["epsilon_bounds"]["note"]:
-        lines.append(result["epsilon_bounds"]["note"])
-    for f in result.get("failures", []):
-        lines.append(f"round {f['round']}: client {_num(f['client_id'])} "
-                     f"(node {f['node_id']}) {f['kind']}: {f['message'][:120]}")
-    return "\n".join(lines + _chain_lines(result["chain"]))
+    """A short human summary of the report (:func:`fedpriv.audit.summary.summary_lines`)."""
+    from fedpriv.audit.summary import summary_lines
 
-
-def _chain_lines(chain: dict[str, Any]) -> list[str]:
-    """Each completed round's chain head and the final one: keep them outside the run
-    directory (``fedpriv verify RUN_DIR --head H``)."""
-    lines = [f"chain head after round {r}: {head}" for r, head in chain["rounds"].items()]
-    lines.append(f"chain head: {chain['head']} ({chain['entries']} entries)")
-    if chain["signature"] is not None:
-        lines.append(f"signed: entry {chain['signature']['seq']} by Ed25519 key "
-                     f"{chain['signature']['public_key']}")
-    return lines
-
-
-def _num(x: Any) -> str:
-    if x is None:
-        return "-"
-    return x if isinstance(x, str) else f"{x:.3g}"
+    return "\n".join(summary_lines(result))

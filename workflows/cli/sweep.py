@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="For every cell of CONFIG's [sweep] (mechanism and target epsilon or "
         "noise parameter, batch size) and every seed, account the noise, run the audited "
         "federation, attack the first release or round-1 update, and write results.csv (mean "
-        "and 95%% interval over seeds), runs.csv, results.json, figures and study.md to DIR. "
+        "and 95% interval over seeds), runs.csv, results.json, figures and study.md to DIR. "
         "Re-run with the same --out to resume.",
     )
     p.add_argument("config", metavar="CONFIG", help="TOML preset, e.g. configs/paper-compare.toml")

@@ -11,6 +11,7 @@ way an operator would pin a mechanism on a node they run. The ServerApp writes
 from __future__ import annotations
 
 import json
+import logging
 import time
 import tomllib
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from fedpriv.errors import InputError
 from fedpriv.mechanisms.config import node_config_keys
 from fedpriv.validate import check_out_dir
 from workflows.deploy.federation import Federation, NodeValue
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "MECHANISM_NODE_KEYS",
@@ -99,6 +102,8 @@ class DeployPlan:
     out: Path
     run_config: dict[str, str]
     node_configs: list[dict[str, NodeValue]]
+    #: One line when the run is not the preset as written (its number of clients), else None.
+    notice: str | None = None
 
 
 def plan_deployment(
@@ -129,7 +134,25 @@ def plan_deployment(
         raise InputError("--out", str(out), "a new or empty directory (a deployment never "
                          "writes into an existing run)")
     run_config = {"config": str(config.resolve()), "out": str(out), "set": " ".join(sets)}
-    return DeployPlan(app_dir, out / "flower", out, run_config, node_configs(cfg))
+    return DeployPlan(app_dir, out / "flower", out, run_config, node_configs(cfg),
+                      _notice(config, list(overrides or ()), supernodes))
+
+
+def _notice(config: Path, overrides: list[str], supernodes: int) -> str | None:
+    """The line that says the deployment does not run the preset as written: its
+    ``data.num_clients`` differs from the SuperNodes (one client each), and with it every
+    client's data and ε. None when they agree (or the preset names no valid count alone)."""
+    from workflows.config import load_config
+
+    try:
+        wanted = load_config(config, overrides).data.num_clients
+    except InputError:
+        return None
+    if wanted == supernodes:
+        return None
+    return (f"the preset names {wanted} clients (data.num_clients), the deployment runs "
+            f"{supernodes}, one per SuperNode: every client's data and epsilon differ from the "
+            f"preset's; --supernodes {wanted} runs it as written")
 
 
 def _mark_interrupted(run_dir: Path) -> None:
@@ -185,6 +208,8 @@ def deploy_local(
     """
     started = time.monotonic()
     plan = plan_deployment(config, supernodes, out, overrides, app_dir)
+    if plan.notice:
+        log.warning("%s", plan.notice)
     try:
         with Federation(
             plan.home, supernodes, tls=tls, auth=auth, node_configs=plan.node_configs
@@ -203,6 +228,7 @@ def deploy_local(
     report = json.loads(report_path.read_text())
     report["deployment"] = {
         "supernodes": supernodes,
+        "notice": plan.notice,
         "tls": tls,
         "auth": auth,
         "run_id": outcome.run_id,

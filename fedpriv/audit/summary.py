@@ -1,0 +1,67 @@
+"""What ``fedpriv simulate`` prints at the end of a run, and the ServerApp of ``flwr run .``
+logs: the run directory, accuracy and wall time, one line per client (ε, log C with the vacuous
+mark of :mod:`fedpriv.audit.vacuity`, best SSIM), one line per distinct failure with its rounds,
+and the final chain head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedpriv.audit.vacuity import terminal_marks
+from fedpriv.failures import collapse_failures, round_ranges
+
+__all__ = ["chain_lines", "failure_lines", "summary_lines"]
+
+
+def summary_lines(result: dict[str, Any]) -> list[str]:
+    """The summary of a run's report (``report.json``), line by line."""
+    acc = result["accuracy"]
+    lines = [
+        f"run directory: {result['run_dir']}",
+        f"rounds: {result['rounds']}   final accuracy: {acc[-1]:.4f}" if acc else "no rounds",
+        f"wall time: {_num(result['wall_seconds'])} s",
+        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>10} {'SSIM':>6}",
+    ]
+    marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
+    for c, mark in zip(result["clients"], marks, strict=True):
+        eps, cap, ssim = c["epsilon"], c["log_bayes_capacity"], (c["attack"] or {}).get("ssim")
+        lines.append(
+            f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
+            f"{_num(eps):>9} {_num(cap) + mark:>10} {_num(ssim):>6}"
+        )
+    lines += footnote
+    if result["epsilon_bounds"]["note"]:
+        lines.append(result["epsilon_bounds"]["note"])
+    return lines + failure_lines(result.get("failures", [])) + chain_lines(result["chain"])
+
+
+def failure_lines(failures: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct failure (:func:`fedpriv.failures.collapse_failures`) with the
+    rounds it occurred in, its first round's message cut to 120 characters."""
+    lines = []
+    for f in collapse_failures(failures):
+        rounds = f["rounds"]
+        when = (f"round {rounds[0]}" if len(rounds) == 1
+                else f"rounds {round_ranges(rounds)} ({len(rounds)}×)")
+        lines.append(f"client {_num(f['client_id'])} (node {f['node_id']}) {f['kind']} in "
+                     f"{when}: {f['message'][:120]}")
+    return lines
+
+
+def chain_lines(chain: dict[str, Any]) -> list[str]:
+    """The final chain head: keep it outside the run directory (``fedpriv verify RUN_DIR
+    --head H`` checks every round's entries against it); each round's head is in
+    ``--json``'s and report.json's ``chain.rounds``."""
+    done = [int(r) for r in chain["rounds"]]
+    after = f", rounds {round_ranges(done)}" if done else ""
+    lines = [f"chain head: {chain['head']} ({chain['entries']} entries{after})"]
+    if chain["signature"] is not None:
+        lines.append(f"signed: entry {chain['signature']['seq']} by Ed25519 key "
+                     f"{chain['signature']['public_key']}")
+    return lines
+
+
+def _num(x: Any) -> str:
+    if x is None:
+        return "-"
+    return x if isinstance(x, str) else f"{x:.3g}"

@@ -1,0 +1,109 @@
+"""What the terminal and report.html show follows what was found (issue 41, item 4): a failure
+that repeats every round is logged once and summarised in one line with its rounds; the
+verification figure draws green only for verified client-rounds; the identification game's
+trials have their own column; a pooled canary bound over its threshold is marked; a legend
+wider than the figure's margin is kept whole; one final chain head."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from fedpriv.audit.check_figures import NOT_VERIFIED, shown_status, verification_figure
+from fedpriv.audit.gallery import attack_views
+from fedpriv.audit.html_attacks import attacks_section
+from fedpriv.audit.plot_style import new_figure, svg_bytes
+from fedpriv.audit.summary import chain_lines, failure_lines
+from fedpriv.failures import FirstSeen, collapse_failures, log_first, round_ranges
+from workflows.cli.audit import _canary_lines
+
+
+def _failure(rnd: int, client: int, norm: float, kind: str = "inconsistent") -> dict:
+    return {"round": rnd, "client_id": client, "node_id": str(100 + client), "kind": kind,
+            "message": f"gaussian-norm: ‖u‖₂ = {norm} is too small (p = {norm / 1e4:.3g})"}
+
+
+def test_a_failure_repeated_every_round_is_one_line_with_its_rounds():
+    failures = [_failure(r, 4, 185.0 + r) for r in (1, 2, 3, 5)]
+    failures += [_failure(2, 9, 1.0, kind="malformed"), _failure(1, 5, 14.0)]
+    lines = failure_lines(failures)
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("client 4 (node 104) inconsistent in rounds 1–3, 5 (4×): ")
+    assert "‖u‖₂ = 186.0" in lines[0]  # the first round's message
+    assert lines[1].startswith("client 9 (node 109) malformed in round 2: ")
+    assert [f["rounds"] for f in collapse_failures(failures)] == [[1, 2, 3, 5], [2], [1]]
+    assert round_ranges([7, 1, 2, 2, 4, 5]) == "1–2, 4–5, 7"
+
+
+def test_a_repeated_warning_is_logged_once(caplog):
+    log, seen = logging.getLogger("fedpriv.test_presentation"), FirstSeen()
+    with caplog.at_level(logging.DEBUG, logger=log.name):
+        for rnd in (1, 2, 3):
+            message = f"aggregation weight {60 + rnd} for num-examples = 1e9"
+            log_first(log, seen, 2, "weight", message, "round %d client 2: %s", rnd, message)
+        log_first(log, seen, 3, "weight", "num-examples = 1e9", "round 1 client 3")
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 2 and warned[0].startswith("round 1 client 2: ")
+    assert "repeats" in warned[0]
+    assert sum(r.levelno == logging.DEBUG for r in caplog.records) == 2
+
+
+def _entry(rnd: int, status: str, guarantee: str) -> dict:
+    return {"round": rnd, "guarantee": guarantee, "verification": {"status": status}}
+
+
+def test_green_only_where_verified():
+    clients = [
+        {"client_id": 0, "per_round": [_entry(1, "consistent", "verified")]},
+        {"client_id": 1, "per_round": [_entry(1, "consistent", "declared")]},
+        {"client_id": 2, "per_round": [_entry(1, "consistent", "unbounded")]},
+        {"client_id": 3, "per_round": [_entry(1, "inconsistent", "unbounded")]},
+    ]
+    shown = [shown_status(c["per_round"][0]) for c in clients]
+    assert shown == ["consistent", NOT_VERIFIED, NOT_VERIFIED, "inconsistent"]
+    svg = verification_figure(clients).svg.decode()
+    drawn = re.findall(r"<!-- (.*?) -->", svg)
+    assert "consistent, verified" in drawn and NOT_VERIFIED in drawn
+    assert "#009e73" in svg.lower() and "#56b4e9" in svg.lower()
+    only_declared = verification_figure(clients[1:]).svg.decode().lower()
+    assert "#009e73" not in only_declared  # no green bar without a verified client-round
+
+
+def test_game_trials_have_their_own_column():
+    rows = [
+        {"attack_id": 1, "round": 1, "client_id": 0, "attack": "game", "restarts": 1000,
+         "tensor_id": None},
+        {"attack_id": 2, "round": 1, "client_id": 0, "attack": "dlg", "restarts": 3,
+         "tensor_id": None, "ssim": 0.2},
+    ]
+    views = {v.attack: v for v in attack_views(None, rows, limit=0)}
+    assert views["game"].scores["trials"] == 1000 and views["game"].scores["restarts"] is None
+    assert views["dlg"].scores["restarts"] == 3 and views["dlg"].scores["trials"] is None
+    html = attacks_section([], list(views.values()))[2]
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", html)
+    assert "trials" in headers and headers.index("trials") == headers.index("restarts") + 1
+
+
+def test_a_pooled_canary_bound_over_its_threshold_is_marked():
+    rows = [{"round": 2, "client_id": 4, "epsilon_lower": 3.1, "epsilon_formal": 4.01,
+             "status": "consistent", "pooled": 5.27, "pooled_formal": 4.01},
+            {"round": 2, "client_id": 0, "epsilon_lower": 1.0, "epsilon_formal": 4.01,
+             "status": "consistent", "pooled": 2.0, "pooled_formal": 4.01}]
+    lines = _canary_lines(rows)
+    assert "5.270!" in lines[1] and "pooled 5.27 > 4.01" in lines[1]
+    assert "!" not in lines[2] and lines[-1].startswith("! the pooled lower bound exceeds")
+    assert not any(line.startswith("!") for line in _canary_lines(rows[1:]))
+
+
+def test_a_legend_wider_than_the_margin_is_kept_whole():
+    fig, (ax,) = new_figure()
+    ax.plot([1, 2], [1, 2], label="a legend label far wider than the figure's right margin " * 2)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
+    width = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg_bytes(fig).decode()).group(1))
+    assert width > 9 * 72  # grown past the 9-inch figure to hold the legend
+
+
+def test_one_chain_head_line_for_the_run():
+    chain = {"rounds": {"1": "a" * 64, "2": "b" * 64, "3": "c" * 64}, "head": "d" * 64,
+             "entries": 122, "signature": None}
+    assert chain_lines(chain) == [f"chain head: {'d' * 64} (122 entries, rounds 1–3)"]
