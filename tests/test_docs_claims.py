@@ -87,7 +87,8 @@ def _quoted_commands() -> list[tuple[str, list[str]]]:
     found = []
     for page in DOCS:
         text = (ROOT / page).read_text(encoding="utf-8")
-        blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", text, flags=re.S)
+        fenced = re.findall(r"^```(\w*)\n(.*?)^```", text, flags=re.S | re.M)
+        blocks = [body for lang, body in fenced if lang in ("", "bash", "sh", "console")]
         for line in "\n".join(blocks).replace("\\\n", " ").splitlines():
             m = re.search(r"(?:^|&& |; |\$ )((?:python -m )?fedpriv [^#;&|]*)", line.strip())
             if not m or any(s in m.group(1) for s in ("[", "...", "…", "<", "|")):
