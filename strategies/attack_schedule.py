@@ -25,10 +25,17 @@ import numpy as np
 
 from attacks.estimators.bayesian import estimate_bayesian_privacy
 from attacks.estimators.game import GameSettings, identification_game
-from attacks.estimators.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
+from attacks.estimators.prior import (
+    BASELINES,
+    NO_UPDATE,
+    PriorBaseline,
+    PublicPrior,
+    prior_baseline,
+    within_class_identification,
+)
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
-from attacks.scoring import pair_scores, score_reconstruction
+from attacks.scoring import guess_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
@@ -76,19 +83,26 @@ def attack_scores(
     """The ``attacks`` row of a result scored against the true images (privacy-math.md §7), and
     the reconstructions in the truth's order.
 
-    With the ``public`` data the row carries ``prior`` (the reference baseline's MSE, PSNR and
-    SSIM, its name, the public source, and every baseline's scores:
-    :mod:`attacks.estimators.prior`) and the gains ``gain_ssim``, ``gain_psnr`` (score − prior);
-    a true image the attack returned no reconstruction for is scored, and stored, as the
-    reference's guess for it. Without public data there is no prior (None) and such an image
-    is stored blank and left out of the means.
+    With the ``public`` data the row carries ``prior`` (the label prior's MSE, PSNR, SSIM and
+    support SSIM, its name, the no-update prior's scores and the gains over it, the public
+    source, and every baseline's scores: :mod:`attacks.estimators.prior`), the gains over the
+    label prior ``gain_ssim``, ``gain_psnr`` (score − prior), and ``estimate``: the support SSIM
+    and the within-class identification score; a true image the attack returned no
+    reconstruction for is scored, and stored, as the label prior's guess for it. Without public
+    data there is no prior (None) and such an image is stored blank and left out of the means.
     """
     baseline = None if public is None else prior_baseline(images, result.labels, public)
     scored = score_reconstruction(
         result.reconstructions, images, prior=None if baseline is None else baseline.images,
+        no_update_prior=None if baseline is None else baseline.guesses[NO_UPDATE],
         recovered_labels=result.labels, true_labels=labels,
     )
     score = scored.summary()
+    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
+    if baseline is not None:
+        aligned[:] = baseline.images
+    matched = scored.order >= 0
+    aligned[matched] = result.reconstructions[scored.order[matched]]
     row = {
         "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
         "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
@@ -96,13 +110,28 @@ def attack_scores(
                                  "label_accuracy", "relative_leakage", "gain_ssim",
                                  "gain_psnr")},
         "prior": None if baseline is None else _prior(score, baseline, public, images),
+        "estimate": _scores_beyond(score, result, scored.order, aligned, images, baseline,
+                                   public),
     }  # fmt: skip
-    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
-    if baseline is not None:
-        aligned[:] = baseline.images
-    matched = scored.order >= 0
-    aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def _scores_beyond(score: dict[str, Any], result: AttackResult, order: np.ndarray,
+                   aligned: np.ndarray, images: np.ndarray, baseline: PriorBaseline | None,
+                   public: PublicPrior | None) -> dict[str, Any]:
+    """The ``estimate`` JSON of a scored attack row: the support SSIM and the within-class
+    identification score (None without public data), each true image hidden among public
+    look-alikes of the class the attack recovered for it."""
+    identification = None
+    if baseline is not None and public is not None:
+        classes = np.full(len(order), -1) if baseline.labels is None else baseline.labels.copy()
+        hit = order >= 0
+        classes[hit] = np.asarray(result.labels, dtype=np.int64)[order[hit]]
+        found = within_class_identification(
+            np.clip(aligned, 0.0, 1.0), np.clip(np.asarray(images, np.float64), 0.0, 1.0),
+            classes, public, seed=result.seed)
+        identification = None if found is None else found.summary()
+    return {"support_ssim": score["support_ssim"], "identification": identification}
 
 
 def declared_view(
@@ -163,15 +192,19 @@ def unscored_row(result: AttackResult) -> dict[str, Any]:
 
 def _prior(score: dict[str, Any], baseline: PriorBaseline, public: PublicPrior,
            images: np.ndarray) -> dict[str, Any]:
-    """The ``prior`` JSON of an attack row: the reference's means, and every baseline's."""
+    """The ``prior`` JSON of an attack row: the label prior's means (the reference), the
+    no-update prior's and the gains over it, and every baseline's."""
     every = {}
     for name in BASELINES:
-        scores = pair_scores(np.clip(baseline.guesses[name], 0.0, 1.0),
-                             np.clip(np.asarray(images, np.float64), 0.0, 1.0))
-        every[name] = {k: float(np.mean(v)) for k, v in zip(("mse", "psnr", "ssim"), scores,
-                                                             strict=True)}
+        scores = guess_scores(np.clip(baseline.guesses[name], 0.0, 1.0),
+                              np.clip(np.asarray(images, np.float64), 0.0, 1.0))
+        every[name] = scores.means()
+    no_update_gain = {k: score[f"no_update_gain_{k}"] for k in ("ssim", "psnr", "support_ssim")}
     return {"baseline": baseline.baseline, "mse": score["prior_mse"],
             "psnr": score["prior_psnr"], "ssim": score["prior_ssim"],
+            "support_ssim": score["prior_support_ssim"],
+            "gain_support_ssim": score["gain_support_ssim"],
+            "no_update": every[NO_UPDATE], "no_update_gain": no_update_gain,
             "matched": score["matched"], "batch_size": score["batch_size"],
             "public": public.source, "public_size": len(public.images), "baselines": every,
             "oracle": "pool_oracle picks the public image closest to each true image: an "

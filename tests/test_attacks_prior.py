@@ -1,5 +1,6 @@
-"""Prior baselines (attacks.estimators.prior) and the gains of an attack row over them, each
-checked against a baseline computed here by hand on small arrays."""
+"""The two priors (attacks.estimators.prior: the no-update prior, the label prior) and the gains
+of an attack row over each, the support SSIM and the within-class identification score, each
+checked against a value computed here by hand on small arrays."""
 
 from __future__ import annotations
 
@@ -27,19 +28,20 @@ def test_baselines_are_the_public_mean_the_class_means_and_the_nearest_public_im
     truth = np.stack([_RIGHT * 0.75, _LEFT * 0.85])
     base = prior_baseline(truth, np.array([0, 1]), _PUBLIC)
     mean = (_LEFT * 1.6 + _RIGHT * 1.4) / 4
-    np.testing.assert_allclose(base.guesses["mean"], [mean, mean])
+    np.testing.assert_allclose(base.guesses["no_update"], [mean, mean])
     # class means by hand, assigned to the true images they are closest to
-    np.testing.assert_allclose(base.guesses["class_mean"], [_RIGHT * 0.7, _LEFT * 0.8])
+    np.testing.assert_allclose(base.guesses["label"], [_RIGHT * 0.7, _LEFT * 0.8])
     np.testing.assert_allclose(base.guesses["pool_oracle"], [_RIGHT * 0.8, _LEFT * 0.9])
-    assert base.baseline == "class_mean" and set(base.guesses) == set(BASELINES)
+    assert base.baseline == "label" and set(base.guesses) == set(BASELINES)
+    np.testing.assert_array_equal(base.labels, [1, 0])
 
 
 def test_labels_missing_or_absent_from_the_public_set_fall_back_to_the_mean():
     truth = np.stack([_RIGHT * 0.75, _LEFT * 0.85])
     base = prior_baseline(truth, np.array([7]), _PUBLIC)  # one label, and not a public class
     mean = (_LEFT * 1.6 + _RIGHT * 1.4) / 4
-    np.testing.assert_allclose(base.guesses["class_mean"], [mean, mean])
-    assert base.baseline == "mean"  # equal scores: the plainer baseline
+    np.testing.assert_allclose(base.guesses["label"], [mean, mean])
+    assert base.baseline == "label"  # the label prior is the reference, whatever it scores
 
 
 def test_attack_row_carries_prior_and_gain_and_fills_unmatched_images_with_the_prior():
@@ -51,8 +53,16 @@ def test_attack_row_carries_prior_and_gain_and_fills_unmatched_images_with_the_p
     mean = (_LEFT * 1.6 + _RIGHT * 1.4) / 4
     guess = [_RIGHT * 0.7, mean, mean]
     prior_ssim = np.array([_ssim(g, t) for g, t in zip(guess, truth, strict=True)])
-    assert row["prior"]["baseline"] == "class_mean"
+    assert row["prior"]["baseline"] == "label"
     assert row["prior"]["ssim"] == pytest.approx(prior_ssim.mean(), rel=1e-6)
+    # the no-update prior: the public mean for every image, and the gain over it
+    no_update = np.array([_ssim(mean, t) for t in truth])
+    assert row["prior"]["no_update"]["ssim"] == pytest.approx(no_update.mean(), rel=1e-6)
+    assert row["prior"]["no_update_gain"]["ssim"] == pytest.approx(
+        (ssim_all := np.array([1.0, prior_ssim[1], prior_ssim[2]])).mean() - no_update.mean(),
+        rel=1e-6)
+    assert row["prior"]["no_update_gain"]["ssim"] > row["gain_ssim"]  # labels leak too
+    assert ssim_all[0] == 1.0
     ssim = np.array([1.0, prior_ssim[1], prior_ssim[2]])
     assert row["ssim"] == pytest.approx(ssim.mean(), rel=1e-6)
     assert row["gain_ssim"] == pytest.approx((1.0 - prior_ssim[0]) / 3, rel=1e-6)
@@ -66,11 +76,68 @@ def test_attack_row_carries_prior_and_gain_and_fills_unmatched_images_with_the_p
     assert pair_attack(truth, aligned, row["mse"]).status == PAIRED_AS_STORED
 
 
+def test_attack_row_carries_the_support_ssim_of_its_aligned_pairs():
+    from attacks.scoring import support_ssim
+
+    truth = np.stack([_RIGHT * 0.75, _LEFT * 0.85]).astype(np.float32)
+    recon = np.clip(truth + 0.05, 0, 1)
+    result = AttackResult("iga", recon, np.array([1, 0]), recon, 0.0, 1, 1, 0, 0.0, False)
+    row, _ = attack_scores(result, truth, np.array([1, 0]), _PUBLIC)
+    pairs = [support_ssim(r.astype(float), t.astype(float)) for r, t in zip(recon, truth,
+                                                                             strict=True)]
+    assert row["estimate"]["support_ssim"] == pytest.approx(np.mean(pairs), rel=1e-9)
+    assert row["prior"]["no_update"]["support_ssim"] is not None
+
+
+def test_identification_counts_by_brute_force():
+    """Each true image among look-alikes of its recovered class: a success where the attacker's
+    image is strictly nearest the true one. Counted here by looping over every candidate."""
+    from attacks.estimators.prior import within_class_identification
+
+    rng = np.random.default_rng(3)
+    pool = rng.random((40, 1, 4, 4))
+    labels = np.repeat([0, 1], 20)
+    public = PublicPrior(pool, labels)
+    truth = rng.random((12, 1, 4, 4))
+    # half the guesses are the truth slightly moved, half are random
+    guesses = np.concatenate([truth[:6] + 0.01, rng.random((6, 1, 4, 4))])
+    classes = np.array([0, 1] * 6)
+    found = within_class_identification(guesses, truth, classes, public, candidates=8, seed=4)
+    # brute force with the same draw of look-alikes
+    draw = np.random.default_rng([4, 39])
+    hits = 0
+    for g, t, c in zip(guesses, truth, classes, strict=True):
+        rows = np.flatnonzero(labels == c)
+        others = pool[np.sort(draw.choice(rows, size=7, replace=False))]
+        dist = [float(((g - x) ** 2).mean()) for x in [t, *others]]
+        hits += int(all(dist[0] < d for d in dist[1:]))
+    assert (found.successes, found.trials, found.candidates) == (hits, 12, 8)
+    assert found.successes >= 6  # the close guesses all identify
+
+
+def test_identification_leakage_is_log_m_p_with_a_clopper_pearson_interval():
+    """log(M·P̂) and its interval against scipy.stats.beta directly (Clopper–Pearson)."""
+    from scipy.stats import beta
+
+    from attacks.estimators.prior import Identification
+
+    k, n, m, a = 7, 20, 10, 0.05
+    leak = Identification(k, n, m).leakage(log_capacity=1.5, confidence=1 - a)
+    low, high = beta.ppf(a / 2, k, n - k + 1), beta.ppf(1 - a / 2, k + 1, n - k)
+    assert leak.log_value == pytest.approx(np.log(m * k / n))
+    assert leak.log_lower == pytest.approx(np.log(m * low), rel=1e-9)
+    assert leak.log_upper == pytest.approx(np.log(m * high), rel=1e-9)
+    assert leak.log_bound == 1.5
+    assert Identification(0, n, m).leakage().log_lower is None  # log 0
+    assert Identification(0, n, m).leakage().log_bound == pytest.approx(np.log(m))
+
+
 def test_without_public_data_there_is_no_prior():
     truth = np.stack([_RIGHT * 0.75]).astype(np.float32)
     result = AttackResult("iga", truth.copy(), np.array([1]), truth, 0.0, 1, 1, 0, 0.0, False)
     row, _ = attack_scores(result, truth, np.array([1]), None)
     assert row["prior"] is None and row["gain_ssim"] is None
+    assert row["estimate"]["identification"] is None
 
 
 def test_public_prior_needs_images_with_labels():
