@@ -23,7 +23,7 @@ a batch of ``m`` true images three guesses are scored, each image by image:
     score, not something an attacker can do. Kept for reading, never the reference.
 
 Beside the priors, :func:`within_class_identification` hides each true image among ``M − 1``
-public look-alikes of its recovered class and counts how often the attacker's image names it
+public look-alikes of its class and counts how often the attacker's image names it
 (privacy-math.md §13): leakage the labels cannot explain, in the units of the Bayes capacity.
 
 The reference prior (``baseline``, report.json's ``attack.prior``) is the label prior; the
@@ -116,12 +116,10 @@ class PublicPrior:
 
 @dataclass(frozen=True, eq=False)
 class PriorBaseline:
-    """Each baseline's guess for every true image (truth order), the reference's name, and
-    the recovered label behind each label-prior guess (−1 where it is the public mean)."""
+    """Each baseline's guess for every true image (truth order) and the reference's name."""
 
     guesses: dict[str, np.ndarray]
     baseline: str
-    labels: np.ndarray | None = None
 
     @property
     def images(self) -> np.ndarray:
@@ -141,22 +139,22 @@ def prior_baseline(
     truth
         ``(m, C, H, W)`` true images.
     recovered_labels
-        Labels the attack recovered (any length); None gives ``class_mean`` = ``mean``.
+        Labels the attack recovered (any length); None gives the label prior = the no-update
+        prior.
     public
         The public images and labels.
     """
     m = len(truth)
     mean = np.broadcast_to(public.mean, (m, *public.mean.shape)).copy()
-    by_label, labels = mean.copy(), np.full(m, -1, dtype=np.int64)
+    by_label = mean.copy()
     if recovered_labels is not None and len(recovered_labels) and m:
         guesses = np.stack([public.class_mean(int(y)) for y in recovered_labels])
         order = match_reconstructions(guesses, truth)
         hit = order >= 0
         by_label[hit] = guesses[order[hit]]
-        labels[hit] = np.asarray(recovered_labels, dtype=np.int64)[order[hit]]
     guesses = {NO_UPDATE: mean, LABEL: by_label,
                "pool_oracle": public.nearest(truth) if m else mean}
-    return PriorBaseline(guesses, LABEL, labels)
+    return PriorBaseline(guesses, LABEL)
 
 
 @dataclass(frozen=True)
@@ -179,8 +177,8 @@ class Identification:
         """What an attack row stores (the report sets it beside the client-round's log C)."""
         return {"successes": self.successes, "trials": self.trials,
                 "candidates": self.candidates, "rate": self.successes / self.trials,
-                "chance": 1.0 / self.candidates, "look_alikes": "public images of the recovered "
-                "class", "pick": "the candidate nearest (MSE) the attacker's image"}
+                "chance": 1.0 / self.candidates, "look_alikes": "public images of the true "
+                "image's class", "pick": "the candidate nearest (MSE) the attacker's image"}
 
 
 def within_class_identification(
@@ -196,8 +194,9 @@ def within_class_identification(
         ``(m, C, H, W)``: the attacker's image for each true image (its matched reconstruction,
         or the label prior's guess where none was matched), the true images, both in [0, 1].
     classes
-        ``(m,)``: the class whose look-alikes hide each true image: the label the attack
-        recovered for it (−1: the whole public set).
+        ``(m,)``: the class whose look-alikes hide each true image (−1: the whole public set).
+        Fix it before the release (the true class): a candidate set that depends on the
+        release is no identification game, and the capacity bound does not hold for it.
     candidates
         ``M``; fewer where the public set holds fewer look-alikes of some class (one ``M`` for
         the whole batch, so every trial has the same chance).

@@ -48,16 +48,22 @@ def _difference(a: float | None, b: float | None) -> float | None:
 
 def identification_summary(stored: Row | None, tally: Row | None) -> Row | None:
     """The ``identification`` record: the stored counts with ``log(M·P̂)``, its interval and the
-    bound from the client-round's ``log_capacity_round`` (``inf`` where it has none; then the
-    bound is ``log M``), and the threat model that bound is for."""
+    bound ``min(log C, log M)``. ``log C`` is the one stored with the score (the round's releases
+    on its candidates, record level) or, where none was stored, the client-round's
+    ``log_capacity_round`` from ``tally`` (a looser bound for the Gaussian: in all ``p``
+    dimensions); ``inf`` where neither is finite (then the bound is ``log M``)."""
     if not stored:
         return None
-    log_c = (tally or {}).get("log_capacity_round")
+    log_c = stored.get("log_capacity")
+    source = "the round's releases on the candidates (record level)"
+    if log_c is None:
+        log_c = (tally or {}).get("log_capacity_round")
+        source = f"the round's log C ({(tally or {}).get('threat_model') or 'unknown'} level)"
     log_c = math.inf if log_c is None else float(log_c)
     leak = identification_leakage(stored["successes"], stored["trials"], stored["candidates"],
                                   log_c)
     return {**stored, **leak.summary(), "log_capacity": None if math.isinf(log_c) else log_c,
-            "threat_model": (tally or {}).get("threat_model"),
+            "bound_from": source if math.isfinite(log_c) else "log M (no finite log C)",
             "note": "the batch's images are the trials; they share one release"}
 
 
