@@ -46,5 +46,7 @@ def test_demo_gain_over_the_prior(tmp_path, mechanism, low, high):
         found = attack["identification"]
         assert found["trials"] == 8 and found["candidates"] >= 2
         if mechanism == "gaussian":  # honest and noisy: no more leakage than its bound shows
-            assert found["log_bound"] < math.log(found["candidates"])  # a finite log C binds
+            # (at σ = 1 log C on 35+ candidates exceeds log M, so the bound is log M; the
+            # binding case, σ = 3 and 5, is test_attacks_prior's small noisy run)
+            assert found["log_capacity"] is not None and math.isfinite(found["log_capacity"])
             assert found["log_lower"] is None or found["log_lower"] <= found["log_bound"], found
