@@ -17,7 +17,8 @@ Two more scores show leakage the whole-image SSIM hides:
   (:func:`support_mask`: the pixels where the true image differs from its background), so an
   empty background that any guess matches does not inflate it.
 * **Identification** (:func:`identification_hits`): each true image hidden among public
-  look-alikes of its class; the attacker names the candidate nearest (MSE) its reconstruction.
+  look-alikes of its class; the attacker names the candidate nearest (MSE) to any of its
+  reconstructions (no matching to the truth).
   The rate against chance ``1/M`` is read as ``log(M·P̂)`` with a Clopper–Pearson interval
   beside the Bayes-capacity bound (privacy-math.md §13, :mod:`fedpriv.leakage.game`).
 
@@ -121,27 +122,34 @@ def paired_support_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
 
 def identification_hits(guesses: np.ndarray, truth: np.ndarray,
                         distractors: np.ndarray) -> np.ndarray:
-    """Whether each guess identifies its true image among look-alikes (privacy-math.md §13).
+    """Whether the attacker's images identify each true image among look-alikes
+    (privacy-math.md §13).
 
-    Candidate set ``i`` is ``truth[i]`` with ``distractors[i]`` (``M − 1`` images); the
-    attacker names the candidate nearest ``guesses[i]`` in MSE, and counts only when the true
-    image is strictly nearer than every distractor (a tie is a miss).
+    Candidate set ``i`` is ``truth[i]`` with ``distractors[i]`` (``M − 1`` images). The
+    attacker names the candidate nearest (MSE) to *any* of its images — it does not know which
+    of its images belongs to which true image, so the minimum-MSE matching to the truth, which
+    would pick for each true image the reconstruction closest to it, takes no part (with it
+    even random images identify above chance). A success counts only when the true image is
+    strictly nearer than every distractor (a tie is a miss).
 
     Parameters
     ----------
-    guesses, truth
-        ``(m, C, H, W)``: the attacker's image for each true image (its reconstruction matched
-        to it), the true images.
+    guesses
+        ``(n, C, H, W)``: the attacker's images (its reconstructions), in any order.
+    truth
+        ``(m, C, H, W)``: the true images.
     distractors
         ``(m, M − 1, C, H, W)``: the public look-alikes of each true image.
     """
-    m = len(truth)
-    guess = np.asarray(guesses, dtype=np.float64).reshape(m, 1, -1)
-    true = np.asarray(truth, dtype=np.float64).reshape(m, 1, -1)
-    others = np.asarray(distractors, dtype=np.float64).reshape(m, distractors.shape[1], -1)
-    to_true = ((guess - true) ** 2).mean(axis=2)[:, 0]
-    to_others = ((guess - others) ** 2).mean(axis=2)
-    return to_true < to_others.min(axis=1, initial=np.inf)
+    flat = np.asarray(guesses, dtype=np.float64).reshape(len(guesses), 1, -1)
+    hits = np.zeros(len(truth), dtype=bool)
+    for i, (true, others) in enumerate(zip(truth, distractors, strict=True)):
+        candidates = np.concatenate([np.asarray(true, np.float64)[None],
+                                     np.asarray(others, np.float64)]).reshape(1, len(others) + 1,
+                                                                               -1)
+        nearest = ((flat - candidates) ** 2).mean(axis=2).min(axis=0)
+        hits[i] = nearest[0] < nearest[1:].min(initial=np.inf)
+    return hits
 
 
 def match_reconstructions(reconstructions: np.ndarray, truth: np.ndarray) -> np.ndarray:

@@ -115,8 +115,7 @@ def attack_scores(
                                  "label_accuracy", "relative_leakage", "gain_ssim",
                                  "gain_psnr")},
         "prior": None if baseline is None else _prior(score, baseline, public, images),
-        "estimate": _scores_beyond(score, result, aligned, images, labels, baseline, public,
-                                   view),
+        "estimate": _scores_beyond(score, result, images, labels, baseline, public, view),
     }  # fmt: skip
     return row, aligned
 
@@ -134,13 +133,14 @@ def identification_bound(view: ServerView, candidates: int) -> float:
     return candidates_log_capacity(mechanism, dim, candidates, view.local_steps)
 
 
-def _scores_beyond(score: dict[str, Any], result: AttackResult, aligned: np.ndarray,
+def _scores_beyond(score: dict[str, Any], result: AttackResult,
                    images: np.ndarray, labels: np.ndarray, baseline: PriorBaseline | None,
                    public: PublicPrior | None, view: ServerView | None) -> dict[str, Any]:
     """The ``estimate`` JSON of a scored attack row: the support SSIM and the within-class
     identification score (None without public data): each true image hidden among public
-    look-alikes of its own class, named by the attacker's image for it, and — with the same
-    look-alikes — by the label prior's guess (``prior_successes``: what the labels and the
+    look-alikes of its own class, named by the candidate nearest any of the attack's
+    reconstructions (the matching to the truth takes no part), and — with the same
+    look-alikes — by the label prior's guesses (``prior_successes``: what the labels and the
     public data alone identify).
 
     The look-alikes are of the true class, not the recovered one: a candidate set drawn from
@@ -151,8 +151,8 @@ def _scores_beyond(score: dict[str, Any], result: AttackResult, aligned: np.ndar
         return {"support_ssim": score["support_ssim"], "identification": None}
     truth = np.clip(np.asarray(images, np.float64), 0.0, 1.0)
     classes = np.asarray(labels, dtype=np.int64)
-    found = within_class_identification(np.clip(aligned, 0.0, 1.0), truth, classes, public,
-                                        seed=result.seed)
+    found = within_class_identification(np.clip(result.reconstructions, 0.0, 1.0), truth,
+                                        classes, public, seed=result.seed)
     identification = None
     if found is not None:
         prior = within_class_identification(np.clip(baseline.images, 0.0, 1.0), truth, classes,

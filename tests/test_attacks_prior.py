@@ -89,8 +89,9 @@ def test_attack_row_carries_the_support_ssim_of_its_aligned_pairs():
 
 
 def test_identification_counts_by_brute_force():
-    """Each true image among look-alikes of its class: a success where the attacker's
-    image is strictly nearest the true one. Counted here by looping over every candidate."""
+    """Each true image among look-alikes of its class: a success where the candidate nearest
+    any of the attacker's images (in no particular order) is the true one. Counted here by
+    looping over every candidate and every image."""
     from attacks.estimators.prior import within_class_identification
 
     rng = np.random.default_rng(3)
@@ -98,20 +99,36 @@ def test_identification_counts_by_brute_force():
     labels = np.repeat([0, 1], 20)
     public = PublicPrior(pool, labels)
     truth = rng.random((12, 1, 4, 4))
-    # half the guesses are the truth slightly moved, half are random
-    guesses = np.concatenate([truth[:6] + 0.01, rng.random((6, 1, 4, 4))])
+    # the attacker's images: six true images slightly moved, and five random ones, shuffled
+    guesses = rng.permutation(np.concatenate([truth[:6] + 0.01, rng.random((5, 1, 4, 4))]))
     classes = np.array([0, 1] * 6)
     found = within_class_identification(guesses, truth, classes, public, candidates=8, seed=4)
     # brute force with the same draw of look-alikes
     draw = np.random.default_rng([4, 39])
     hits = 0
-    for g, t, c in zip(guesses, truth, classes, strict=True):
+    for t, c in zip(truth, classes, strict=True):
         rows = np.flatnonzero(labels == c)
         others = pool[np.sort(draw.choice(rows, size=7, replace=False))]
-        dist = [float(((g - x) ** 2).mean()) for x in [t, *others]]
+        dist = [min(float(((g - x) ** 2).mean()) for g in guesses) for x in [t, *others]]
         hits += int(all(dist[0] < d for d in dist[1:]))
     assert (found.successes, found.trials, found.candidates) == (hits, 12, 8)
     assert found.successes >= 6  # the close guesses all identify
+    assert within_class_identification(guesses[:0], truth, classes, public) is None
+
+
+def test_identification_does_not_use_the_matching_to_the_truth():
+    """Random images identify at chance: the attacker's rule never sees which image was matched
+    to which true image (matching first would pick for each true image its nearest random
+    image and lift the rate above chance)."""
+    from attacks.estimators.prior import within_class_identification
+
+    rng = np.random.default_rng(8)
+    pool, labels = rng.random((400, 1, 4, 4)), np.repeat(np.arange(4), 100)
+    truth = rng.random((400, 1, 4, 4))
+    found = within_class_identification(rng.random((400, 1, 4, 4)), truth, labels % 4,
+                                        PublicPrior(pool, labels), candidates=10, seed=1)
+    leak = found.leakage()
+    assert leak.log_lower is None or leak.log_lower < 0.0 < leak.log_upper  # chance: log 1
 
 
 def test_identification_leakage_is_log_m_p_with_a_clopper_pearson_interval():
@@ -184,7 +201,7 @@ def test_report_sets_the_identification_beside_the_rounds_capacity_bound():
     stored = {**row, "prior_json": json.dumps(row["prior"]),
               "estimate_json": json.dumps(row["estimate"])}
     found = row["estimate"]["identification"]
-    # the public set holds two look-alikes of each class: M = 3, and an exact image names itself
+    # the public set holds two look-alikes of each class: M = 3, and exact images name them
     assert (found["successes"], found["trials"], found["candidates"]) == (2, 2, 3)
     out = attack_scores_summary(stored, {"log_capacity_round": 0.25, "threat_model": "record"})
     assert out["prior"]["baseline"] == "label" and out["gain"]["ssim"] == row["gain_ssim"]

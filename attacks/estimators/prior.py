@@ -178,7 +178,8 @@ class Identification:
         return {"successes": self.successes, "trials": self.trials,
                 "candidates": self.candidates, "rate": self.successes / self.trials,
                 "chance": 1.0 / self.candidates, "look_alikes": "public images of the true "
-                "image's class", "pick": "the candidate nearest (MSE) the attacker's image"}
+                "image's class", "pick": "the candidate nearest (MSE) any of the attacker's "
+                "images"}
 
 
 def within_class_identification(
@@ -186,13 +187,16 @@ def within_class_identification(
     candidates: int = IDENTIFICATION_CANDIDATES, seed: int = 0,
 ) -> Identification | None:
     """Each true image among ``M − 1`` public look-alikes of its class; how often the attacker's
-    image for it names it (:func:`attacks.scoring.identification_hits`). Chance is ``1/M``.
+    images name it (:func:`attacks.scoring.identification_hits`: the candidate nearest any of
+    them). Chance is ``1/M``.
 
     Parameters
     ----------
-    guesses, truth
-        ``(m, C, H, W)``: the attacker's image for each true image (its matched reconstruction,
-        or the label prior's guess where none was matched), the true images, both in [0, 1].
+    guesses
+        ``(n, C, H, W)`` in [0, 1]: the attacker's images (its reconstructions, in any order;
+        for a prior, its guesses).
+    truth
+        ``(m, C, H, W)`` in [0, 1]: the true images.
     classes
         ``(m,)``: the class whose look-alikes hide each true image (−1: the whole public set).
         Fix it before the release (the true class): a candidate set that depends on the
@@ -201,11 +205,11 @@ def within_class_identification(
         ``M``; fewer where the public set holds fewer look-alikes of some class (one ``M`` for
         the whole batch, so every trial has the same chance).
     seed
-        Seeds the draw of look-alikes.
+        Seeds the draw of look-alikes (the same seed draws the same look-alikes).
 
-    Returns None for an empty batch or where no class has a look-alike.
+    Returns None for an empty batch, no guesses, or where no class has a look-alike.
     """
-    if len(truth) == 0:
+    if len(truth) == 0 or len(guesses) == 0:
         return None
     rng = np.random.default_rng([seed, 39])
     drawn = [public.look_alikes(int(c), candidates - 1, rng) for c in classes]
