@@ -92,10 +92,20 @@ def _log(value: float | None) -> str:
     return "−∞" if value is None else f"{value:+.2f}".replace("-", "−")
 
 
+def _log_mp(successes: int | None, found: dict[str, Any]) -> float | None:
+    """``log(M·P̂)`` of ``successes`` of the score's trials (None at 0)."""
+    import math
+
+    if not successes:
+        return None
+    return math.log(found["candidates"] * successes / found["trials"])
+
+
 def markdown(result: dict[str, Any]) -> str:
     """The tables as docs/leakage.md shows them: SSIM (gain over the no-update prior / over the
     label prior), the priors per batch; then the identification score per cell,
-    ``log(M·P̂)`` [lower end] against its bound."""
+    ``log(M·P̂)`` [lower end] against its bound, and the label prior's ``log(M·P̂)`` with the
+    same look-alikes."""
     rows = result["rows"]
     mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
     batches = list(dict.fromkeys(r["batch"] for r in rows))
@@ -113,7 +123,8 @@ def markdown(result: dict[str, Any]) -> str:
     for batch in batches:
         cells = {r["mechanism"]: r["identification"] for r in rows if r["batch"] == batch}
         lines.append(f"| {batch} | " + " | ".join(
-            f"{_log(c['log_value'])} [{_log(c['log_lower'])}] ≤ {c['log_bound']:.2f}"
+            f"{_log(c['log_value'])} [{_log(c['log_lower'])}] ≤ {c['log_bound']:.2f}; "
+            f"label prior {_log(_log_mp(c['prior_successes'], c))}"
             for c in (cells[m] for m in mechanisms)) + " |")
     return "\n".join(lines)
 
