@@ -1,13 +1,17 @@
-"""How far IGA reaches: SSIM by batch size and mechanism, against the attacker's prior.
+"""How far IGA reaches: SSIM by batch size and mechanism, against the attacker's two priors.
 
 The batch-size reach table of docs/leakage.md: IGA (analytic labels, TV 0.2, one restart) on
 the paper MLP at a fresh initialisation (seed 0), the first B scikit-learn digits upsampled to
 16×16, batch B ∈ {1, 8, 32, 128}, one local step, mechanisms ``none``, ``clip`` (C = 1) and
-Gaussian σ ∈ {0.1, 0.3, 1} (C = 1). Beside each score, two prior baselines that use no update:
-the public mean image (the mean of digits 1000…1796, never in a batch) for every image, and
-the public mean image of each image's true class (what an attacker knowing the labels would
-return); ``gain`` is the attack's SSIM minus the mean-image baseline. Scores are the mean SSIM
-over the true batch after minimum-cost matching (privacy-math.md §7).
+Gaussian σ ∈ {0.1, 0.3, 1} (C = 1). Each cell is scored by the live scoring
+(:func:`strategies.attack_schedule.attack_scores`, the public data digits 1000…1796, never in a
+batch): the mean SSIM over the true batch after minimum-cost matching (privacy-math.md §7), its
+gain over the *no-update prior* (the public mean image: what the attacker has before any
+update; total leakage) and over the *label prior* (the public class means of the labels the
+attack recovered from the update; leakage beyond the labels), the SSIM on the digits' support,
+and the within-class identification score: each true image among 49 public look-alikes of its
+class, ``log(M·P̂)`` with the lower end of its 95 % Clopper–Pearson interval beside the bound
+``min(log C, log M)`` of the round's release on those candidates (privacy-math.md §13).
 
     python benchmarks/attack_reach.py [--quick] [--iterations N] [--markdown]
 """
@@ -30,30 +34,17 @@ MECHANISMS = {
 PUBLIC = slice(1000, None)  # the public pool of the priors: never in a batch here
 
 
-def _baselines(images: Any, labels: Any, pool: Any, pool_labels: Any) -> dict[str, float]:
-    """Mean SSIM of the public mean image and of the true class's public mean image
-    (:class:`attacks.estimators.prior.PublicPrior`, the baselines the live scoring uses)."""
-    import numpy as np
-
-    from attacks.estimators.prior import PublicPrior
-    from attacks.scoring import image_ssim
-
-    public = PublicPrior(pool, pool_labels)
-    return {
-        "prior_mean_ssim": float(np.mean([image_ssim(public.mean, x) for x in images])),
-        "prior_class_mean_ssim": float(np.mean([image_ssim(public.class_mean(int(y)), x)
-                                                for x, y in zip(images, labels, strict=True)])),
-    }
-
-
 def cell(batch: int, mechanism: str, iterations: int) -> dict[str, Any]:
-    """One cell of the table: IGA's scores and the prior baselines."""
+    """One cell of the table: IGA's scores against both priors and its identification score."""
+    import math
+
     import torch
     from sklearn.datasets import load_digits
 
     from attacks import run_attack, simulate_view
-    from attacks.scoring import score_reconstruction
+    from attacks.estimators.prior import Identification, PublicPrior
     from fedpriv.data.datasets import upsample_digits
+    from strategies.attack_schedule import attack_scores
 
     bunch = load_digits()
     x = upsample_digits(bunch.images[:batch])
@@ -63,15 +54,22 @@ def cell(batch: int, mechanism: str, iterations: int) -> dict[str, Any]:
     start = time.perf_counter()
     result = run_attack("iga", view, iterations=iterations, seed=0)
     seconds = time.perf_counter() - start
-    score = score_reconstruction(result.reconstructions, x.numpy(),
-                                 recovered_labels=result.labels,
-                                 true_labels=y.numpy()).summary()
-    pool = upsample_digits(bunch.images[PUBLIC]).numpy()
-    prior = _baselines(x.numpy(), y.numpy(), pool, bunch.target[PUBLIC])
+    public = PublicPrior(upsample_digits(bunch.images[PUBLIC]).numpy(), bunch.target[PUBLIC])
+    row, _ = attack_scores(result, x.numpy(), y.numpy(), public, view)
+    prior, found = row["prior"], row["estimate"]["identification"]
+    log_c = found["log_capacity"]
+    leak = Identification(found["successes"], found["trials"], found["candidates"]).leakage(
+        math.inf if log_c is None else log_c)
     return {
-        "batch": batch, "mechanism": mechanism, "ssim": score["ssim"], "psnr": score["psnr"],
-        "label_accuracy": score["label_accuracy"], **prior,
-        "gain_ssim": score["ssim"] - prior["prior_mean_ssim"], "seconds": round(seconds, 2),
+        "batch": batch, "mechanism": mechanism, "ssim": row["ssim"], "psnr": row["psnr"],
+        "support_ssim": row["estimate"]["support_ssim"],
+        "label_accuracy": row["label_accuracy"],
+        "no_update_prior_ssim": prior["no_update"]["ssim"],
+        "no_update_gain_ssim": prior["no_update_gain"]["ssim"],
+        "label_prior_ssim": prior["ssim"], "label_gain_ssim": row["gain_ssim"],
+        "identification": {**found, "log_value": leak.log_value, "log_lower": leak.log_lower,
+                           "log_bound": leak.log_bound},
+        "seconds": round(seconds, 2),
     }  # fmt: skip
 
 
@@ -90,18 +88,44 @@ def measure(quick: bool = False, *, smoke: bool = False,
             "model": "paper-mlp", "data": "sklearn digits 16x16", "threads": 1}
 
 
+def _log(value: float | None) -> str:
+    return "−∞" if value is None else f"{value:+.2f}".replace("-", "−")
+
+
+def _log_mp(successes: int | None, found: dict[str, Any]) -> float | None:
+    """``log(M·P̂)`` of ``successes`` of the score's trials (None at 0)."""
+    import math
+
+    if not successes:
+        return None
+    return math.log(found["candidates"] * successes / found["trials"])
+
+
 def markdown(result: dict[str, Any]) -> str:
-    """The table as docs/leakage.md shows it: SSIM (gain over the mean-image prior)."""
+    """The tables as docs/leakage.md shows them: SSIM (gain over the no-update prior / over the
+    label prior), the priors per batch; then the identification score per cell,
+    ``log(M·P̂)`` [lower end] against its bound, and the label prior's ``log(M·P̂)`` with the
+    same look-alikes."""
     rows = result["rows"]
     mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
-    lines = ["| batch | " + " | ".join(mechanisms) + " | prior: mean image | prior: class mean |",
+    batches = list(dict.fromkeys(r["batch"] for r in rows))
+    lines = ["| batch | " + " | ".join(mechanisms) + " | no-update prior | label prior (none) |",
              "|---" * (len(mechanisms) + 3) + "|"]
-    for batch in dict.fromkeys(r["batch"] for r in rows):
+    for batch in batches:
         cells = {r["mechanism"]: r for r in rows if r["batch"] == batch}
         first = next(iter(cells.values()))
         lines.append(f"| {batch} | " + " | ".join(
-            f"{cells[m]['ssim']:.2f} ({cells[m]['gain_ssim']:+.2f})" for m in mechanisms)
-            + f" | {first['prior_mean_ssim']:.2f} | {first['prior_class_mean_ssim']:.2f} |")
+            f"{cells[m]['ssim']:.2f} ({cells[m]['no_update_gain_ssim']:+.2f} / "
+            f"{cells[m]['label_gain_ssim']:+.2f})" for m in mechanisms)
+            + f" | {first['no_update_prior_ssim']:.2f} | {first['label_prior_ssim']:.2f} |")
+    lines += ["", "| batch | " + " | ".join(mechanisms) + " |",
+              "|---" * (len(mechanisms) + 1) + "|"]
+    for batch in batches:
+        cells = {r["mechanism"]: r["identification"] for r in rows if r["batch"] == batch}
+        lines.append(f"| {batch} | " + " | ".join(
+            f"{_log(c['log_value'])} [{_log(c['log_lower'])}] ≤ {c['log_bound']:.2f}; "
+            f"label prior {_log(_log_mp(c['prior_successes'], c))}"
+            for c in (cells[m] for m in mechanisms)) + " |")
     return "\n".join(lines)
 
 

@@ -4,7 +4,7 @@
 
 Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release per
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
-``attack_reach`` (IGA's SSIM by batch size and mechanism beside prior baselines),
+``attack_reach`` (IGA's SSIM by batch size and mechanism beside the two priors),
 ``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
 ``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``vmf_pld`` (the
 VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``paper_cell``
@@ -357,8 +357,9 @@ def headlines(result: dict[str, Any]) -> list[str]:
         "attacks": lambda r: [f"  iterations/s: {r.get('iterations_per_second')}",
                               f"  time to SSIM 0.9: {r.get('time_to_ssim_0.9')}"],
         "attack_reach": lambda r: [f"  batch {row['batch']} {row['mechanism']}: SSIM "
-                                   f"{row['ssim']:.2f} (prior {row['prior_mean_ssim']:.2f})"
-                                   for row in r["rows"]],
+                                   f"{row['ssim']:.2f} (no-update prior "
+                                   f"{row['no_update_prior_ssim']:.2f}, label prior "
+                                   f"{row['label_prior_ssim']:.2f})" for row in r["rows"]],
         "accounting": lambda r: _table_lines(r["epsilon"]["rows"], "epsilon", "seconds", "s")
         + [f"  calibration: {r['calibration_to_epsilon_1']}",
            f"  fedpriv account (VMF, T=1e5): {r['cli_vmf_T1e5']}"],

@@ -1,7 +1,8 @@
-"""Prior baselines of a recorded sweep's attacked batches, recomputed without re-running it.
+"""The two priors of a recorded sweep's attacked batches, recomputed without re-running it.
 
-A prior baseline uses no update (:mod:`attacks.estimators.prior`), so it depends only on the
-true images attacked and on the public data, not on the mechanism: every cell of a sweep with
+The no-update prior uses no update and the label prior only the labels
+(:mod:`attacks.estimators.prior`), so given the labels they depend only on the true images
+attacked and on the public data, not on the mechanism: every cell of a sweep with
 ``sweep.attack_on = "first-release"`` attacks, for a given seed, the same batch — the first
 Poisson batch of client 0 in round 1 (:func:`workflows.sweep.plan.cell_config`). This script
 draws that batch by the clients' own code path (:func:`clients.local_data.client_data`, the
@@ -10,7 +11,7 @@ generator of :func:`fedpriv.seeding.make_generator` for (seed, client 0, round 1
 :func:`fedpriv.training.local_train`) and scores the baselines against it with the live
 scoring's functions: the public set of :func:`strategies.attack_schedule.public_prior` (the
 server's evaluation split), :func:`attacks.estimators.prior.prior_baseline` and
-:func:`attacks.scoring.pair_scores`. ``class_mean`` is given the TRUE labels: the recorded
+:func:`attacks.scoring.pair_scores`. The label prior is given the TRUE labels: the recorded
 studies do not keep the labels the attack recovered, so it is what the live scoring gives
 with perfect label recovery, an upper reference.
 
@@ -61,8 +62,9 @@ def attacked_batch(cfg: Config, seed: int, batch_size: int) -> tuple[np.ndarray,
 
 def baseline_scores(images: np.ndarray, labels: np.ndarray,
                     public: PublicPrior) -> dict[str, dict[str, Any]]:
-    """Mean MSE, PSNR and SSIM of each attainable baseline (``class_mean`` from ``labels``)
-    against ``images``, and ``reference``: the stronger of the two by SSIM, as scored live."""
+    """Mean MSE, PSNR and SSIM of the no-update prior (``no_update``) and the label prior
+    (``label``, from ``labels``) against ``images``, and ``reference``: the label prior, as
+    scored live."""
     base = prior_baseline(images, labels, public)
     truth = np.clip(np.asarray(images, np.float64), 0.0, 1.0)
     out: dict[str, dict[str, Any]] = {}

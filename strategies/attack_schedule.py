@@ -24,11 +24,18 @@ from typing import Any
 import numpy as np
 
 from attacks.estimators.bayesian import estimate_bayesian_privacy
-from attacks.estimators.game import GameSettings, identification_game
-from attacks.estimators.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
+from attacks.estimators.game import GameSettings, candidates_log_capacity, identification_game
+from attacks.estimators.prior import (
+    BASELINES,
+    NO_UPDATE,
+    PriorBaseline,
+    PublicPrior,
+    prior_baseline,
+    within_class_identification,
+)
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
-from attacks.scoring import pair_scores, score_reconstruction
+from attacks.scoring import guess_scores, score_reconstruction
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
@@ -38,7 +45,8 @@ from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
-           "declared_view", "game_outcome", "public_prior", "undeclared_view", "unscored_row"]
+           "declared_view", "game_outcome", "identification_bound", "public_prior",
+           "undeclared_view", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -71,24 +79,35 @@ def attack_job(
 
 
 def attack_scores(
-    result: AttackResult, images: np.ndarray, labels: np.ndarray, public: PublicPrior | None
+    result: AttackResult, images: np.ndarray, labels: np.ndarray, public: PublicPrior | None,
+    view: ServerView | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """The ``attacks`` row of a result scored against the true images (privacy-math.md §7), and
     the reconstructions in the truth's order.
 
-    With the ``public`` data the row carries ``prior`` (the reference baseline's MSE, PSNR and
-    SSIM, its name, the public source, and every baseline's scores:
-    :mod:`attacks.estimators.prior`) and the gains ``gain_ssim``, ``gain_psnr`` (score − prior);
-    a true image the attack returned no reconstruction for is scored, and stored, as the
-    reference's guess for it. Without public data there is no prior (None) and such an image
-    is stored blank and left out of the means.
+    With the ``public`` data the row carries ``prior`` (the label prior's MSE, PSNR, SSIM and
+    support SSIM, its name, the no-update prior's scores and the gains over it, the public
+    source, and every baseline's scores: :mod:`attacks.estimators.prior`), the gains over the
+    label prior ``gain_ssim``, ``gain_psnr`` (score − prior), and ``estimate``: the support SSIM
+    and the within-class identification score (:func:`_scores_beyond`); a true image the attack
+    returned no reconstruction for is scored, and stored, as the label prior's guess for it.
+    Without public data there is no prior (None) and such an image is stored blank and left out
+    of the means.
+    With the attacked ``view`` the identification score carries its bound, the log Bayes
+    capacity of the round's releases on its candidates (:func:`identification_bound`).
     """
     baseline = None if public is None else prior_baseline(images, result.labels, public)
     scored = score_reconstruction(
         result.reconstructions, images, prior=None if baseline is None else baseline.images,
+        no_update_prior=None if baseline is None else baseline.guesses[NO_UPDATE],
         recovered_labels=result.labels, true_labels=labels,
     )
     score = scored.summary()
+    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
+    if baseline is not None:
+        aligned[:] = baseline.images
+    matched = scored.order >= 0
+    aligned[matched] = result.reconstructions[scored.order[matched]]
     row = {
         "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
         "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
@@ -96,13 +115,53 @@ def attack_scores(
                                  "label_accuracy", "relative_leakage", "gain_ssim",
                                  "gain_psnr")},
         "prior": None if baseline is None else _prior(score, baseline, public, images),
+        "estimate": _scores_beyond(score, result, images, labels, baseline, public, view),
     }  # fmt: skip
-    aligned = np.zeros((len(scored.order), *result.reconstructions.shape[1:]), np.float32)
-    if baseline is not None:
-        aligned[:] = baseline.images
-    matched = scored.order >= 0
-    aligned[matched] = result.reconstructions[scored.order[matched]]
     return row, aligned
+
+
+def identification_bound(view: ServerView, candidates: int) -> float:
+    """The identification score's bound: ``log C`` of the round's releases about one record
+    among ``candidates``, the rest of the batch fixed (record level, ``r = C``; the Gaussian's
+    in the candidates' span; :func:`attacks.estimators.game.candidates_log_capacity`), ``inf``
+    where the mechanism gives none. The images of a batch are the score's trials: each is one
+    such record, so each one's success probability is at most ``exp(log C)/M``."""
+    from fedpriv.mechanisms import build_mechanism
+
+    mechanism = build_mechanism(view.mechanism, view.mechanism_params)
+    dim = sum(int(np.size(p)) for p in view.global_params)
+    return candidates_log_capacity(mechanism, dim, candidates, view.local_steps)
+
+
+def _scores_beyond(score: dict[str, Any], result: AttackResult,
+                   images: np.ndarray, labels: np.ndarray, baseline: PriorBaseline | None,
+                   public: PublicPrior | None, view: ServerView | None) -> dict[str, Any]:
+    """The ``estimate`` JSON of a scored attack row: the support SSIM and the within-class
+    identification score (None without public data): each true image hidden among public
+    look-alikes of its own class, named by the candidate nearest any of the attack's
+    reconstructions (the matching to the truth takes no part), and — with the same
+    look-alikes — by the label prior's guesses (``prior_successes``: what the labels and the
+    public data alone identify).
+
+    The look-alikes are of the true class, not the recovered one: a candidate set drawn from
+    the release (a wrongly recovered label) is no identification game — the true image then
+    stands out among another class's images, which invents leakage under noise — and the
+    capacity bound holds only for candidates fixed before the release."""
+    if baseline is None or public is None:
+        return {"support_ssim": score["support_ssim"], "identification": None}
+    truth = np.clip(np.asarray(images, np.float64), 0.0, 1.0)
+    classes = np.asarray(labels, dtype=np.int64)
+    found = within_class_identification(np.clip(result.reconstructions, 0.0, 1.0), truth,
+                                        classes, public, seed=result.seed)
+    identification = None
+    if found is not None:
+        prior = within_class_identification(np.clip(baseline.images, 0.0, 1.0), truth, classes,
+                                            public, seed=result.seed)
+        bound = None if view is None else identification_bound(view, found.candidates)
+        identification = {**found.summary(),
+                          "prior_successes": None if prior is None else prior.successes,
+                          "log_capacity": None if bound is None or math.isinf(bound) else bound}
+    return {"support_ssim": score["support_ssim"], "identification": identification}
 
 
 def declared_view(
@@ -163,15 +222,19 @@ def unscored_row(result: AttackResult) -> dict[str, Any]:
 
 def _prior(score: dict[str, Any], baseline: PriorBaseline, public: PublicPrior,
            images: np.ndarray) -> dict[str, Any]:
-    """The ``prior`` JSON of an attack row: the reference's means, and every baseline's."""
+    """The ``prior`` JSON of an attack row: the label prior's means (the reference), the
+    no-update prior's and the gains over it, and every baseline's."""
     every = {}
     for name in BASELINES:
-        scores = pair_scores(np.clip(baseline.guesses[name], 0.0, 1.0),
-                             np.clip(np.asarray(images, np.float64), 0.0, 1.0))
-        every[name] = {k: float(np.mean(v)) for k, v in zip(("mse", "psnr", "ssim"), scores,
-                                                             strict=True)}
+        scores = guess_scores(np.clip(baseline.guesses[name], 0.0, 1.0),
+                              np.clip(np.asarray(images, np.float64), 0.0, 1.0))
+        every[name] = scores.means()
+    no_update_gain = {k: score[f"no_update_gain_{k}"] for k in ("ssim", "psnr", "support_ssim")}
     return {"baseline": baseline.baseline, "mse": score["prior_mse"],
             "psnr": score["prior_psnr"], "ssim": score["prior_ssim"],
+            "support_ssim": score["prior_support_ssim"],
+            "gain_support_ssim": score["gain_support_ssim"],
+            "no_update": every[NO_UPDATE], "no_update_gain": no_update_gain,
             "matched": score["matched"], "batch_size": score["batch_size"],
             "public": public.source, "public_size": len(public.images), "baselines": every,
             "oracle": "pool_oracle picks the public image closest to each true image: an "
@@ -339,7 +402,7 @@ class AttackPlan:
                 yield Outcome(item.client_id, unscored_row(result), result.reconstructions)
                 continue
             images, labels = truth(item.truth_ids)
-            row, recon = attack_scores(result, images, labels, self.public)
+            row, recon = attack_scores(result, images, labels, self.public, item.view)
             log.info("round %d client %d %s: SSIM %.3f, MSE %.4f", rnd, item.client_id,
                      result.attack, row["ssim"], row["mse"])
             yield Outcome(item.client_id, row, recon)

@@ -173,3 +173,65 @@ def test_matching_many_true_images_is_exact_and_holds_only_the_cost_matrix(monke
     monkeypatch.setattr(scoring, "MAX_MATCH_PAIRS", 128 * 1000 - 1)
     with pytest.raises(ValueError, match="128 reconstructions to 1000 true images"):
         match_reconstructions(recon, truth)
+
+
+def _digit_on_black() -> tuple[np.ndarray, np.ndarray]:
+    """A 16×16 true image: a bright ring on a black background, and its support by hand."""
+    yy, xx = np.mgrid[:16, :16]
+    radius = np.hypot(yy - 7.5, xx - 7.5)
+    ring = ((radius > 2.5) & (radius < 5.5)).astype(np.float64)
+    return ring[None] * 0.9, ring.astype(bool)
+
+
+def test_support_mask_is_where_the_truth_leaves_its_background():
+    from attacks.scoring import support_mask
+
+    truth, support = _digit_on_black()
+    np.testing.assert_array_equal(support_mask(truth), support)
+    np.testing.assert_array_equal(support_mask(1.0 - truth), support)  # a white background
+
+
+def test_support_ssim_is_the_ssim_map_averaged_on_the_support():
+    """A constructed pair: the truth's ring, and a guess that is right on the background and
+    wrong on the ring. The whole-image SSIM is flattered by the background; the support SSIM
+    is the SSIM map (skimage, full=True) averaged by hand over the ring inside the border strip
+    skimage's mean leaves out."""
+    from attacks.scoring import support_ssim
+
+    truth, support = _digit_on_black()
+    guess = np.zeros_like(truth)
+    guess[0][support] = np.random.default_rng(0).random(support.sum()) * 0.9
+    _, full = structural_similarity(guess[0], truth[0], data_range=1.0, win_size=7, full=True)
+    inside = np.zeros_like(support)
+    inside[3:13, 3:13] = True
+    by_hand = full[support & inside].mean()
+    whole = structural_similarity(guess[0], truth[0], data_range=1.0, win_size=7)
+    assert support_ssim(guess, truth) == pytest.approx(by_hand, rel=1e-12)
+    assert support_ssim(guess, truth) < whole  # the background inflated the whole-image SSIM
+    # the whole image as the mask gives the plain SSIM; an empty support gives NaN
+    everywhere = np.ones_like(support)
+    assert support_ssim(guess, truth, everywhere) == pytest.approx(whole, rel=1e-12)
+    assert math.isnan(support_ssim(guess, np.zeros_like(truth)))
+
+
+def test_score_summary_has_both_priors_and_the_gains_over_each():
+    truth, _ = _digit_on_black()
+    truth = np.stack([truth, truth[:, ::-1].copy() * 0.5])
+    label = np.clip(truth * 0.8, 0, 1)
+    no_update = np.full_like(truth, truth.mean())
+    recon = np.clip(truth + 0.02, 0, 1)
+    s = score_reconstruction(recon, truth, prior=label, no_update_prior=no_update).summary()
+    own = [structural_similarity(r[0], t[0], data_range=1.0) for r, t in zip(recon, truth,
+                                                                             strict=True)]
+    lab = [structural_similarity(g[0], t[0], data_range=1.0) for g, t in zip(label, truth,
+                                                                             strict=True)]
+    nou = [structural_similarity(g[0], t[0], data_range=1.0) for g, t in zip(no_update, truth,
+                                                                             strict=True)]
+    assert s["prior_ssim"] == pytest.approx(np.mean(lab))
+    assert s["no_update_prior_ssim"] == pytest.approx(np.mean(nou))
+    assert s["gain_ssim"] == pytest.approx(np.mean(own) - np.mean(lab))
+    assert s["no_update_gain_ssim"] == pytest.approx(np.mean(own) - np.mean(nou))
+    assert s["no_update_gain_support_ssim"] == pytest.approx(
+        s["support_ssim"] - s["no_update_prior_support_ssim"])
+    bare = score_reconstruction(recon, truth).summary()
+    assert bare["no_update_prior_ssim"] is None and bare["no_update_gain_ssim"] is None

@@ -168,11 +168,18 @@ def test_files(report, run_dir):
         best = max(SSIMS[int(row["round"]), int(row["client_id"])])
         assert float(row["attack_ssim"]) == pytest.approx(best)
         assert float(row["gain_ssim"]) == pytest.approx(best - PRIOR_SSIM)
-        assert (row["prior_baseline"], float(row["prior_ssim"])) == ("mean", PRIOR_SSIM)
+        # the fixture's prior is stored as before the priors were named: "mean" reads as the
+        # no-update prior, and the gain over it follows from the means
+        assert (row["prior_baseline"], float(row["prior_ssim"])) == ("no_update", PRIOR_SSIM)
+        assert float(row["no_update_gain_ssim"]) == pytest.approx(best - PRIOR_SSIM)
+        assert row["identification_log_lower"] == ""  # not kept by such a store
     for client in on_disk["clients"]:
         attack = client["attack"]
         assert attack["gain"]["ssim"] == pytest.approx(attack["ssim"] - PRIOR_SSIM)
-        assert attack["prior"]["baseline"] == "mean"
+        assert attack["prior"]["baseline"] == "no_update"
+        assert attack["no_update_prior"]["ssim"] == PRIOR_SSIM
+        assert attack["no_update_gain"]["ssim"] == pytest.approx(attack["ssim"] - PRIOR_SSIM)
+        assert attack["identification"] is None and attack["support_ssim"] is None
         assert {p["prior_ssim"] for p in client["per_round"] if p["ssim"] is not None} == {
             PRIOR_SSIM}
         assert "√log 2" in client["vacuous"]["abp_bound"]  # the fixture's ABP bound is 2

@@ -1,6 +1,6 @@
 """The recorded study's prior baselines (benchmarks/study_prior.py) on the offline digits: the
 batch it scores is the one the client's first training step draws, and its scores are the
-plain SSIM of the public mean image."""
+plain SSIM of the public mean image (the no-update prior)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_the_batch_is_the_first_one_local_training_draws() -> None:
     np.testing.assert_array_equal(labels, dataset_of(cfg).train_y.numpy()[first])
 
 
-def test_mean_baseline_is_the_plain_ssim_of_the_public_mean() -> None:
+def test_no_update_prior_is_the_plain_ssim_of_the_public_mean() -> None:
     cfg = _cfg()
     out = study_priors(cfg, other_batches=3)["batch_sizes"]["8"]
     for seed in ("0", "1"):  # the digits' test split, the public set, depends on the seed
@@ -53,11 +53,11 @@ def test_mean_baseline_is_the_plain_ssim_of_the_public_mean() -> None:
         expected = np.mean([structural_similarity(mean, x[0].astype(np.float64), data_range=1.0)
                             for x in images])
         got = out["seeds"][seed]
-        assert got["mean"]["ssim"] == pytest.approx(expected, rel=1e-9)
+        assert got["no_update"]["ssim"] == pytest.approx(expected, rel=1e-9)
         assert got["batch"] == len(images)
-        assert got["reference"]["ssim"] == max(got["mean"]["ssim"], got["class_mean"]["ssim"])
-    assert out["mean_over_seeds"]["mean"]["ssim"][0] == pytest.approx(
-        np.mean([out["seeds"][s]["mean"]["ssim"] for s in ("0", "1")]))
+        assert got["reference"] == {**got["label"], "baseline": "label"}
+    assert out["mean_over_seeds"]["no_update"]["ssim"][0] == pytest.approx(
+        np.mean([out["seeds"][s]["no_update"]["ssim"] for s in ("0", "1")]))
     assert out["other_batches"]["count"] == 3
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import re
+from types import SimpleNamespace
 
 from fedpriv.audit.check_figures import NOT_VERIFIED, shown_status, verification_figure
 from fedpriv.audit.gallery import attack_views
@@ -76,7 +77,8 @@ def test_game_trials_have_their_own_column():
         {"attack_id": 2, "round": 1, "client_id": 0, "attack": "dlg", "restarts": 3,
          "tensor_id": None, "ssim": 0.2},
     ]
-    views = {v.attack: v for v in attack_views(None, rows, limit=0)}
+    no_tallies = SimpleNamespace(query=lambda sql, *args: [])
+    views = {v.attack: v for v in attack_views(no_tallies, rows, limit=0)}
     assert views["game"].scores["trials"] == 1000 and views["game"].scores["restarts"] is None
     assert views["dlg"].scores["restarts"] == 3 and views["dlg"].scores["trials"] is None
     html = attacks_section([], list(views.values()))[2]

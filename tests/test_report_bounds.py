@@ -40,7 +40,7 @@ def test_the_attack_figure_draws_the_prior_line():
         for entry in c["per_round"]:
             entry["prior_ssim"] = 0.6
     page = render_report_html(report)
-    assert "prior baseline (mean over clients)" in svg_text(svgs(page)["ssim"])
+    assert "label prior (mean over clients)" in svg_text(svgs(page)["ssim"])
 
 
 def test_abp_bounds_above_sqrt_log_2_are_vacuous_not_drawn():

@@ -48,8 +48,11 @@ class StubRunner:
         shift = 0.01 * cfg.seed  # seeds differ a little
         attack = {"attack_id": 1, "round": 1, "mse": (0.3 if vmf else 0.1) + shift,
                   "ssim": 0.2, "psnr": 10.0, "best_ssim": 0.4, "label_accuracy": 1.0,
-                  "prior": {"baseline": "class_mean", "ssim": 0.5, "psnr": 14.0},
-                  "gain": {"ssim": -0.3, "psnr": -4.0}}
+                  "prior": {"baseline": "label", "ssim": 0.5, "psnr": 14.0},
+                  "gain": {"ssim": -0.3, "psnr": -4.0},
+                  "no_update_prior": {"baseline": "no_update", "ssim": 0.1, "psnr": 9.0},
+                  "no_update_gain": {"ssim": 0.1, "psnr": 1.0},
+                  "identification": {"log_value": 1.2, "log_lower": 0.4, "log_bound": 3.9}}
         clients = [{"client_id": c, "epsilon": 0.5, "attack": attack if c == 0 else None}
                    for c in range(cfg.data.num_clients)]
         return {"accuracy": [0.5, 0.2 if vmf else 0.8], "clients": clients, "wall_seconds": 1.0}
@@ -170,9 +173,10 @@ def test_study_states_what_the_rows_say(finished):
     assert "VMF MSE 0.3 vs Gaussian 0.1" in text
     assert "VMF has the higher MSE at 2, the lower SSIM at 0 and the lower accuracy at 2" in text
     assert "Calibrated ε ≤ target in 4/4 cells" in text
-    assert "| prior SSIM | gain SSIM |" in text
-    assert "SSIM gain of the reconstruction over the prior baseline" in text
-    assert "ranges over [-0.3, -0.3]" in text
+    assert "| no-update prior SSIM | gain over it | label prior SSIM | gain over it |" in text
+    assert "gain over the label prior" in text and "ranges over [-0.3, -0.3]" in text
+    assert "gain of the reconstruction over the no-update prior" in text
+    assert "ranges over [0.1, 0.1]" in text
     assert "One seed per cell" in text
     by = {(r["mechanism"], r["epsilon"]): r for r in result["rows"]}
     vmf, gauss = by[("vmf", 2.0)], by[("gaussian", 2.0)]

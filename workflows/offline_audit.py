@@ -164,8 +164,9 @@ def _public(cfg: Config) -> PublicPrior | None:
 
 
 def _record(store: AuditStore, update: UpdateRecord, result: Any,
-            public: PublicPrior | None) -> dict[str, Any]:
-    """Score ``result`` against the stored true batch if any, write it, return its summary."""
+            public: PublicPrior | None, view: ServerView) -> dict[str, Any]:
+    """Score ``result`` against the stored true batch if any (its identification score bounded
+    as live, from ``view``), write it, return its summary."""
     try:
         truth = store.load_ground_truth(update.round, update.client_id)
     except KeyError:
@@ -173,7 +174,7 @@ def _record(store: AuditStore, update: UpdateRecord, result: Any,
     if truth is None or "images" not in truth or "labels" not in truth:
         row, recon = unscored_row(result), result.reconstructions
     else:
-        row, recon = attack_scores(result, truth["images"], truth["labels"], public)
+        row, recon = attack_scores(result, truth["images"], truth["labels"], public, view)
     attack_id = store.write_attack(update.round, update.client_id, row, {"images": recon})
     return {"attack_id": attack_id, "round": update.round, "client_id": update.client_id,
             "scored": "ssim" in row, **row}  # fmt: skip
@@ -266,17 +267,17 @@ def _attack(
     stored, skipped = _selected(store, cfg, rounds, clients, ("ok", "undeclared"))
     views = [(update, _view(store, cfg, update)) for update in stored]  # read each once
     jobs = [
-        (update, attack_job(audit, name, view, update.round, update.client_id,
-                            device=cfg.device))
+        (update, view, attack_job(audit, name, view, update.round, update.client_id,
+                                  device=cfg.device))
         for update, view in views for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     with ray_session({}) if executor == "ray" else contextlib.nullcontext():  # our SIGTERM
-        results = run_attacks([job for _, job in jobs], executor=executor, progress=progress)
+        results = run_attacks([job for _, _, job in jobs], executor=executor, progress=progress)
     public = _public(cfg)
     summaries = [
-        _record(store, update, result, public)
-        for (update, _), result in zip(jobs, results, strict=True)
+        _record(store, update, result, public, view)
+        for (update, view, _), result in zip(jobs, results, strict=True)
     ]
     return summaries, _games(store, audit, views), skipped
 

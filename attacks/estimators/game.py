@@ -42,6 +42,7 @@ Laplace (not rotation invariant) in ``p``. Either way at most ``log M``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from fedpriv.mechanisms import Mechanism
 
 __all__ = ["CHUNK_ELEMENTS", "LAW_NORMS", "SCALE_BETA", "GameSettings", "PlayedGame",
-           "game_noise_scale",
+           "candidates_log_capacity", "game_noise_scale",
            "identification_game", "play_identification"]
 
 #: Doubles of one chunk of trials (``trials × candidates × coordinates``): 2²⁴, 128 MiB.
@@ -209,11 +210,24 @@ def _declared_law(mechanism: Mechanism, dim: int) -> tuple[str, float] | None:
     return (name, multiplier * mechanism.sensitivity) if name in LAW_NORMS else None
 
 
-def _log_bound(mechanism: Mechanism, dim: int, candidates: int) -> float:
+def candidates_log_capacity(mechanism: Mechanism, dim: int, candidates: int,
+                            releases: int = 1) -> float:
+    """``log C`` of ``releases`` releases of ``mechanism`` (model dimension ``dim``) about one
+    record among ``candidates``, the rest of the batch fixed: record level (``r = C``), the
+    Gaussian's in the candidates' span (``min(p, M − 1)`` dimensions, module docstring); the
+    releases' ``log C`` add (privacy-math.md §5). ``inf`` for an update-level mechanism (no
+    record-level bound here) and where the mechanism gives none."""
+    if mechanism.level != "record":
+        return math.inf
     release = mechanism.release(dim)
     if mechanism.name == "gaussian":  # isotropic: only the candidates' span informs (doc)
         dim = min(dim, candidates - 1)
-    return float(release.log_bayes_capacity(dim, 1.0))
+    one = float(release.log_bayes_capacity(dim, 1.0))
+    return one * releases
+
+
+def _log_bound(mechanism: Mechanism, dim: int, candidates: int) -> float:
+    return candidates_log_capacity(mechanism, dim, candidates)
 
 
 def identification_game(

@@ -4,7 +4,6 @@ reconstructions in the pairing the scorer used (:mod:`fedpriv.audit.pairing`).""
 from __future__ import annotations
 
 import io
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,9 +35,15 @@ SCORE_KEYS = (
     "best_ssim",
     "label_accuracy",
     "relative_leakage",
+    "support_ssim",
     "prior_ssim",
     "gain_ssim",
     "gain_psnr",
+    "no_update_prior_ssim",
+    "no_update_gain_ssim",
+    "identification_log_value",
+    "identification_log_lower",
+    "identification_log_bound",
 )
 _PIXELS = 64  # an image's height on the page, about
 log = logging.getLogger(__name__)
@@ -119,9 +124,19 @@ def _best_per_client_round(attacks: Sequence[Row]) -> list[Row]:
     return sorted(best.values(), key=lambda a: (-(a["ssim"] or -1.0), a["round"], a["client_id"]))
 
 
-def _prior_ssim(attack: Row) -> float | None:
-    text = attack.get("prior_json")
-    return None if text is None else json.loads(text)["ssim"]
+def _scores(attack: Row, tally: Row | None) -> dict[str, Any]:
+    """The row's score columns with the priors', the gains' and the identification score's
+    (:func:`fedpriv.audit.report_attack.attack_scores_summary`)."""
+    from fedpriv.audit.report_attack import attack_scores_summary
+
+    extra = attack_scores_summary(attack, tally)
+    prior, no_update = extra["prior"] or {}, extra["no_update_prior"] or {}
+    found = extra["identification"] or {}
+    return {**{k: attack.get(k) for k in SCORE_KEYS}, "support_ssim": extra["support_ssim"],
+            "prior_ssim": prior.get("ssim"), "no_update_prior_ssim": no_update.get("ssim"),
+            "no_update_gain_ssim": (extra["no_update_gain"] or {}).get("ssim"),
+            **{f"identification_{k}": found.get(k) for k in ("log_value", "log_lower",
+                                                             "log_bound", "candidates")}}
 
 
 def _trials(attack: Row) -> dict[str, Any]:
@@ -143,13 +158,14 @@ def attack_views(
         pairing = load_pairing(store, attack)
         if pairing is not None:
             drawn[attack["attack_id"]] = (strip_png(pairing), pairing)
+    tallies = {(t["round"], t["client_id"]): t for t in store.query(
+        "SELECT round, client_id, log_capacity_round, threat_model FROM tallies")}
     views = []
     for a in sorted(attacks, key=lambda a: (a["round"], a["client_id"], a["attack_id"])):
         png, pairing = drawn.get(a["attack_id"], (None, None))
         views.append(AttackView(
             round=a["round"], client_id=a["client_id"], attack=a["attack"],
-            scores={**{k: a.get(k) for k in SCORE_KEYS}, "prior_ssim": _prior_ssim(a),
-                    **_trials(a)},
+            scores={**_scores(a, tallies.get((a["round"], a["client_id"]))), **_trials(a)},
             png=png,
             pairing=None if pairing is None else pairing.status,
             note="" if pairing is None else pairing.note,

@@ -29,11 +29,22 @@ _HEADERS = [
     ("MSE", ""), ("PSNR dB", "mean of per-image PSNRs"), ("SSIM", ""),
     ("best MSE", "best restart, judged with the truth (an oracle)"), ("best PSNR", ""),
     ("best SSIM", ""), ("label acc.", "labels recovered"),
-    ("rel. leakage", "(SSIM − prior SSIM) / prior SSIM"),
-    ("prior SSIM", "what the attacker guesses without the update: the better of the public "
-                   "mean image and the class means of the recovered labels"),
-    ("gain SSIM", "SSIM − prior SSIM; every true image counts, unmatched ones at the prior"),
-    ("gain PSNR", "PSNR − prior PSNR, dB"),
+    ("rel. leakage", "(SSIM − label prior SSIM) / label prior SSIM"),
+    ("support SSIM", "SSIM on the digit's support only (pixels where the true image differs "
+                     "from its background): an empty background no longer inflates it"),
+    ("label prior SSIM", "the label prior: the public class means of the labels the update "
+                         "gives away"),
+    ("gain SSIM", "SSIM − label prior SSIM: leakage beyond the labels; every true image "
+                  "counts, unmatched ones at the label prior"),
+    ("gain PSNR", "PSNR − label prior PSNR, dB"),
+    ("no-update prior SSIM", "the no-update prior: the public mean image, what the attacker "
+                             "has before any update"),
+    ("no-update gain SSIM", "SSIM − no-update prior SSIM: the update's total leakage"),
+    ("log(M·P̂)", "within-class identification: each true image among M − 1 public look-alikes "
+                 "of its class; log of the attacker's rate over chance 1/M"),
+    ("lower", "lower end of the 95% Clopper–Pearson interval on log(M·P̂)"),
+    ("bound", "min(log C, log M): the round's Bayes-capacity bound (record level); an honest "
+              "client's lower end lies under it"),
     ("images", "how the drawn images were paired"),
 ]  # fmt: skip
 _PAIRING_NOTE = (
@@ -53,8 +64,11 @@ def _caption(v: AttackView) -> str:
     return (
         f"round {v.round} · client {v.client_id} · {esc(v.attack)} — MSE "
         f"{cell(s.get('mse'), 3)}, PSNR {cell(s.get('psnr'), 3)} dB, SSIM "
-        f"{cell(s.get('ssim'), 3)} (prior {cell(s.get('prior_ssim'), 3)}, gain "
-        f"{cell(s.get('gain_ssim'), 3)})<br>{min(v.images, MAX_COLUMNS)} of {v.images} image(s); "
+        f"{cell(s.get('ssim'), 3)} (label prior {cell(s.get('prior_ssim'), 3)}, gain "
+        f"{cell(s.get('gain_ssim'), 3)}; no-update prior {cell(s.get('no_update_prior_ssim'), 3)}"
+        f", gain {cell(s.get('no_update_gain_ssim'), 3)}), support SSIM "
+        f"{cell(s.get('support_ssim'), 3)}<br>{min(v.images, MAX_COLUMNS)} of {v.images} "
+        "image(s); "
         f"{pairing}"
     )
 
@@ -97,7 +111,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
         clients, "ssim", "best attack SSIM",
         "Best attack SSIM per client and round (higher = more leaked)",
         cumulative=False, log=False, unit_range=True,
-        reference=("prior_ssim", "prior baseline (mean over clients)"),
+        reference=("prior_ssim", "label prior (mean over clients)"),
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"

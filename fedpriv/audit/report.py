@@ -29,6 +29,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
+from fedpriv.audit.report_attack import attack_scores_summary
 from fedpriv.audit.report_central import annotate_clients, central_block
 from fedpriv.audit.report_game import client_game, game_family
 from fedpriv.audit.report_trust import (
@@ -95,17 +96,19 @@ def _best(attacks: list[Row]) -> Row | None:
     return max(attacks, key=lambda a: (a["ssim"] is not None, a["ssim"] or 0.0, -a["attack_id"]))
 
 
-def _attack_summary(attack: Row | None) -> Row | None:
+def _attack_summary(attack: Row | None, tallies: list[Row] | None = None) -> Row | None:
+    """The attack's report entry; ``tallies`` (the client's) give its round's bound."""
     if attack is None:
         return None
     summary = {"name": attack["attack"], **{k: attack[k] for k in _ATTACK_KEYS}}
     pseudo = attack["pseudo_gradient"]
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
     summary["estimate"] = optional_loads(attack["estimate_json"])
-    summary["prior"] = optional_loads(attack["prior_json"])
-    summary["gain"] = (None if summary["prior"] is None
-                       else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
-    return summary
+    return {**summary, **attack_scores_summary(attack, _tally_of(attack, tallies or []))}
+
+
+def _tally_of(attack: Row, tallies: list[Row]) -> Row | None:
+    return next((t for t in tallies if t.get("round") == attack["round"]), None)
 
 
 def _worst(key: str, rows: Iterable[Row]) -> float | None:
@@ -121,6 +124,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
     for rnd in sorted(set(status) | set(tally) | {a["round"] for a in attacks}):
         row = tally.get(rnd, {})
         best = _best([a for a in attacks if a["round"] == rnd])
+        scores = attack_scores_summary(best, row) if best is not None else {}
         series.append({
             "round": rnd, "update_status": status.get(rnd), "epsilon": row.get("epsilon"),
             "log_capacity_round": row.get("log_capacity_round"),
@@ -130,6 +134,10 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
             "ssim": None if best is None else best["ssim"],
             "prior_ssim": _prior_ssim(best),
             "gain_ssim": None if best is None else best["gain_ssim"],
+            "no_update_prior_ssim": (scores.get("no_update_prior") or {}).get("ssim"),
+            "no_update_gain_ssim": (scores.get("no_update_gain") or {}).get("ssim"),
+            "support_ssim": scores.get("support_ssim"),
+            "identification_log_lower": (scores.get("identification") or {}).get("log_lower"),
             "empirical_leakage": game([a for a in attacks if a["round"] == rnd])[
                 "empirical_leakage"],
             **_trust(row),
@@ -138,7 +146,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
 
 
 def _prior_ssim(attack: Row | None) -> float | None:
-    """The SSIM of the attack's reference prior baseline (None where none was scored)."""
+    """The SSIM of the attack's label prior (the reference; None where none was scored)."""
     prior = None if attack is None else optional_loads(attack["prior_json"])
     return None if prior is None else prior["ssim"]
 
@@ -204,7 +212,7 @@ def _client(
         "mbp_estimate": _worst("mbp_estimate", [*tallies, *attacks]),
         "abp_estimate": _worst("abp_estimate", [*tallies, *attacks]),
         **game(attacks),
-        "attack": _attack_summary(_best(attacks)),
+        "attack": _attack_summary(_best(attacks), tallies),
         **{k: v for k, v in _trust(last).items() if k not in ("guarantee", "verification")},
         "verification": verification_summary(tallies),
         **(properties_summary(tallies) or {"properties": None, "declared_reasons": []}),
@@ -300,19 +308,36 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
 
 #: Columns ``tallies.csv`` adds to the ``tallies`` table's: ``epsilon_observed`` as a number
 #: (its document's ``value``), then the client-round's best attack (highest SSIM) set against
-#: its prior baseline.
-ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "prior_baseline", "prior_ssim",
-                      "prior_psnr", "gain_ssim", "gain_psnr")
+#: the label prior (``prior_*``, ``gain_*``) and the no-update prior (``no_update_*``), its
+#: support SSIM and its within-class identification score beside the round's log C
+#: (``identification_*``; docs/leakage.md).
+ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "attack_support_ssim",
+                      "prior_baseline", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr",
+                      "no_update_prior_ssim", "no_update_prior_psnr", "no_update_gain_ssim",
+                      "no_update_gain_psnr", "identification_candidates",
+                      "identification_log_value", "identification_log_lower",
+                      "identification_log_upper", "identification_log_bound")
 
 
-def _attack_csv(attack: Row | None) -> Row:
+def _attack_csv(attack: Row | None, tally: Row | None = None) -> Row:
     if attack is None:
         return dict.fromkeys(ATTACK_CSV_COLUMNS)
-    prior = optional_loads(attack["prior_json"]) or {}
+    scores = attack_scores_summary(attack, tally)
+    prior = scores["prior"] or {}
+    no_update, no_update_gain = scores["no_update_prior"] or {}, scores["no_update_gain"] or {}
+    found = scores["identification"] or {}
     return {"attack": attack["attack"], "attack_ssim": attack["ssim"],
-            "attack_psnr": attack["psnr"], "prior_baseline": prior.get("baseline"),
+            "attack_psnr": attack["psnr"], "attack_support_ssim": scores["support_ssim"],
+            "prior_baseline": prior.get("baseline"),
             "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
-            "gain_ssim": attack["gain_ssim"], "gain_psnr": attack["gain_psnr"]}
+            "gain_ssim": attack["gain_ssim"], "gain_psnr": attack["gain_psnr"],
+            "no_update_prior_ssim": no_update.get("ssim"),
+            "no_update_prior_psnr": no_update.get("psnr"),
+            "no_update_gain_ssim": no_update_gain.get("ssim"),
+            "no_update_gain_psnr": no_update_gain.get("psnr"),
+            "identification_candidates": found.get("candidates"),
+            **{f"identification_{k}": found.get(k)
+               for k in ("log_value", "log_lower", "log_upper", "log_bound")}}
 
 
 def _write_tallies_csv(store: AuditStore, path: Path) -> None:
@@ -321,7 +346,7 @@ def _write_tallies_csv(store: AuditStore, path: Path) -> None:
         attacks[attack["round"], attack["client_id"]].append(attack)
     rows = [{**t,
              "epsilon_observed": (optional_loads(t["epsilon_observed_json"]) or {}).get("value"),
-             **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])))}
+             **_attack_csv(_best(attacks.get((t["round"], t["client_id"]), [])), t)}
             for t in _completed(store, "tallies")]
     columns = [c["name"] for c in store.query("PRAGMA table_info(tallies)")]
     columns += ["epsilon_observed", *ATTACK_CSV_COLUMNS]
@@ -340,7 +365,7 @@ def _panel(store: AuditStore, attack: Row) -> Panel | None:
         return None
     ssim, prior = attack["ssim"], _prior_ssim(attack)
     caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
-    caption += "" if prior is None else f"\nprior SSIM {prior:.3f}"
+    caption += "" if prior is None else f"\nlabel prior SSIM {prior:.3f}"
     caption += "" if pairing.paired else "\n(columns not paired)"
     return Panel(f"client {attack['client_id']}", caption, pairing.originals,
                  pairing.reconstructions)

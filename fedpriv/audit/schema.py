@@ -13,6 +13,9 @@ __all__ = [
     "APPLICATION_ID",
     "ATTACK_FIELDS",
     "FAILURE_KINDS",
+    "LABEL_PRIOR",
+    "NO_UPDATE_PRIOR",
+    "OLD_PRIOR_NAMES",
     "RUN_STATUSES",
     "SCHEMA_SQL",
     "SCHEMA_VERSION",
@@ -63,6 +66,12 @@ FAILURE_KINDS = (
     "inconsistent", "declined", "undeclared", "unaccountable",
 )  # fmt: skip
 TENSOR_KINDS = ("global", "aggregate", "update", "ground_truth", "reconstruction")
+#: Names of the two priors in ``attacks.prior_json`` (:mod:`attacks.estimators.prior`): the
+#: public mean image (before any update) and the public class means of the recovered labels.
+NO_UPDATE_PRIOR, LABEL_PRIOR = "no_update", "label"
+#: The names stores of this version wrote for them before they were named for what they are
+#: (the JSON's content changed, the schema did not: such stores stay readable).
+OLD_PRIOR_NAMES = {"mean": NO_UPDATE_PRIOR, "class_mean": LABEL_PRIOR}
 
 #: Keys accepted in ``write_update(meta=...)`` (``mechanism_params`` and ``report`` are stored
 #: as JSON).

@@ -42,8 +42,14 @@ __all__ = [
 
 PARAMETER_COLUMNS = tuple(release_class(name).parameter_name for name in accountable())
 MEASURED = ("accuracy", "mse", "psnr", "ssim", "best_ssim", "relative_leakage",
-            "label_accuracy", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr")
-"""Quantities measured per run, averaged over seeds with a 95% interval in a cell row."""
+            "label_accuracy", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr",
+            "no_update_prior_ssim", "no_update_prior_psnr", "no_update_gain_ssim",
+            "no_update_gain_psnr", "support_ssim", "identification_log_value",
+            "identification_log_lower", "identification_log_bound")
+"""Quantities measured per run, averaged over seeds with a 95% interval in a cell row:
+``prior_*``/``gain_*`` are the label prior's (the class means of the recovered labels) and the
+gains over it, ``no_update_*`` the no-update prior's (the public mean image) and the gains over
+it; ``identification_*`` the within-class identification score (docs/leakage.md)."""
 _CELL_KEYS = (
     "cell", "mechanism", "epsilon", "target_epsilon", "achieved_epsilon", "epsilon_per_epoch",
     "run_epsilon", "delta", "accountant", "route", "parameter_name", *PARAMETER_COLUMNS,
@@ -93,12 +99,16 @@ def student_t_interval(values: Sequence[float]) -> tuple[float | None, float | N
 
 
 def _flat_attack(attack: Mapping[str, Any]) -> dict[str, Any]:
-    """A client's best attack with its prior baseline's and its gain's SSIM and PSNR as
-    columns (``prior_ssim``, ``gain_ssim``, …; None where no prior was scored)."""
-    prior, gain = attack.get("prior") or {}, attack.get("gain") or {}
-    return {**attack, **{f"{part}_{k}": src.get(k) for part, src in (("prior", prior),
-                                                                     ("gain", gain))
-                         for k in ("ssim", "psnr")}}
+    """A client's best attack with its priors' and its gains' SSIM and PSNR as columns
+    (``prior_ssim``, ``gain_ssim``, ``no_update_prior_ssim``, …) and its identification score's
+    ``log(M·P̂)``, lower end and bound; None where not scored."""
+    parts = {part: attack.get(part) or {} for part in ("prior", "gain", "no_update_prior",
+                                                       "no_update_gain")}
+    found = attack.get("identification") or {}
+    return {**attack, **{f"{part}_{k}": src.get(k) for part, src in parts.items()
+                         for k in ("ssim", "psnr")},
+            **{f"identification_{k}": found.get(k) for k in ("log_value", "log_lower",
+                                                             "log_bound")}}
 
 
 def _attack_scores(report: Mapping[str, Any]) -> dict[str, Any]:
