@@ -48,6 +48,7 @@ from strategies.attack_schedule import AttackPlan, declared_view, public_prior, 
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, known_checks, node_binding, weigh_replies
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
+from strategies.sensitivity_replay import SensitivityReplay  # issue 42
 from strategies.reply_verdicts import (
     fold_verdicts,
     fresh_noise,
@@ -129,6 +130,7 @@ class AuditPipeline:
         self._sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
         self._theta: tuple[object, np.ndarray, float] = (None, np.empty(0), 0.0)  # θ, flat, ‖θ‖
         self.canaries = CanaryAuditor(audit, seed)
+        self.replay = SensitivityReplay.for_run(audit, dataset, self._model, config)  # issue 42
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -318,6 +320,8 @@ class AuditPipeline:
                                 audit.verify_alpha)
             if fresh is not None:  # can refute the round, never verify it: a precondition
                 verdict = with_preconditions(verdict, [fresh])
+            verdict = self.replay.joined(verdict, cid, report, broadcast, recovered,  # issue 42
+                                         reply.releases, share, alpha=audit.verify_alpha)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])

@@ -19,7 +19,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
 from fedpriv.verification.client_round import recover_update
 from fedpriv.verification.observed import NoiseObservation
-from fedpriv.verification.properties import label_reasons, property_verdicts
+from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 
 __all__ = [
@@ -110,7 +110,7 @@ def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
         return out
     props = property_verdicts(verdict)
     reasons = label_reasons(props, unit)
-    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
+    label = label_of(verdict.status, props, unit)  # verified / noise-verified / declared
     return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
             "label": label, "declared_reasons": reasons}
 
@@ -137,6 +137,7 @@ def fold_verdicts(summary: Mapping[str, Any]) -> dict[str, Any]:
     size = (summary.get("properties") or {}).get("size-sampling") or {}
     return {"verification": summary.get("status"),
             "verified": None if label is None else label == "verified",
+            "noise_verified": label == "noise-verified",  # issue 42
             "size_verified": size.get("status") == "passed"}
 
 
