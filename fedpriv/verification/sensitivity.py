@@ -16,18 +16,19 @@ because the noise is drawn after them; each is tested two-sided at ``α/m`` (Bon
 * ``‖R‖²/s² ~ χ²_p`` — the noise's scale (too little noise, or a signal left over in any
   direction);
 * ``⟨R, u⟩/s ~ N(0, 1)`` for each *alternative direction* ``u`` (unit, fixed by ``θ`` and the
-  data alone): the declared signal ``S`` (a scaled signal leaves ``(a − 1)S``; one-sided), the
-  unclipped excess ``Σ_{i∈B}(g_i − ḡ_i)`` (no clipping leaves exactly it; one-sided), and the
-  clipped mean gradient over the client's whole partition (hidden local steps leave the
-  signals of further batches, which point along it while the steps move θ little).
+  data alone): the declared signal ``S`` (a scaled signal leaves ``(a − 1)S``), the
+  unclipped excess ``Σ_{i∈B}(g_i − ḡ_i)`` (no clipping leaves exactly it), and the clipped
+  mean gradient over the client's whole partition (hidden local steps leave the signals of
+  further batches, which point along it while the steps move θ little — or against it, where
+  a large step overshoots: measured z ≈ −9 along ``S`` at σ = 0.5). All two-sided.
 
 **Across rounds** (test ``"sensitivity-rounds"``, :func:`cumulative_test`). Each release's
 ``z_u`` is N(0, 1) given everything before its noise, so a client's successive ``z``'s are
 independent N(0, 1) under the declaration (a martingale-difference argument: the direction is
 fixed before the noise it is tested against). A cheat that leaves a small, same-signed push
 every release (no clipping while gradients barely exceed C, a signal scaled × 2) is caught by
-``Σ_j z_j/√n`` (one-sided), and hidden steps, whose push may change sign, by ``Σ_j z_j²`` on
-the partition direction (``χ²_n``). The ``j``-th look at a client is tested at
+``|Σ_j z_j|/√n`` on the signal and unclipped directions, and hidden steps, whose push may
+change sign, by ``Σ_j z_j²`` on the partition direction (``χ²_n``). The ``j``-th look at a client is tested at
 ``α/(j(j+1))`` (these sum to α over the run).
 
 A client-round's sensitivity tests spend α/2 per round (Bonferroni over its ``m``
@@ -39,7 +40,7 @@ server's float64 replay) widens every test (the p-values stay valid).
 **Power in ε.** A release whose signal is scaled by ``a`` is the declared mechanism at noise
 multiplier ``σ/a``; one whose noise is scaled by ``f`` is at ``σf``. The projection on ``S``
 catches ``a ≥ a*`` with probability :data:`~fedpriv.verification.power.DETECTION_POWER`,
-``a* = 1 + (z_{1−α/m} + z_{0.99} + slack/s)·s/‖S‖``; the norm test catches ``f ≤ f*``,
+``a* = 1 + (z_{1−α/2m} + z_{0.99} + slack/s)·s/‖S‖``; the norm test catches ``f ≤ f*``,
 ``f* = √(χ²_p⁻¹(α/2m)/χ²_p⁻¹(0.99))``. Mapped through the run's accountant (the caller's
 ``epsilon_at(σ')``, the client-round's own release), the stated powers are the noise
 scale's ``ε(σf*)/ε(σ)`` (``detectable_epsilon_ratio``: less noise that makes this release's ε
@@ -87,9 +88,6 @@ __all__ = [
 USEFUL_EPSILON_RATIO = 2.0
 """The sensitivity test is useful when less noise that makes the release's true ε this many
 times the reported one is caught with probability 0.99 (module docstring)."""
-ONE_SIDED = ("signal", "unclipped")
-"""Directions tested one-sided: a scaled-up signal and an unclipped sum both push the residual
-along them (a signal scaled down, or clipped harder, is no privacy loss)."""
 FRESH_WINDOW = 8
 """``W``: each step's release is tested against the span of the previous ``W`` steps'."""
 
@@ -124,9 +122,9 @@ def detectable_ratios(
     signal_norm: float, noise_std: float, dim: int, level: float, slack: float = 0.0,
 ) -> tuple[float, float]:
     """``(a*, f*)`` of the module docstring: the smallest signal factor and the largest noise
-    fraction caught with probability :data:`DETECTION_POWER` by tests at ``level`` each (the
-    projection one-sided, the norm two-sided)."""
-    z = stats.norm.isf(level) + stats.norm.ppf(DETECTION_POWER) + slack / noise_std
+    fraction caught with probability :data:`DETECTION_POWER` by two-sided tests at ``level``
+    each."""
+    z = stats.norm.isf(level / 2.0) + stats.norm.ppf(DETECTION_POWER) + slack / noise_std
     a = math.inf if signal_norm <= 0 else 1.0 + z * noise_std / signal_norm
     low = math.sqrt(stats.chi2.ppf(level / 2.0, dim)) - slack / noise_std
     f = max(low, 0.0) / math.sqrt(stats.chi2.ppf(DETECTION_POWER, dim))
@@ -184,8 +182,7 @@ def sensitivity_test(
     for name, u in units.items():
         z = float(residual @ u) / s
         stat[f"z_{name}"] = z
-        p_values[name] = (float(stats.norm.sf(z - e / s)) if name in ONE_SIDED else
-                          float(2.0 * stats.norm.sf(max(abs(z) - e / s, 0.0))))
+        p_values[name] = float(2.0 * stats.norm.sf(max(abs(z) - e / s, 0.0)))
     worst = min(p_values, key=p_values.__getitem__)
     p_value = min(1.0, m * p_values[worst])
     signal_norm = float(np.linalg.norm(replayed.signal))
@@ -228,10 +225,10 @@ def cumulative_test(evidence: Mapping[str, tuple[float, float, int]], look: int,
     for name, (total, squares, n) in evidence.items():
         if n < 1:
             continue
-        if name in ONE_SIDED:
+        if name != "partition":
             z = total / math.sqrt(n)
             stat[f"sum_z_{name}"] = z
-            p_values[name] = float(stats.norm.sf(z))
+            p_values[name] = float(2.0 * stats.norm.sf(abs(z)))
         else:
             stat[f"sum_z2_{name}"] = squares
             p_values[name] = float(special.chdtrc(n, squares))
