@@ -14,7 +14,9 @@ accountant cannot account is that client's failure, never the run's end). Per cl
 * whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
   ``verified`` while every round's update was consistent with the declared mechanism and
   every ε-relevant property of it passed a test of useful power
-  (:mod:`fedpriv.verification.properties`),
+  (:mod:`fedpriv.verification.properties`), per-record sensitivity included (a replay with the
+  simulation oracle), ``noise-verified`` while every round is that or passed all but a
+  sensitivity that could not be replayed (sensitivity assumed),
   ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
   guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
   from then on ε and log C are infinite, with the declared values kept beside them

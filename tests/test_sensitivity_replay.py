@@ -72,8 +72,9 @@ def test_power_is_stated_in_epsilon() -> None:
                          epsilon_at=lambda sigma: 1.0 / sigma)
     a, f = detectable_ratios(4.0 * S, S, P, 1e-6 / 4)
     assert v.statistic["detectable_signal_factor"] == pytest.approx(a)
-    assert v.statistic["detectable_epsilon_ratio"] == pytest.approx(1.0 / f)
-    assert v.statistic["signal_epsilon_ratio"] == pytest.approx(a)
+    # the ratios are taken on a 5 % grid, rounded against the client (never smaller)
+    assert 1.0 / f <= v.statistic["detectable_epsilon_ratio"] <= 1.05 / f
+    assert a <= v.statistic["signal_epsilon_ratio"] <= 1.05 * a
     # p = 2000: noise at 0.83 × declared is caught with probability 0.99 (ε × 1.2)
     assert 1.1 < 1.0 / f < 1.3
     # with the signal a* × its size the projection fires with probability ≈ 0.99
