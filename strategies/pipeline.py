@@ -48,7 +48,6 @@ from strategies.attack_schedule import AttackPlan, declared_view, public_prior, 
 from strategies.canary_audit import CanaryAuditor, with_arrays
 from strategies.identity import NodeBinding, known_checks, node_binding, weigh_replies
 from strategies.replies import UNDECLARED, AcceptedReply, Rejection, RoundIdentities, check_reply
-from strategies.sensitivity_replay import SensitivityReplay  # issue 42
 from strategies.reply_verdicts import (
     fold_verdicts,
     fresh_noise,
@@ -59,6 +58,7 @@ from strategies.reply_verdicts import (
     verdict_summary,
     verified_or_inconsistent,
 )
+from strategies.sensitivity_replay import SensitivityReplay  # issue 42
 from strategies.step_releases import (
     canary_step_share,
     first_step_truth,

@@ -100,7 +100,8 @@ def observe_reply(
 def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     """What the report keeps of a verdict: status, reason, p-value, level and the failing or
     deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
-    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
+    the label they earn (``verified``, ``noise-verified`` or ``declared``:
+    :func:`fedpriv.verification.properties.label_of`) and the reasons it is not ``verified``
     (:mod:`fedpriv.verification.properties`)."""
     parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
              for p in verdict.parts]
@@ -128,7 +129,8 @@ def fold_verdicts(summary: Mapping[str, Any]) -> dict[str, Any]:
     -------
     dict
         ``verification`` (the verdict's status), ``verified`` (the label is ``verified``; None
-        for a summary without per-property verdicts) and ``size_verified``: the round's
+        for a summary without per-property verdicts), ``noise_verified`` (the label is
+        ``noise-verified``: sensitivity assumed) and ``size_verified``: the round's
         ``size-sampling`` property passed — the server verified the local size its sampling
         rate rests on (the simulation engine's partition or ``[[strategy.nodes]]``); a summary
         that does not say is taken as unverified (accounted at q = 1, never less ε).

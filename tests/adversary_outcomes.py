@@ -91,7 +91,8 @@ SCENARIOS: dict[str, Scenario] = {
                                     behaviour="hidden-steps",
                                     expected=frozenset({"caught", "partly caught"})),
     "no-clip@oracle": Scenario(("audit.ground_truth=true", "mechanism.noise_multiplier=0.5"),
-                               behaviour="no-clip", expected=frozenset({"caught", "partly caught"})),
+                               behaviour="no-clip",
+                               expected=frozenset({"caught", "partly caught"})),
     # steps mode: +z at one step, −z at the next (issue 42 item 6)
     "cancel-steps": Scenario(("audit.release=steps", "train.local_steps=4")),
 }

@@ -20,7 +20,6 @@ import logging
 from pathlib import Path
 
 import pytest
-
 from reliability_support import QUICKSTART, LocalGrid
 
 CLIENTS = 5
@@ -72,6 +71,7 @@ def test_with_the_oracle_signal_x10_is_caught_and_honest_clients_are_verified(tm
             sensitivity = run["rounds"][(rnd, c)]["properties"]["sensitivity"]
             assert sensitivity["status"] == "passed" and sensitivity["useful"]
             assert "ε" in sensitivity["power"]  # stated in ε (issue 42 item 3)
+            assert 1.0 < sensitivity["epsilon_ratio"] <= 2.0
 
 
 def test_with_the_oracle_hidden_steps_and_no_clipping_are_caught_where_visible(tmp_path):  # noqa: ANN001
@@ -116,12 +116,16 @@ def test_steps_mode_replays_every_step(tmp_path, oracle: str):  # noqa: ANN001
 
 
 @pytest.mark.slow
-def test_three_hundred_honest_client_rounds_with_the_replay_without_a_false_alarm(tmp_path):  # noqa: ANN001
-    """10 honest clients × 30 rounds, steps mode with 2 local steps and the oracle: every step
-    replayed (600 releases) and every round's steps tested for freshness; `_run` asserts no
-    honest client-round is inconsistent (expected false alarms: ≤ 300 · 2 · 10⁻⁶ = 6·10⁻⁴)."""
-    run = _run(tmp_path, 30, {}, "audit.ground_truth=true", "audit.release=steps",
-               "train.local_steps=2", num_clients=10)
+@pytest.mark.parametrize(("release", "steps"), [("steps", 2), ("update", 1)])
+def test_three_hundred_honest_client_rounds_with_the_replay_without_a_false_alarm(
+    tmp_path, release: str, steps: int,  # noqa: ANN001
+) -> None:
+    """10 honest clients × 30 rounds with the oracle: in steps mode (2 local steps) every step
+    replayed (600 releases) and every round's steps tested for freshness; in update mode one
+    step replayed per round. `_run` asserts no honest client-round is inconsistent (expected
+    false alarms: ≤ 300 · 2 · 10⁻⁶ = 6·10⁻⁴ per run)."""
+    run = _run(tmp_path, 30, {}, "audit.ground_truth=true", f"audit.release={release}",
+               f"train.local_steps={steps}", num_clients=10)
     assert len(run["rounds"]) == 300
     assert all(v["properties"]["sensitivity"]["status"] == "passed"
                for v in run["rounds"].values())

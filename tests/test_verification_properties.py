@@ -97,6 +97,8 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
                                                    *_others_passed()]))
     assert label_reasons(verified) == [] and label_of("consistent", verified) == "verified"
     assert "ε 1.1 ×" in verified["sensitivity"].power
+    assert verified["sensitivity"].to_dict()["epsilon_ratio"] == 1.1  # per client in report.json
+    assert "epsilon_ratio" not in full["noise-scale"].to_dict()
 
 
 def test_a_replay_of_too_little_power_or_a_failed_one_does_not_verify() -> None:

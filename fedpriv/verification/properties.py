@@ -53,8 +53,8 @@ accountant); the smallest signal scaling caught, and its ε-ratio, are stated be
 (:func:`required_properties`) passed with useful power, ``sensitivity`` included (a replay:
 simulation with the oracle only); *noise-verified* when every one did except ``sensitivity``,
 which could not be tested — its reason says "per-record sensitivity assumed"; otherwise it is
-*declared*, with the reasons (:func:`label_reasons`). A failed property is an inconsistent round (the existing
-path: not aggregated, ε unbounded).
+*declared*, with the reasons (:func:`label_reasons`). A failed property is an inconsistent
+round (the existing path: not aggregated, ε unbounded).
 """
 
 from __future__ import annotations
@@ -103,11 +103,15 @@ class PropertyVerdict:
     reason: str
     power: str | None = None
     useful: bool = False
+    epsilon_ratio: float | None = None  # sensitivity: the smallest ε-ratio caught (issue 42)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {"status": self.status, "reason": self.reason, "power": self.power,
-                "useful": self.useful}
+        """JSON-ready (``epsilon_ratio`` only where stated)."""
+        out = {"status": self.status, "reason": self.reason, "power": self.power,
+               "useful": self.useful}
+        if self.epsilon_ratio is not None:
+            out["epsilon_ratio"] = self.epsilon_ratio
+        return out
 
 
 def _leaves(verdict: Verdict) -> Iterator[Verdict]:
@@ -202,7 +206,8 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     useful = ratio <= USEFUL_EPSILON_RATIO
     return PropertyVerdict("sensitivity", "passed" if useful else "not-tested",
                            passed[0].reason if useful else f"power too low to matter: {power} "
-                           f"(useful: ε × {USEFUL_EPSILON_RATIO:g})", power, useful)
+                           f"(useful: ε × {USEFUL_EPSILON_RATIO:g})", power, useful,
+                           float(ratio))
 
 
 def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:

@@ -28,8 +28,8 @@ independent N(0, 1) under the declaration (a martingale-difference argument: the
 fixed before the noise it is tested against). A cheat that leaves a small, same-signed push
 every release (no clipping while gradients barely exceed C, a signal scaled × 2) is caught by
 ``|Σ_j z_j|/√n`` on the signal and unclipped directions, and hidden steps, whose push may
-change sign, by ``Σ_j z_j²`` on the partition direction (``χ²_n``). The ``j``-th look at a client is tested at
-``α/(j(j+1))`` (these sum to α over the run).
+change sign, by ``Σ_j z_j²`` on the partition direction (``χ²_n``). The ``j``-th look at a
+client is tested at ``α/(j(j+1))`` (these sum to α over the run).
 
 A client-round's sensitivity tests spend α/2 per round (Bonferroni over its ``m``
 statistics, and over the ``k`` steps in steps mode) and α/2 across rounds.
