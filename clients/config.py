@@ -74,6 +74,10 @@ ADVERSARY_BEHAVIOURS: dict[str, BehaviourSpec] = {
     "no-clip": BehaviourSpec(mechanisms=_ADDITIVE),
     "reuse-noise": BehaviourSpec(mechanisms=_ADDITIVE),
     "cancel-noise": BehaviourSpec(mechanisms=_ADDITIVE),
+    "hidden-steps": BehaviourSpec("an integer in [2, 1000]: local steps trained per declared "
+                                  "step, each at sigma / sqrt(factor)", 5, 2.0, 1000.0,
+                                  integer=True, mechanisms=("gaussian",)),
+    "cancel-steps": BehaviourSpec(mechanisms=_ADDITIVE),
     "vmf-kappa": BehaviourSpec("a number in (1, 1e6]: the concentration trained with over the "
                                "declared", 2.0, 1.0, 1e6, mechanisms=("vmf",)),
 }

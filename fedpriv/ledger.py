@@ -14,7 +14,9 @@ accountant cannot account is that client's failure, never the run's end). Per cl
 * whether the server could check its declarations (privacy-math.md §9): the ``guarantee`` is
   ``verified`` while every round's update was consistent with the declared mechanism and
   every ε-relevant property of it passed a test of useful power
-  (:mod:`fedpriv.verification.properties`),
+  (:mod:`fedpriv.verification.properties`), per-record sensitivity included (a replay with the
+  simulation oracle), ``noise-verified`` while every round is that or passed all but a
+  sensitivity that could not be replayed (sensitivity assumed),
   ``declared`` once a round could not be checked, ``none`` for a mechanism without a formal
   guarantee, and ``unbounded`` from the first round whose update contradicted its declaration —
   from then on ε and log C are infinite, with the declared values kept beside them
@@ -123,6 +125,7 @@ class ClientLedger:
     rounds: list[int] = field(default_factory=list)
     inconsistent: bool = False
     unverified: bool = False
+    noise_only: bool = False  # a round noise-verified: per-record sensitivity assumed (issue 42)
     unit: str = "record"
     central: Release | None = None  # client level: the release against the aggregate
     undeclared: bool = False
@@ -222,7 +225,7 @@ class PrivacyLedger:
         batch_size: float, dim: int, verification: str | None = None,
         accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
         observation: NoiseObservation | str | None = None, population: int | None = None,
-        size_verified: bool = True,
+        size_verified: bool = True, noise_verified: bool = False,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` releases, sampled at ``sample_rate`` (Poisson, or fixed-size
         from ``population`` records); return the cumulative tally row (the audit store's
@@ -238,6 +241,9 @@ class PrivacyLedger:
         ``verified`` whether every ε-relevant property of the round passed with useful power
         (:mod:`fedpriv.verification.properties`; None: a consistent verdict is taken as
         verified, the rule before per-property verdicts);
+        ``noise_verified`` whether the round's label is ``noise-verified`` (every property but
+        ``sensitivity``, which was not replayed: the client's guarantee is then at best
+        ``noise-verified``);
         ``size_verified`` whether the server verified the local size ``sample_rate`` and
         ``population`` rest on (the round's ``size-sampling`` property passed: the engine's
         partition or ``[[strategy.nodes]]``). A record-level round whose size it did not verify
@@ -273,7 +279,9 @@ class PrivacyLedger:
         ledger.mbp_bound += steps * release.pure_ldp_epsilon(radius)
         ledger.rounds.append(rnd)
         ledger.inconsistent |= verification == "inconsistent"
-        ledger.unverified |= verification != "consistent" or verified is False
+        ledger.unverified |= verification != "consistent" or (verified is False
+                                                              and not noise_verified)
+        ledger.noise_only |= noise_verified
         bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation)
         row = self._row(ledger, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
@@ -466,7 +474,9 @@ class PrivacyLedger:
             return "undeclared"
         if math.isinf(declared_epsilon):
             return "none"
-        return "declared" if ledger.unverified else "verified"
+        if ledger.unverified:
+            return "declared"
+        return "noise-verified" if ledger.noise_only else "verified"
 
     def mbp_bound(self, client_id: int) -> float:
         """The client's cumulative MBP bound ξ so far (``0`` before any release; ``inf`` once an

@@ -60,6 +60,7 @@ from strategies.reply_verdicts import (
     verdict_summary,
     verified_or_inconsistent,
 )
+from strategies.sensitivity_replay import SensitivityReplay  # issue 42
 from strategies.step_releases import (
     canary_step_share,
     first_step_truth,
@@ -132,6 +133,7 @@ class AuditPipeline:
         self._theta: tuple[object, np.ndarray, float] = (None, np.empty(0), 0.0)  # θ, flat, ‖θ‖
         self.canaries = CanaryAuditor(audit, seed)
         self.logged = FirstSeen()  # failures logged once, repeats summarised at the end
+        self.replay = SensitivityReplay.for_run(audit, dataset, self._model, config)  # issue 42
 
     # -- the round ----------------------------------------------------------------------------
 
@@ -326,6 +328,8 @@ class AuditPipeline:
                                 audit.verify_alpha)
             if fresh is not None:  # can refute the round, never verify it: a precondition
                 verdict = with_preconditions(verdict, [fresh])
+            verdict = self.replay.joined(verdict, cid, report, broadcast, recovered,  # issue 42
+                                         reply.releases, share, alpha=audit.verify_alpha)
         if canary is not None:
             verdict = combine_verdicts([dataclasses.replace(verdict, test="update"),
                                         canary.verdict])

@@ -19,7 +19,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
 from fedpriv.verification.client_round import recover_update
 from fedpriv.verification.observed import NoiseObservation
-from fedpriv.verification.properties import label_reasons, property_verdicts
+from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
 
 __all__ = [
@@ -100,7 +100,8 @@ def observe_reply(
 def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     """What the report keeps of a verdict: status, reason, p-value, level and the failing or
     deciding parts (one line each); with the round's ``unit`` also its per-property verdicts,
-    the label they earn (``verified`` or ``declared``) and the reasons for ``declared``
+    the label they earn (``verified``, ``noise-verified`` or ``declared``:
+    :func:`fedpriv.verification.properties.label_of`) and the reasons it is not ``verified``
     (:mod:`fedpriv.verification.properties`)."""
     parts = [{"test": p.test, "status": p.status, "p_value": p.p_value, "reason": p.reason}
              for p in verdict.parts]
@@ -110,7 +111,7 @@ def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
         return out
     props = property_verdicts(verdict)
     reasons = label_reasons(props, unit)
-    label = "verified" if verdict.status == "consistent" and not reasons else "declared"
+    label = label_of(verdict.status, props, unit)  # verified / noise-verified / declared
     return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
             "label": label, "declared_reasons": reasons}
 
@@ -128,7 +129,8 @@ def fold_verdicts(summary: Mapping[str, Any]) -> dict[str, Any]:
     -------
     dict
         ``verification`` (the verdict's status), ``verified`` (the label is ``verified``; None
-        for a summary without per-property verdicts) and ``size_verified``: the round's
+        for a summary without per-property verdicts), ``noise_verified`` (the label is
+        ``noise-verified``: sensitivity assumed) and ``size_verified``: the round's
         ``size-sampling`` property passed — the server verified the local size its sampling
         rate rests on (the simulation engine's partition or ``[[strategy.nodes]]``); a summary
         that does not say is taken as unverified (accounted at q = 1, never less ε).
@@ -137,6 +139,7 @@ def fold_verdicts(summary: Mapping[str, Any]) -> dict[str, Any]:
     size = (summary.get("properties") or {}).get("size-sampling") or {}
     return {"verification": summary.get("status"),
             "verified": None if label is None else label == "verified",
+            "noise_verified": label == "noise-verified",  # issue 42
             "size_verified": size.get("status") == "passed"}
 
 

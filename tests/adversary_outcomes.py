@@ -81,6 +81,20 @@ SCENARIOS: dict[str, Scenario] = {
     # audit.release = "steps" catches it)
     "weak-under-noise": Scenario(("train.local_steps=20",),
                                  expected=frozenset({"caught", "labelled"})),
+    # issue 42: per-record sensitivity, invisible to every test of the update's noise; without
+    # the oracle never verified (noise-verified: sensitivity assumed) ...
+    "hidden-steps": Scenario(expected=frozenset({"labelled"})),
+    # ... and with it replayed: the signal less its replay is not the declared noise (σ = 0.5:
+    # hidden steps leave a push the replay sees; at σ = 2 they may not, the report says)
+    "signal-scale@oracle": Scenario(("audit.ground_truth=true",), behaviour="signal-scale"),
+    "hidden-steps@oracle": Scenario(("audit.ground_truth=true", "mechanism.noise_multiplier=0.5"),
+                                    behaviour="hidden-steps",
+                                    expected=frozenset({"caught", "partly caught"})),
+    "no-clip@oracle": Scenario(("audit.ground_truth=true", "mechanism.noise_multiplier=0.5"),
+                               behaviour="no-clip",
+                               expected=frozenset({"caught", "partly caught"})),
+    # steps mode: +z at one step, −z at the next (issue 42 item 6)
+    "cancel-steps": Scenario(("audit.release=steps", "train.local_steps=4")),
 }
 
 

@@ -16,6 +16,7 @@ from fedpriv.verification.power import (
 from fedpriv.verification.properties import (
     PROPERTIES,
     USEFUL_NOISE_FRACTION,
+    label_of,
     label_reasons,
     property_verdicts,
     required_properties,
@@ -82,9 +83,36 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
     assert props["noise-law"].status == "passed"
     # settings, size and identity are not tested here: declared, with those reasons
     reasons = label_reasons(props)
-    assert [r.split(":")[0] for r in reasons] == ["settings", "size-sampling", "identity"]
+    assert [r.split(":")[0] for r in reasons] == ["settings", "size-sampling", "identity",
+                                                  "sensitivity"]
     full = property_verdicts(combine_verdicts([verdict, fresh, *_others_passed()]))
-    assert label_reasons(full) == []
+    # everything but per-record sensitivity (no replay without the oracle): noise-verified
+    assert [r.split(":")[0] for r in label_reasons(full)] == ["sensitivity"]
+    assert label_of("consistent", full) == "noise-verified"
+    replayed = Verdict("sensitivity", "consistent", "residual is the noise", p_value=0.5,
+                       alpha=1e-6, statistic={"detectable_epsilon_ratio": 1.1,
+                                              "signal_epsilon_ratio": 30.0,
+                                              "detectable_signal_factor": 5.0})
+    verified = property_verdicts(combine_verdicts([verdict, fresh, replayed,
+                                                   *_others_passed()]))
+    assert label_reasons(verified) == [] and label_of("consistent", verified) == "verified"
+    assert "ε 1.1 ×" in verified["sensitivity"].power
+    assert verified["sensitivity"].to_dict()["epsilon_ratio"] == 1.1  # per client in report.json
+    assert "epsilon_ratio" not in full["noise-scale"].to_dict()
+
+
+def test_a_replay_of_too_little_power_or_a_failed_one_does_not_verify() -> None:
+    weak = Verdict("sensitivity", "consistent", "fine", p_value=0.5, alpha=1e-6,
+                   statistic={"detectable_epsilon_ratio": 3.0})
+    props = property_verdicts(combine_verdicts([weak, *_others_passed()]))
+    assert props["sensitivity"].status == "not-tested" and "power too low" in \
+        props["sensitivity"].reason
+    bad = Verdict("sensitivity", "inconsistent", "signal x 10", p_value=1e-30, alpha=1e-6)
+    props = property_verdicts(combine_verdicts([bad, *_others_passed()]))
+    assert props["sensitivity"].status == "failed"
+    assert label_of("inconsistent", props) == "declared"
+    fresh = Verdict("step-freshness", "inconsistent", "cancelled", p_value=1e-30, alpha=1e-6)
+    assert property_verdicts(fresh)["fresh-noise"].status == "failed"
 
 
 def test_twenty_steps_under_noised_is_declared_not_verified() -> None:

@@ -10,7 +10,9 @@ docs/trust.md §3 with the cheat each one reproduces:
 * :mod:`~clients.adversaries.training` — trains otherwise than it declares;
 * :mod:`~clients.adversaries.noise` — releases otherwise at each step;
 * :mod:`~clients.adversaries.claims` — trains honestly, lies in its reply;
-* :mod:`~clients.adversaries.updates` — changes the update it returns.
+* :mod:`~clients.adversaries.updates` — changes the update it returns;
+* :mod:`~clients.adversaries.sensitivity` — breaks per-record sensitivity or cancels noise
+  within a round (caught by replay, issue 42).
 
 Honest clients pass through untouched: the mod looks only at its own partition id.
 """
@@ -22,7 +24,13 @@ from functools import partial
 
 from flwr.app import Context, Message, MessageType
 
-from clients.adversaries import claims, noise, training, updates  # noqa: F401 - registers
+from clients.adversaries import (  # noqa: F401 - registers
+    claims,
+    noise,
+    sensitivity,
+    training,
+    updates,
+)
 from clients.adversaries.base import BEHAVIOURS, Turn
 from clients.config import AdversaryConfig
 from clients.release_hook import RELEASE_HOOK

@@ -217,7 +217,11 @@ def properties_section(clients: Sequence[Row]) -> Section | None:
         '<p class="note"><b>verified</b> means: every ε-relevant property below was tested in '
         "every round and passed, each test with useful power (noise at 0.5 × declared or less "
         "caught with probability 0.99; a clipped sum 10 × its bound caught with probability "
-        "0.99; both sides of the noise law applicable; deterministic checks run). ✓ passed · "
+        "0.99; both sides of the noise law applicable; deterministic checks run), per-record "
+        "sensitivity included: the release less its replayed clipped signal was the declared "
+        "noise (simulation with the oracle, audit.ground_truth; less noise that would double "
+        "the release's ε caught with probability 0.99). <b>noise-verified</b>: all of that but "
+        "sensitivity, which was not replayed — per-record sensitivity assumed. ✓ passed · "
         "✗ failed · – not tested or too little power. docs/trust.md has the power table.</p>"
     )
     return "properties", "What was tested, per client", note + table(headers, rows)

@@ -130,10 +130,13 @@ def _optional(clients: Sequence[Row], docs: str) -> list[tuple[str, str]]:
     if _present(clients, "properties"):
         entries.append(
             (
-                "Guarantee: verified or declared",
+                "Guarantee: verified, noise-verified or declared",
                 "verified: in every round, every ε-relevant property of the release (noise "
                 "scale, noise law, fresh noise, signal bound, settings, size and sampling, "
-                "identity) passed a test of useful power; declared: at least one was not "
+                "identity, and per-record sensitivity by replay with the simulation oracle) "
+                "passed a test of useful power; noise-verified: all of them but sensitivity, "
+                "which could not be replayed (per-record sensitivity assumed); declared: at "
+                "least one other was not "
                 "tested, or tested with too little power to matter — the ε is then what the "
                 "client declared, not what the server could check (the reasons are listed "
                 "per client).",

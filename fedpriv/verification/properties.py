@@ -22,7 +22,13 @@ settings       the training settings are those the server sent        ``settings
 size-sampling  the local size and sampling rate are what they are     ``size-sampling``,
                accounted at                                           ``batch-sizes`` (failure)
 identity       the reply comes from the client it claims to be        ``identity``
+sensitivity    each record clipped to the declared C and used once    ``sensitivity`` (replay,
+               per release, as the declared L: the release less its   simulation oracle only)
+               replayed clipped signal is the declared noise
 ============== ====================================================== =========================
+
+(``step-freshness``, steps mode, speaks to ``fresh-noise``: a round's step noises against each
+other.)
 
 Each property is ``passed``, ``failed`` or ``not-tested`` (no check, a check that could not be
 made, or a check whose power is not *useful*), with the reason and the power of its test.
@@ -37,14 +43,23 @@ signal); ``fresh-noise`` — the test ran (a client's first release passes vacuo
 no earlier release to share noise with); deterministic checks (settings, size, identity) are
 useful when they ran.
 
-**The label.** A client-round is *verified* when every ε-relevant property
-(:func:`required_properties`) passed with useful power; otherwise it is *declared*, with the
-reasons (:func:`label_reasons`). A failed property is an inconsistent round (the existing
-path: not aggregated, ε unbounded).
+``sensitivity`` — stated in ε (issue 42 item 3): less noise that would make the release's
+true ε :data:`~fedpriv.verification.sensitivity.USEFUL_EPSILON_RATIO` (2) × the reported one
+or more is caught with probability 0.99 (the replay's norm test at full power,
+:func:`fedpriv.verification.sensitivity.detectable_ratios`, mapped through the run's
+accountant); the smallest signal scaling caught, and its ε-ratio, are stated beside it.
+
+**The label** (:func:`label_of`). A client-round is *verified* when every ε-relevant property
+(:func:`required_properties`) passed with useful power, ``sensitivity`` included (a replay:
+simulation with the oracle only); *noise-verified* when every one did except ``sensitivity``,
+which could not be tested — its reason says "per-record sensitivity assumed"; otherwise it is
+*declared*, with the reasons (:func:`label_reasons`). A failed property is an inconsistent
+round (the existing path: not aggregated, ε unbounded).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -56,13 +71,14 @@ __all__ = [
     "PROPERTIES",
     "USEFUL_NOISE_FRACTION",
     "PropertyVerdict",
+    "label_of",
     "label_reasons",
     "property_verdicts",
     "required_properties",
 ]
 
 PROPERTIES = ("noise-scale", "noise-law", "fresh-noise", "signal-bound", "settings",
-              "size-sampling", "identity")
+              "size-sampling", "identity", "sensitivity")
 PropertyStatus = Literal["passed", "failed", "not-tested"]
 
 USEFUL_NOISE_FRACTION = 0.5
@@ -73,7 +89,8 @@ _NORM_TESTS = ("gaussian-norm", "laplace-norm")
 _LAW_TESTS = ("gaussian-shape", "gaussian-light-tail", "laplace-shape")
 _DIRECT = {"fresh-noise": "fresh-noise", "replay": "fresh-noise", "settings": "settings",
            "size-sampling": "size-sampling", "identity": "identity",
-           "clip-norm": "signal-bound", "vmf-norm": "signal-bound", "vmf-kappa": "noise-scale"}
+           "clip-norm": "signal-bound", "vmf-norm": "signal-bound", "vmf-kappa": "noise-scale",
+           "step-freshness": "fresh-noise"}
 
 
 @dataclass(frozen=True)
@@ -86,11 +103,15 @@ class PropertyVerdict:
     reason: str
     power: str | None = None
     useful: bool = False
+    epsilon_ratio: float | None = None  # sensitivity: the smallest ε-ratio caught (issue 42)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {"status": self.status, "reason": self.reason, "power": self.power,
-                "useful": self.useful}
+        """JSON-ready (``epsilon_ratio`` only where stated)."""
+        out = {"status": self.status, "reason": self.reason, "power": self.power,
+               "useful": self.useful}
+        if self.epsilon_ratio is not None:
+            out["epsilon_ratio"] = self.epsilon_ratio
+        return out
 
 
 def _leaves(verdict: Verdict) -> Iterator[Verdict]:
@@ -163,6 +184,32 @@ def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> Prope
     return PropertyVerdict(name, "not-tested", reasons or untested)
 
 
+def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
+    """The replay's verdict, its power stated in ε (module docstring)."""
+    from fedpriv.verification.sensitivity import USEFUL_EPSILON_RATIO
+
+    failed = [v for v in verdicts if v.status == "inconsistent"]
+    if failed:
+        return PropertyVerdict("sensitivity", "failed", failed[0].reason, useful=True)
+    passed = [v for v in verdicts if v.status == "consistent" and v.test == "sensitivity"]
+    if not passed:
+        reasons = "; ".join(v.reason for v in verdicts) or "per-record sensitivity assumed"
+        return PropertyVerdict("sensitivity", "not-tested", reasons)
+    ratio = passed[0].statistic.get("detectable_epsilon_ratio")
+    if ratio is None:
+        return PropertyVerdict("sensitivity", "not-tested", "power not stated")
+    stat = passed[0].statistic
+    power = (f"would catch less noise that makes this release's ε {ratio:.3g} × the reported "
+             f"one, and a clipped signal × {stat.get('detectable_signal_factor', math.inf):.3g}"
+             f" (ε × {stat.get('signal_epsilon_ratio', math.inf):.3g}), with probability "
+             f"{DETECTION_POWER:g}")
+    useful = ratio <= USEFUL_EPSILON_RATIO
+    return PropertyVerdict("sensitivity", "passed" if useful else "not-tested",
+                           passed[0].reason if useful else f"power too low to matter: {power} "
+                           f"(useful: ε × {USEFUL_EPSILON_RATIO:g})", power, useful,
+                           float(ratio))
+
+
 def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
     """Every property of :data:`PROPERTIES` for one client-round's verdict tree."""
     found: dict[str, list[Verdict]] = {name: [] for name in PROPERTIES}
@@ -177,6 +224,8 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
             found["size-sampling"].append(leaf)
         elif leaf.test in _DIRECT:
             found[_DIRECT[leaf.test]].append(leaf)
+        elif leaf.test in ("sensitivity", "sensitivity-rounds"):
+            found["sensitivity"].append(leaf)
         elif leaf.test == "canaries":  # a lower bound: can refute the noise, never verify it
             if leaf.status == "inconsistent":
                 found["noise-scale"].append(leaf)
@@ -191,6 +240,7 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
             out[prop.name] = prop
     if found["noise-law"]:
         out["noise-law"] = _law_property(found["noise-law"])
+    out["sensitivity"] = _sensitivity_property(found["sensitivity"])
     return out
 
 
@@ -202,8 +252,23 @@ def required_properties(unit: str = "record") -> tuple[str, ...]:
 
 
 def label_reasons(properties: Mapping[str, PropertyVerdict], unit: str = "record") -> list[str]:
-    """Why a client-round is only *declared*: each required property that did not pass with
+    """Why a client-round is not *verified*: each required property that did not pass with
     useful power (empty: *verified*)."""
     return [f"{name}: {properties[name].status} ({properties[name].reason})"
             for name in required_properties(unit)
             if properties[name].status != "passed" or not properties[name].useful]
+
+
+def label_of(status: str, properties: Mapping[str, PropertyVerdict],
+             unit: str = "record") -> str:
+    """``verified``, ``noise-verified`` or ``declared`` (module docstring) of a client-round
+    whose verdict has ``status``."""
+    short = [name for name in required_properties(unit)
+             if properties[name].status != "passed" or not properties[name].useful]
+    if status != "consistent":
+        return "declared"
+    if not short:
+        return "verified"
+    if short == ["sensitivity"] and properties["sensitivity"].status == "not-tested":
+        return "noise-verified"
+    return "declared"

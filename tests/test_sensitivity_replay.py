@@ -1,0 +1,125 @@
+"""Replay of a release's clipped signal and the freshness of a round's step noises (issue 42,
+fedpriv/verification/sensitivity.py): the tests' levels hold by Monte Carlo, and the cheats
+they exist for are caught.
+
+Levels: each Monte Carlo runs N honest draws at level α and requires the false-alarm count to be
+at most the 1 − 10⁻⁴ quantile of Binomial(N, α) (a test of the level that itself fails falsely
+once in 10⁴ runs; the draws are seeded, so the outcome is fixed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fedpriv.verification.sensitivity import (
+    ReplayedRelease,
+    cumulative_test,
+    detectable_ratios,
+    sensitivity_test,
+    step_freshness_test,
+)
+
+P, S = 2000, 0.125  # dimension, noise std per coordinate of the release (σC/L)
+
+
+def _allowed(n: int, alpha: float) -> int:
+    return int(stats.binom.ppf(1 - 1e-4, n, alpha))
+
+
+def _replayed(rng: np.random.Generator, signal_norm: float = 2.0) -> ReplayedRelease:
+    signal = rng.standard_normal(P)
+    signal *= signal_norm * S / np.linalg.norm(signal)
+    excess = 0.7 * signal + 0.3 * np.linalg.norm(signal) * rng.standard_normal(P) / np.sqrt(P)
+    return ReplayedRelease(signal, {"signal": signal, "unclipped": excess,
+                                    "partition": rng.standard_normal(P)})
+
+
+def test_an_honest_release_passes_at_its_level() -> None:
+    """False alarms of the replay test at α = 0.02 over 3000 honest releases."""
+    rng, alpha, n = np.random.default_rng(42), 0.02, 3000
+    alarms = 0
+    for _ in range(n):
+        replayed = _replayed(rng)
+        release = replayed.signal + S * rng.standard_normal(P)
+        v = sensitivity_test(release, replayed, noise_std=S, noise_multiplier=2.0, alpha=alpha)
+        alarms += v.status == "inconsistent"
+    assert alarms <= _allowed(n, alpha), alarms
+
+
+@pytest.mark.parametrize(("cheat", "direction"), [("signal x 10", "signal"),
+                                                   ("no clipping", "unclipped"),
+                                                   ("less noise", "norm")])
+def test_the_cheats_leave_a_residual_the_test_sees(cheat: str, direction: str) -> None:
+    rng = np.random.default_rng(7)
+    replayed = _replayed(rng, signal_norm=4.0)  # ‖S‖ = 4 noise stds (issue 42's ×10 probe: ~2)
+    noise = S * rng.standard_normal(P)
+    release = {"signal x 10": 10 * replayed.signal + noise,
+               "no clipping": replayed.signal + 3.0 * replayed.directions["unclipped"] + noise,
+               "less noise": replayed.signal + 0.8 * noise}[cheat]
+    v = sensitivity_test(release, replayed, noise_std=S, noise_multiplier=2.0, alpha=1e-6)
+    assert v.status == "inconsistent", v.reason
+    assert f"({direction}:" in v.reason, v.reason
+
+
+def test_power_is_stated_in_epsilon() -> None:
+    """ε-ratios through an accountant: ε(σ') ∝ 1/σ' here, so the ratios are σ/σ'."""
+    rng = np.random.default_rng(3)
+    replayed = _replayed(rng, signal_norm=4.0)
+    release = replayed.signal + S * rng.standard_normal(P)
+    v = sensitivity_test(release, replayed, noise_std=S, noise_multiplier=2.0, alpha=1e-6,
+                         epsilon_at=lambda sigma: 1.0 / sigma)
+    a, f = detectable_ratios(4.0 * S, S, P, 1e-6 / 4)
+    assert v.statistic["detectable_signal_factor"] == pytest.approx(a)
+    # the ratios are taken on a 5 % grid, rounded against the client (never smaller)
+    assert 1.0 / f <= v.statistic["detectable_epsilon_ratio"] <= 1.05 / f
+    assert a <= v.statistic["signal_epsilon_ratio"] <= 1.05 * a
+    # p = 2000: noise at 0.83 × declared is caught with probability 0.99 (ε × 1.2)
+    assert 1.1 < 1.0 / f < 1.3
+    # with the signal a* × its size the projection fires with probability ≈ 0.99
+    hits = sum(sensitivity_test(a * replayed.signal + S * rng.standard_normal(P), replayed,
+                                noise_std=S, noise_multiplier=2.0, alpha=1e-6).status
+               == "inconsistent" for _ in range(200))
+    assert hits >= 190, hits
+
+
+def test_the_cumulative_test_holds_its_level_and_adds_up_small_pushes() -> None:
+    rng, alpha, n, looks = np.random.default_rng(11), 0.05, 400, 10
+    alarms = 0
+    for _ in range(n):
+        evidence: dict[str, tuple[float, float, int]] = {}
+        caught = False
+        for look in range(1, looks + 1):
+            for name in ("signal", "unclipped", "partition"):
+                z = rng.standard_normal()
+                t, q, m = evidence.get(name, (0.0, 0.0, 0))
+                evidence[name] = (t + z, q + z * z, m + 1)
+            caught |= cumulative_test(evidence, look, alpha).status == "inconsistent"
+        alarms += caught
+    assert alarms <= _allowed(n, alpha), alarms  # over all 10 looks: the run's level
+    # a push of 3 stds per release along the unclipped excess: caught within 5 looks
+    evidence = {}
+    for look in range(1, 6):
+        t, q, m = evidence.get("unclipped", (0.0, 0.0, 0))
+        evidence["unclipped"] = (t + 3.0, q + 9.0, m + 1)
+        last = cumulative_test(evidence, look, 1e-6)
+    assert last.status == "inconsistent", last.reason
+
+
+def test_step_freshness_holds_its_level_and_catches_cancelled_noise() -> None:
+    rng, alpha, n, k = np.random.default_rng(5), 0.05, 400, 4
+    alarms = 0
+    for _ in range(n):
+        signal = 0.5 * S * rng.standard_normal((k, P)) / np.sqrt(P)
+        releases = signal + S * rng.standard_normal((k, P))
+        alarms += step_freshness_test(releases, S, alpha).status == "inconsistent"
+    assert alarms <= _allowed(n, alpha), alarms
+    z = S * rng.standard_normal(P)
+    signal = 4 * S * rng.standard_normal((k, P)) / np.sqrt(P)  # ‖S_t‖ = 4 noise stds
+    cancelled = signal + np.stack([z, -z, z, -z])
+    v = step_freshness_test(cancelled, S, 1e-6)
+    assert v.status == "inconsistent" and "not fresh" in v.reason, v.reason
+    reused = signal + np.stack([z, z, z, z])
+    assert step_freshness_test(reused, S, 1e-6).status == "inconsistent"
+    assert step_freshness_test(cancelled[:1], S, 1e-6).status == "consistent"
