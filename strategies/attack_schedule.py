@@ -26,6 +26,7 @@ import numpy as np
 from attacks.estimators.bayesian import estimate_bayesian_privacy
 from attacks.estimators.game import GameSettings, identification_game
 from attacks.estimators.prior import BASELINES, PriorBaseline, PublicPrior, prior_baseline
+from attacks.registry import STRONGEST
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import pair_scores, score_reconstruction
@@ -64,7 +65,7 @@ def attack_job(
     is the k-th single-restart run of a Bayesian-privacy estimate.
     """
     seed = audit.seed + 1000 * rnd + client_id + 7919 * run
-    options = {"tv_weight": audit.tv_weight} if name == "iga" else {}
+    options = {"tv_weight": audit.tv_weight} if name in ("iga", STRONGEST) else {}
     restarts = 1 if run else audit.restarts
     return AttackJob(name, view, audit.iterations, restarts, seed, options=options,
                      device=device)
@@ -135,7 +136,7 @@ def declared_view(
         global_params=global_params, update=update,
         learning_rate=float(report.lr), batch_size=float(report.batch_size),
         local_steps=int(report.local_steps), mechanism=report.mechanism.name,
-        mechanism_params=report.mechanism.params(),
+        mechanism_params=report.mechanism.params(), optimizer=report.optimizer,
     )
 
 
