@@ -119,6 +119,12 @@ class AuditConfig:
         doc="IGA's total-variation weight; 1e-4 measured best on the built-in digits (the "
             "reference 0.2 outweighs the cosine term: docs/leakage.md).",
     )
+    tune: str = rule(
+        *one_of("public", "off"), default="public",
+        doc="How attack settings are chosen: tuned on a shadow client built from the server's "
+            "public evaluation split with the round's model and the client's declared settings "
+            "(never the attacked client's records), or off: the fixed settings.",
+    )
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
                      doc="The attacks' seed.")
     executor: str = rule(*one_of("inline", "ray"), default="inline",
