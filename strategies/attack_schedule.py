@@ -37,7 +37,7 @@ from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.protocol import ClientReport
-from fedpriv.training.config import TrainConfig
+from fedpriv.training.config import TrainConfig, optimizer_settings
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "Tuner", "attack_job", "attack_scores",
            "declared_view", "game_outcome", "public_prior", "undeclared_view", "unscored_row"]
@@ -185,12 +185,13 @@ def undeclared_view(
 ) -> ServerView:
     """The server's view of an undeclared update (a stock client's: no report), live and
     offline. The client's learning rate, steps and batch size are unknown; the run's
-    ``[train]`` settings are the server's only guess (docs/protocol.md), and the update is
-    attacked as a pseudo-gradient."""
+    ``[train]`` settings (optimiser included) are the server's only guess
+    (docs/protocol.md), and the update is attacked as a pseudo-gradient."""
     name, input_shape, num_classes = model
     return ServerView(model_name=name, input_shape=input_shape, num_classes=num_classes,
                       global_params=global_params, update=update, learning_rate=train.lr,
-                      local_steps=train.local_steps, batch_size=float(train.batch_size))
+                      local_steps=train.local_steps, batch_size=float(train.batch_size),
+                      optimizer=optimizer_settings(train))
 
 
 def unscored_row(result: AttackResult) -> dict[str, Any]:

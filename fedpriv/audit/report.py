@@ -102,6 +102,7 @@ def _attack_summary(attack: Row | None) -> Row | None:
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
     summary["estimate"] = optional_loads(attack["estimate_json"])
     summary["prior"] = optional_loads(attack["prior_json"])
+    summary["settings"] = optional_loads(attack["settings_json"])
     summary["gain"] = (None if summary["prior"] is None
                        else {"ssim": attack["gain_ssim"], "psnr": attack["gain_psnr"]})
     return summary
