@@ -109,11 +109,9 @@ def cost_per_client_round(iterations: int, budget: int = 2000, clients: int = 10
     """CPU seconds of ``strongest`` and of the tuning at the quickstart's scale (docstring)."""
     import torch
 
-    from attacks import run_attack
+    from attacks import run_attack, simulate_view
     from attacks.estimators.prior import PublicPrior
     from attacks.tuning import tune
-
-    from attacks import simulate_view
 
     x, y = _digits(list(range(32)))
     view = simulate_view("paper-mlp", torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64),

@@ -39,7 +39,8 @@ def _declared_clipping(view: ServerView) -> tuple[bool, tuple[float, int] | None
     bounds = getattr(mechanism, "clip_bounds", None)
     if bounds is None or mechanism.level != "record":
         return False, None
-    return True, (float(bounds[0]), int(mechanism.norm_ord)) if len(bounds) == 1 else None
+    single = (float(bounds[0]), int(mechanism.norm_ord)) if len(bounds) == 1 else None
+    return True, single
 
 
 @dataclass
@@ -89,7 +90,7 @@ class InversionProblem:
         if self._double is None:
             model = copy.deepcopy(self.model).double()
             self._double = Precision(model, list(model.parameters()),
-                                 [t.double() for t in self.target])
+                                     [t.double() for t in self.target])
         return self._double
 
     def gradient(
