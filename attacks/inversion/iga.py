@@ -62,11 +62,13 @@ def iga(
         Initial Adam learning rate; default :data:`START_LR` of the ``init``.
     init
         ``"uniform"`` (random images in the data range, as published) or ``"analytic"`` (the
-        analytic first-layer solution, :mod:`attacks.inversion.analytic`; uniform where the
-        model has no first linear layer).
+        analytic first-layer solution, :mod:`attacks.inversion.analytic`, with the clip
+        weights that best explain the release for it; uniform where the model has no first
+        linear layer).
     """
     return GradientMatcher(
         initialise=STARTS[init],
+        anchored=init == "analytic",
         distance=cosine_distance,
         labels=AnalyticLabels(),
         optimiser=SignedAdam(START_LR[init] if lr is None else lr),

@@ -211,6 +211,7 @@ class GradientMatcher:
     regularisers: tuple[Regulariser, ...] = ()
     boxed: bool = False
     initialise: Initialisation = uniform_images
+    anchored: bool = False  # the start is informative: fit the clip weights to it
 
     def run(
         self,
@@ -256,6 +257,7 @@ class GradientMatcher:
         # a clipped release weighs example i by its clip factor: free positive weights e^ω_i
         log_w = (torch.zeros(num_images, device=problem.device, requires_grad=True)
                  if problem.clipped else None)
+        self._anchor(problem, x, trial_labels, log_w)
 
         def distance(precise: bool = False) -> torch.Tensor:
             weights = None if log_w is None else (WEIGHT_STEP * log_w).exp()
@@ -283,6 +285,23 @@ class GradientMatcher:
             start=start,
             loss=float(distance(precise=True).detach()),
         )
+
+    def _anchor(self, problem: InversionProblem, x: torch.Tensor, labels: TrialLabels,
+                log_w: torch.Tensor | None) -> None:
+        """When ``anchored`` and the release is clipped: start the free clip weights at those
+        that best explain the release for the starting images
+        (:meth:`InversionProblem.fitted_weights`) instead of 1. From the analytic start the
+        weights at 1 are far off and the images move to make up for them (batch 128, C = 1,
+        200 iterations: residual 3e-4, SSIM 0.83); from the fitted ones the residual falls to
+        2e-7 and the start's SSIM (0.85) is kept. Holding each class's mean image at its
+        start instead kept the residual where it started (1e-6 at batch 32), above plain
+        IGA's, so the selection by residual lost it."""
+        if not self.anchored or log_w is None:
+            return
+        found = torch.as_tensor(labels.found(), device=problem.device)
+        fitted = problem.fitted_weights(x.detach().double(), found)
+        with torch.no_grad():
+            log_w.copy_(fitted.clamp_min(1e-3).log().float() / WEIGHT_STEP)
 
 
 def _finite(loss: float) -> float:

@@ -131,16 +131,28 @@ class InversionProblem:
 
     def residual(self, images: np.ndarray, labels: np.ndarray) -> float:
         """1 − cos between the release and the (pseudo-)gradient of ``images`` with hard
-        ``labels``, in float64, each example weighted by its clip factor ``min(1, C/‖g_i‖)``
-        at θ under a declared per-example bound: one criterion every attack's result can be
-        ranked by, without ground truth (``audit.attacks = ["strongest"]``)."""
+        ``labels``, in float64: one criterion every attack's result can be ranked by, without
+        ground truth (``audit.attacks = ["strongest"]``). Under declared per-example clipping
+        each example carries the weight in [0, 1] that best explains the release
+        (:meth:`fitted_weights`), as the matcher's free clip weights do: the clip factors
+        ``min(1, C/‖g_i‖)`` of the candidates themselves misjudge candidates that are right
+        on average, such as class means (batch 128, C = 1: residual 5e-3 for the analytic
+        class means, SSIM 0.85, against 4e-3 for IGA's images, SSIM 0.51)."""
         x = torch.as_tensor(np.asarray(images), dtype=torch.float64, device=self.device)
         y = torch.as_tensor(np.asarray(labels), dtype=torch.int64, device=self.device)
-        weights = None
-        if self.record_clip is not None:
-            weights = self.clip_factors(x, y)
+        weights = self.fitted_weights(x, y) if self.clipped else None
         grads = self.gradient(x, y, weights, precise=True)
         return float(cosine_distance(grads, self.at_precision(True).target).detach())
+
+    def _per_example(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Flattened per-example gradients at θ, float64, ``(n, p)``."""
+        chosen = self.at_precision(True)
+        rows = []
+        for i in range(len(x)):
+            loss = F.cross_entropy(chosen.model(x[i : i + 1]), y[i : i + 1])
+            grads = torch.autograd.grad(loss, chosen.params)
+            rows.append(torch.cat([g.reshape(-1) for g in grads]))
+        return torch.stack(rows)
 
     def clip_factors(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``min(1, C/‖g_i‖)`` of each example at θ (float64) under the declared bound."""
@@ -148,13 +160,17 @@ class InversionProblem:
 
         assert self.record_clip is not None
         bound, norm_ord = self.record_clip
-        chosen = self.at_precision(True)
-        rows = []
-        for i in range(len(x)):
-            loss = F.cross_entropy(chosen.model(x[i : i + 1]), y[i : i + 1])
-            grads = torch.autograd.grad(loss, chosen.params)
-            rows.append(torch.cat([g.reshape(-1) for g in grads]))
-        return clip_factors(torch.stack(rows), bound, norm_ord)
+        return clip_factors(self._per_example(x, y), bound, norm_ord)
+
+    def fitted_weights(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Per-example weights in [0, 1] (the range of clip factors) that best explain the
+        release at θ: bounded least squares of ``(1/n) Σ w_i g_i ≈ g̃`` (float64)."""
+        from scipy.optimize import lsq_linear
+
+        rows = self._per_example(x, y).detach().cpu().numpy()
+        target = torch.cat([t.reshape(-1) for t in self.at_precision(True).target])
+        fit = lsq_linear(rows.T / len(x), target.cpu().numpy(), bounds=(0.0, 1.0))
+        return torch.as_tensor(fit.x, dtype=torch.float64, device=self.device)
 
     def clamp_(self, images: torch.Tensor) -> torch.Tensor:
         """Project onto the data range in place."""
