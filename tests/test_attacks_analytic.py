@@ -172,3 +172,11 @@ def test_done_when_gaussian_sigma_one_invents_no_leakage():
                          mechanism_params={"clip": 1.0, "noise_multiplier": 1.0})
     result = run_attack("strongest", view, iterations=100)
     assert _scores(result, x, y, _public())["gain_ssim"] <= 0.0
+
+
+def test_a_diverged_result_is_never_kept():
+    x, y = digits(list(range(4)))
+    view = simulate_view("paper-mlp", x, y, mechanism="clip", mechanism_params={"clip": 1.0})
+    problem = InversionProblem(view)
+    assert problem.residual(np.full(x.shape, np.nan, np.float32), y.numpy()) == float("inf")
+    assert problem.residual(x.numpy(), y.numpy()) < 1e-9  # fitted clip weights

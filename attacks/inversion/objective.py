@@ -9,6 +9,7 @@ domain); the distances compare two gradients and the regularisers score the imag
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,8 @@ class InversionProblem:
         ``min(1, C/‖g_i‖)`` of the candidates themselves misjudge candidates that are right
         on average, such as class means (batch 128, C = 1: residual 5e-3 for the analytic
         class means, SSIM 0.85, against 4e-3 for IGA's images, SSIM 0.51)."""
+        if not np.all(np.isfinite(images)):
+            return math.inf  # a diverged attack (DLG's L-BFGS can) is never kept
         x = torch.as_tensor(np.asarray(images), dtype=torch.float64, device=self.device)
         y = torch.as_tensor(np.asarray(labels), dtype=torch.int64, device=self.device)
         weights = self.fitted_weights(x, y) if self.clipped else None
