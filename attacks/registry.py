@@ -5,11 +5,19 @@ An attack is one module of :mod:`attacks.inversion` defining a function decorate
 (:mod:`fedpriv.validate`); called with those options, the function returns the configured
 :class:`Attack` (for DLG, iDLG and IGA a :class:`attacks.inversion.matching.GradientMatcher`).
 The registry imports every module of that package once, so adding an attack is adding one file.
+
+``strongest`` (:data:`STRONGEST`) is not an attack but a choice among them: it runs every
+registered attack applicable to the view (and IGA from the analytic attack's images where that
+applies) and keeps the result of least float64 matching residual
+(:meth:`attacks.inversion.objective.InversionProblem.residual`: the release against the
+(pseudo-)gradient of the result's images and labels, clip factors at θ under a declared
+bound). The residual is the attacks' own criterion and needs no ground truth.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 import time
 from collections.abc import Callable, Iterator
@@ -27,8 +35,13 @@ from fedpriv.devices import resolve_device
 from fedpriv.errors import InputError
 from fedpriv.validate import Check, check_dim, check_int_range
 
-__all__ = ["Attack", "AttackSpec", "attack", "attack_names", "check_attack",
+__all__ = ["STRONGEST", "Attack", "AttackSpec", "attack", "attack_names", "check_attack",
            "check_attack_names", "run_attack"]
+
+#: The name that runs every applicable attack and keeps the least residual (module docstring).
+STRONGEST = "strongest"
+#: The analytic attack (:mod:`attacks.inversion.analytic`), also an initialisation of others.
+ANALYTIC = "analytic"
 
 
 class Attack(Protocol):
@@ -55,6 +68,7 @@ class AttackSpec:
     name: str
     configure: Callable[..., Attack]
     options: dict[str, Check]
+    applicable: Callable[[ServerView], bool] | None = None  # None: every view
 
 
 _REGISTERED: dict[str, AttackSpec] = {}
@@ -62,13 +76,14 @@ _ATTACK_PACKAGE = "attacks.inversion"
 
 
 def attack(
-    name: str, **options: Check
+    name: str, applicable: Callable[[ServerView], bool] | None = None, **options: Check
 ) -> Callable[[Callable[..., Attack]], Callable[..., Attack]]:
     """Register the decorated function (options -> :class:`Attack`) as the attack ``name``
-    with these option checkers."""
+    with these option checkers; ``applicable(view)`` says which views it can attack (all
+    when None)."""
 
     def register(configure: Callable[..., Attack]) -> Callable[..., Attack]:
-        _REGISTERED[name] = AttackSpec(name, configure, options)
+        _REGISTERED[name] = AttackSpec(name, configure, options, applicable)
         return configure
 
     return register
@@ -88,8 +103,9 @@ def attack_names() -> list[str]:
 
 
 def check_attack_names(names: list[str], key: str) -> None:
-    """Raise :class:`InputError` naming ``key`` unless every name is a registered attack."""
-    known = attack_names()
+    """Raise :class:`InputError` naming ``key`` unless every name is a registered attack or
+    :data:`STRONGEST`."""
+    known = [*attack_names(), STRONGEST]
     for name in names:
         if name not in known:
             raise InputError(key, name, f"attack names from {known}")
@@ -105,18 +121,43 @@ def check_attack(
 ) -> None:
     """Raise :class:`InputError` (key ``attack.<field>``) for any bad attack setting."""
     registry = _registry()
-    if name not in registry:
-        raise InputError("attack.name", name, f"one of {list(registry)}")
+    if name not in registry and name != STRONGEST:
+        raise InputError("attack.name", name, f"one of {[*registry, STRONGEST]}")
     check_int_range("attack.iterations", iterations, 1, MAX_ITERATIONS)
     check_int_range("attack.restarts", restarts, 1, MAX_RESTARTS)
     check_int_range("attack.seed", seed, 0, 2**63 - 1)
     if num_images is not None:
         check_dim("attack.num_images", num_images)
-    allowed = registry[name].options
+    allowed = _strongest_options() if name == STRONGEST else registry[name].options
     for key, value in options.items():
         if key not in allowed:
             raise InputError(f"attack.{key}", value, f"an option of {name}: {list(allowed)}")
         allowed[key](f"attack.{key}", value)
+
+
+def _strongest_options() -> dict[str, Check]:
+    """The options ``strongest`` takes: any member's (each member gets those it knows)."""
+    merged: dict[str, Check] = {}
+    for spec in _registry().values():
+        merged.update(spec.options)
+    return merged
+
+
+def _members(view: ServerView, options: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The (attack, options) pairs ``strongest`` runs on ``view``: every applicable attack
+    with the options it takes, and each attack with an ``init`` option once more from the
+    analytic attack's images where that attack applies."""
+    registry = _registry()
+    usable = [spec for spec in registry.values()
+              if spec.applicable is None or spec.applicable(view)]
+    seeded = any(spec.name == ANALYTIC for spec in usable) and "init" not in options
+    members = []
+    for spec in usable:
+        own = {k: v for k, v in options.items() if k in spec.options}
+        members.append((spec.name, own))
+        if seeded and "init" in spec.options:
+            members.append((spec.name, {**own, "init": ANALYTIC}))
+    return members
 
 
 @contextmanager
@@ -146,7 +187,7 @@ def run_attack(
     Parameters
     ----------
     name
-        A registered attack (:func:`attack_names`).
+        A registered attack (:func:`attack_names`), or :data:`STRONGEST`.
     view
         What the server saw; the attack gets nothing else (no ground truth).
     iterations
@@ -166,23 +207,23 @@ def run_attack(
     Raises
     ------
     InputError
-        Unknown attack, option or bad value (key ``attack.<name>``), before any work.
+        Unknown attack, option or bad value (key ``attack.<name>``), or an attack that does
+        not apply to the view's model (key ``attack.name``), before any work.
     """
     check_attack(name, iterations, restarts, seed, num_images, options)
+    spec = _registry().get(name)
+    if spec is not None and spec.applicable is not None and not spec.applicable(view):
+        raise InputError("attack.name", name, f"an attack applicable to {view.model_name} "
+                         f"(or {STRONGEST!r}, which runs only those)")
     where = resolve_device(device, "attack.device")
     n = view.default_num_images if num_images is None else num_images
-    generator = torch.Generator().manual_seed(seed)
-    configured = _registry()[name].configure(**options)
     start = time.perf_counter()
     with _single_thread():
-        trial = configured.run(
-            view,
-            iterations=iterations,
-            restarts=restarts,
-            generator=generator,
-            num_images=n,
-            device=where,
-        )
+        if name == STRONGEST:
+            trial, chosen = _strongest(view, iterations, restarts, seed, n, where, options)
+        else:
+            trial, chosen = _run_one(name, view, iterations, restarts, seed, n, where,
+                                     options), {"options": dict(options)}
     return AttackResult(
         attack=name,
         reconstructions=trial.reconstructions,
@@ -194,4 +235,38 @@ def run_attack(
         seed=seed,
         seconds=time.perf_counter() - start,
         pseudo_gradient=view.pseudo_gradient,
+        settings=chosen,
     )
+
+
+def _run_one(name: str, view: ServerView, iterations: int, restarts: int, seed: int, n: int,
+             where: torch.device, options: dict[str, Any]) -> Trial:
+    configured = _registry()[name].configure(**options)
+    return configured.run(view, iterations=iterations, restarts=restarts,
+                          generator=torch.Generator().manual_seed(seed), num_images=n,
+                          device=where)
+
+
+def _strongest(view: ServerView, iterations: int, restarts: int, seed: int, n: int,
+               where: torch.device, options: dict[str, Any]) -> tuple[Trial, dict[str, Any]]:
+    """Every member's trial ranked by the float64 residual; the least kept, with what ran."""
+    from attacks.inversion.objective import InversionProblem
+
+    problem = InversionProblem(view, where)
+    best: tuple[float, Trial] | None = None
+    ran: list[dict[str, Any]] = []
+    chosen = 0
+    for member, own in _members(view, options):
+        trial = _run_one(member, view, iterations, restarts, seed, n, where, own)
+        residual = problem.residual(trial.reconstructions, trial.labels)
+        ran.append({"attack": member, "options": own, "residual": residual})
+        if best is None or _finite(residual) < _finite(best[0]):
+            best = (residual, trial)
+            chosen = len(ran) - 1
+    assert best is not None
+    return best[1], {"chosen": ran[chosen], "members": ran,
+                     "criterion": "float64 matching residual (1 - cosine), no ground truth"}
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else math.inf

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,9 @@ class AttackResult:
         Wall-clock time of the whole attack.
     pseudo_gradient
         True when the matched target was a multi-step pseudo-gradient (privacy-math.md §1).
+    settings
+        What ran: ``{"options": ...}`` for one attack; for ``strongest`` the ``chosen`` member
+        and every member's attack, options and float64 ``residual``.
     """
 
     attack: str
@@ -47,8 +51,9 @@ class AttackResult:
     seed: int
     seconds: float
     pseudo_gradient: bool
+    settings: dict[str, Any] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, float | int | str | bool]:
+    def summary(self) -> dict[str, Any]:
         """The scalar fields, for JSON reports and the audit store."""
         return {
             "attack": self.attack,
@@ -59,6 +64,7 @@ class AttackResult:
             "seed": self.seed,
             "seconds": float(self.seconds),
             "pseudo_gradient": self.pseudo_gradient,
+            "settings": self.settings,
         }
 
 

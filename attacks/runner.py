@@ -8,6 +8,7 @@ from running attacks side by side as Ray remote tasks of ``num_cpus=1``. An init
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class AttackJob:
     num_images: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     device: str = "cpu"
+    tuning: Mapping[str, Any] | None = None  # how ``options`` were chosen, kept with the result
 
     def check(self) -> None:
         """Raise :class:`InputError` for a bad setting, before any attack runs."""
@@ -50,8 +52,8 @@ class AttackJob:
         )
 
     def run(self) -> AttackResult:
-        """Run the attack in this process."""
-        return run_attack(
+        """Run the attack in this process; the result's settings carry :attr:`tuning`."""
+        result = run_attack(
             self.name,
             self.view,
             iterations=self.iterations,
@@ -61,6 +63,10 @@ class AttackJob:
             device=self.device,
             **self.options,
         )
+        if self.tuning is None:
+            return result
+        return dataclasses.replace(result, settings={**result.settings,
+                                                     "tuning": dict(self.tuning)})
 
 
 def _run_job(job: AttackJob) -> AttackResult:

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from attacks.view import ServerView
+from fedpriv.optimizer_settings import OptimizerSettings
 
 __all__ = ["simulate_view"]
 
@@ -31,6 +32,7 @@ def simulate_view(
     local_steps: int = 1,
     seed: int = 0,
     global_params: Sequence[np.ndarray] | None = None,
+    optimizer: OptimizerSettings | None = None,
 ) -> ServerView:
     """The server's view of one client that trains on the batch ``(images, labels)``.
 
@@ -49,10 +51,13 @@ def simulate_view(
         Seeds the model initialisation (when ``global_params`` is None) and the mechanism.
     global_params
         Broadcast parameters θ; default a fresh initialisation from ``seed``.
+    optimizer
+        The local optimiser (declared in the view); None is plain SGD.
     """
     from fedpriv.mechanisms import build_mechanism
     from fedpriv.models import build_model
     from fedpriv.training import local_train
+    from fedpriv.training.optimizers import LocalOptimizer
 
     input_shape = tuple(int(d) for d in images.shape[1:])
     with torch.random.fork_rng(devices=[]):  # seeded init without touching the global RNG
@@ -61,7 +66,7 @@ def simulate_view(
     if global_params is not None:
         with torch.no_grad():
             for param, value in zip(model.parameters(), global_params, strict=True):
-                param.copy_(torch.as_tensor(value))
+                param.copy_(torch.as_tensor(np.array(value)))
     theta = [p.detach().numpy().copy() for p in model.parameters()]
     mech = build_mechanism(mechanism, dict(mechanism_params or {}))
     generator = torch.Generator().manual_seed(seed)
@@ -76,6 +81,8 @@ def simulate_view(
         batch_size=batch,
         sampling="fixed",
         generator=generator,
+        optimizer=None if optimizer is None else LocalOptimizer(
+            optimizer.name, optimizer.momentum, optimizer.nesterov, optimizer.weight_decay),
     )
     update = [p.detach().numpy() - t for p, t in zip(model.parameters(), theta, strict=True)]
     return ServerView(
@@ -89,4 +96,5 @@ def simulate_view(
         local_steps=local_steps,
         mechanism=mech.name,
         mechanism_params=mech.params(),
+        optimizer=optimizer,
     )

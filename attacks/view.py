@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedpriv.errors import InputError
+from fedpriv.optimizer_settings import OptimizerSettings
 
 if TYPE_CHECKING:
     from torch import nn
@@ -63,6 +64,9 @@ class ServerView:
         The mechanism's public parameters.
     data_range
         ``(low, high)`` range of input pixel values.
+    optimizer
+        The declared local optimiser (:class:`~fedpriv.optimizer_settings.OptimizerSettings`);
+        None is plain SGD. The attacks replay it over ``local_steps``.
     """
 
     model_name: str
@@ -76,6 +80,7 @@ class ServerView:
     mechanism: str = "none"
     mechanism_params: Mapping[str, Any] = field(default_factory=dict)
     data_range: tuple[float, float] = (0.0, 1.0)
+    optimizer: OptimizerSettings | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -10,6 +10,12 @@
   budget in a grid whose run reaches SSIM ≥ 0.9 (skimage SSIM after matching) and that run's
   median wall time; averaged over a few digits. The budget, not a stopping rule, is the unit,
   because IGA's learning-rate schedule depends on the budget.
+* ``cost_per_client_round``: ``audit.attacks = ["strongest"]`` and ``audit.tune = "public"``
+  at the quickstart's scale (configs/quickstart.toml: batch 32, 20 local steps at lr 4,
+  Gaussian σ = 1, C = 1, 10 clients, 10 rounds): process-CPU seconds of one strongest attack
+  (every member) and of one tuning (the TV grid on a public shadow, shared by the clients that
+  declare alike) at a few iterations, scaled linearly to ``audit.iterations`` (2,000; the cost
+  of an iteration does not depend on the budget), and the whole run's attack time on one core.
 """
 
 from __future__ import annotations
@@ -22,8 +28,8 @@ from typing import Any
 
 BUDGETS = (5, 10, 15, 20, 30, 40, 60, 80, 120, 160, 240, 320)
 SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "iga_tv=1e-4": ("iga", {"tv_weight": 1e-4}),
-    "iga_tv=0.2 (default)": ("iga", {}),
+    "iga_tv=1e-4 (default)": ("iga", {}),
+    "iga_tv=0.2 (reference)": ("iga", {"tv_weight": 0.2}),
     "dlg": ("dlg", {}),
     "idlg": ("idlg", {}),
 }
@@ -31,15 +37,13 @@ SETTINGS: dict[str, tuple[str, dict[str, Any]]] = {
 
 def _view(indices: list[int], seed: int) -> tuple[Any, Any]:
     import torch
-    from sklearn.datasets import load_digits
 
     from attacks import simulate_view
-    from fedpriv.data.datasets import upsample_digits
 
-    bunch = load_digits()
-    x = upsample_digits(bunch.images[indices])
-    y = torch.as_tensor(bunch.target[indices], dtype=torch.int64)
-    return simulate_view("paper-mlp", x, y, seed=seed), x.numpy()
+    x, y = _digits(indices)
+    view = simulate_view("paper-mlp", torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64),
+                         seed=seed)
+    return view, x
 
 
 def _median_run(name: str, view: Any, iterations: int, repeats: int, options: dict) -> Any:
@@ -100,6 +104,43 @@ def time_to_ssim(
     return out
 
 
+def cost_per_client_round(iterations: int, budget: int = 2000, clients: int = 10,
+                          rounds: int = 10) -> dict[str, Any]:
+    """CPU seconds of ``strongest`` and of the tuning at the quickstart's scale (docstring)."""
+    import torch
+
+    from attacks import run_attack, simulate_view
+    from attacks.estimators.prior import PublicPrior
+    from attacks.tuning import tune
+
+    x, y = _digits(list(range(32)))
+    view = simulate_view("paper-mlp", torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64),
+                         local_steps=20,
+                         learning_rate=4.0, mechanism="gaussian",
+                         mechanism_params={"clip": 1.0, "noise_multiplier": 1.0})
+    px, py = _digits(list(range(1000, 1300)))
+    public = PublicPrior(px, py)
+    start = time.process_time()
+    run_attack("strongest", view, iterations=iterations)
+    attack = (time.process_time() - start) * budget / iterations
+    start = time.process_time()
+    tune("strongest", view, public, iterations=iterations, seed=0)
+    tuning = (time.process_time() - start) * budget / iterations
+    return {"iterations_measured": iterations, "budget": budget,
+            "strongest_cpu_seconds": attack, "tuning_cpu_seconds_per_round": tuning,
+            "quickstart_run_cpu_hours": (clients * rounds * attack + rounds * tuning) / 3600}
+
+
+def _digits(indices: list[int]) -> tuple[Any, Any]:
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from fedpriv.data.datasets import upsample_digits
+
+    bunch = load_digits()
+    return upsample_digits(bunch.images[indices]).numpy(), np.asarray(bunch.target[indices])
+
+
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -116,6 +157,7 @@ def measure(quick: bool = False, threads: int = 1, *, smoke: bool = False) -> di
         "iterations_per_second": iterations_per_second(iterations, repeats),
         "time_to_ssim_0.9": time_to_ssim(digits, 1 if quick or smoke else 3,
                                          BUDGETS[:1] if smoke else BUDGETS),
+        "cost_per_client_round": cost_per_client_round(2 if smoke else 20 if quick else 100),
         "model": "paper-mlp",
         "data": "sklearn digits 16x16",
         "iterations": iterations,

@@ -33,18 +33,20 @@ from attacks.estimators.prior import (
     prior_baseline,
     within_class_identification,
 )
+from attacks.registry import STRONGEST
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import guess_scores, score_reconstruction
+from attacks.tuning import tunable, tune
 from attacks.view import ServerView
 from fedpriv.audit.config import AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
 from fedpriv.protocol import ClientReport
-from fedpriv.training.config import TrainConfig
+from fedpriv.training.config import TrainConfig, optimizer_settings
 
-__all__ = ["AttackPlan", "Outcome", "PendingAttack", "attack_job", "attack_scores",
+__all__ = ["AttackPlan", "Outcome", "PendingAttack", "Tuner", "attack_job", "attack_scores",
            "declared_view", "game_outcome", "identification_bound", "public_prior",
            "undeclared_view", "unscored_row"]
 
@@ -63,19 +65,56 @@ def public_prior(dataset: Dataset) -> PublicPrior | None:
 
 def attack_job(
     audit: AuditConfig, name: str, view: ServerView, rnd: int, client_id: int, *, run: int = 0,
-    device: str = "cpu",
+    device: str = "cpu", tuning: dict[str, Any] | None = None,
 ) -> AttackJob:
     """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``,
-    on ``device`` (the run's ``device`` key).
+    on ``device`` (the run's ``device`` key), with the options ``tuning["chosen"]`` where the
+    server tuned them (:class:`Tuner`), else the fixed ``audit.tv_weight``.
 
     Seeded by (audit seed, round, client), so an offline re-run reproduces it; ``run = k ≥ 1``
     is the k-th single-restart run of a Bayesian-privacy estimate.
     """
     seed = audit.seed + 1000 * rnd + client_id + 7919 * run
-    options = {"tv_weight": audit.tv_weight} if name == "iga" else {}
+    options = {"tv_weight": audit.tv_weight} if name in ("iga", STRONGEST) else {}
+    if tuning is not None and tuning.get("chosen"):
+        options.update(tuning["chosen"])
     restarts = 1 if run else audit.restarts
     return AttackJob(name, view, audit.iterations, restarts, seed, options=options,
-                     device=device)
+                     device=device, tuning=tuning)
+
+
+class Tuner:
+    """The server's tuning of attack settings on its public data (``audit.tune``;
+    :mod:`attacks.tuning`), once per round, attack and declaration: clients that declare the
+    same settings share one shadow. It sees views (public protocol state) and the public data,
+    never a client's records."""
+
+    def __init__(self, audit: AuditConfig, public: PublicPrior | None, device: str = "cpu"
+                 ) -> None:
+        self.audit, self.public, self.device = audit, public, device
+        self._done: dict[tuple[Any, ...], dict[str, Any]] = {}
+
+    def __call__(self, name: str, view: ServerView, rnd: int) -> dict[str, Any] | None:
+        """The tuning record of attack ``name`` on ``view`` in round ``rnd`` (None where the
+        attack has nothing to tune)."""
+        if not tunable(name):
+            return None
+        if self.audit.tune == "off":
+            return {"mode": "off", "chosen": None}
+        if self.public is None:
+            return {"mode": "public", "chosen": None,
+                    "why": "the server holds no public data: fixed settings"}
+        key = (rnd, name, view.model_name, view.batch_size, view.local_steps,
+               view.learning_rate, view.optimizer, view.mechanism,
+               tuple(sorted((k, repr(v)) for k, v in view.mechanism_params.items())))
+        if key not in self._done:
+            seed = self.audit.seed + 1000 * rnd
+            found = tune(name, view, self.public, iterations=self.audit.iterations, seed=seed,
+                         device=self.device)
+            self._done[key] = found.record()
+            log.info("round %d %s tuned on a public shadow: %s (SSIM by TV weight %s)", rnd,
+                     name, found.options, dict(zip(found.grid, found.shadow_ssim, strict=True)))
+        return self._done[key]
 
 
 def attack_scores(
@@ -111,6 +150,7 @@ def attack_scores(
     row = {
         "attack": result.attack, "iterations": result.iterations, "restarts": result.restarts,
         "pseudo_gradient": result.pseudo_gradient, "seconds": result.seconds,
+        "settings": result.settings,
         **{k: score[k] for k in ("mse", "psnr", "ssim", "best_mse", "best_psnr", "best_ssim",
                                  "label_accuracy", "relative_leakage", "gain_ssim",
                                  "gain_psnr")},
@@ -194,7 +234,7 @@ def declared_view(
         global_params=global_params, update=update,
         learning_rate=float(report.lr), batch_size=float(report.batch_size),
         local_steps=int(report.local_steps), mechanism=report.mechanism.name,
-        mechanism_params=report.mechanism.params(),
+        mechanism_params=report.mechanism.params(), optimizer=report.optimizer,
     )
 
 
@@ -204,12 +244,13 @@ def undeclared_view(
 ) -> ServerView:
     """The server's view of an undeclared update (a stock client's: no report), live and
     offline. The client's learning rate, steps and batch size are unknown; the run's
-    ``[train]`` settings are the server's only guess (docs/protocol.md), and the update is
-    attacked as a pseudo-gradient."""
+    ``[train]`` settings (optimiser included) are the server's only guess
+    (docs/protocol.md), and the update is attacked as a pseudo-gradient."""
     name, input_shape, num_classes = model
     return ServerView(model_name=name, input_shape=input_shape, num_classes=num_classes,
                       global_params=global_params, update=update, learning_rate=train.lr,
-                      local_steps=train.local_steps, batch_size=float(train.batch_size))
+                      local_steps=train.local_steps, batch_size=float(train.batch_size),
+                      optimizer=optimizer_settings(train))
 
 
 def unscored_row(result: AttackResult) -> dict[str, Any]:
@@ -217,7 +258,7 @@ def unscored_row(result: AttackResult) -> dict[str, Any]:
     its settings and time; every score column stays NULL."""
     return {"attack": result.attack, "iterations": result.iterations,
             "restarts": result.restarts, "pseudo_gradient": result.pseudo_gradient,
-            "seconds": result.seconds}
+            "seconds": result.seconds, "settings": result.settings}
 
 
 def _prior(score: dict[str, Any], baseline: PriorBaseline, public: PublicPrior,
@@ -320,6 +361,7 @@ class AttackPlan:
         self.public = public
         self.train_size = train_size
         self.device = device
+        self.tuner = Tuner(audit, public, device)
         self.pending: list[PendingAttack] = []
 
     def scheduled(self, rnd: int, client_id: int) -> bool:
@@ -367,11 +409,13 @@ class AttackPlan:
         for item in self.pending:
             cid = item.client_id
             for name in audit.attacks:
+                tuning = self.tuner(name, item.view, rnd)
                 jobs.append((item, name, attack_job(audit, name, item.view, rnd, cid,
-                                                    device=self.device)))
+                                                    device=self.device, tuning=tuning)))
             for k in range(audit.bayes_runs if item.truth_ids else 0):  # K runs of the first
                 job = attack_job(audit, audit.attacks[0], item.view, rnd, cid, run=k + 1,
-                                 device=self.device)
+                                 device=self.device,
+                                 tuning=self.tuner(audit.attacks[0], item.view, rnd))
                 jobs.append((item, "bayes", job))
         return jobs
 

@@ -17,7 +17,7 @@ def view():
 
 
 def test_registry_names():
-    assert attack_names() == ["dlg", "idlg", "iga"]
+    assert attack_names() == ["analytic", "dlg", "idlg", "iga"]
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,10 @@ def test_registry_names():
         ({"name": "dlg", "tv_weight": 0.1}, "attack.tv_weight"),  # not a DLG option
         ({"name": "dlg", "line_search": "armijo"}, "attack.line_search"),
         ({"name": "idlg", "history_size": 0}, "attack.history_size"),
+        ({"init": "zeros"}, "attack.init"),
+        ({"name": "analytic", "tv_weight": 0.1}, "attack.tv_weight"),  # no options
+        ({"name": "strongest", "init": "zeros"}, "attack.init"),  # a member's option, checked
+        ({"name": "strongest", "colour": 1}, "attack.colour"),
     ],
 )
 def test_bad_settings_raise_input_error_naming_the_key(view, kwargs, key):
@@ -42,7 +46,7 @@ def test_bad_settings_raise_input_error_naming_the_key(view, kwargs, key):
     assert err.value.key == key
 
 
-@pytest.mark.parametrize("name", attack_names())
+@pytest.mark.parametrize("name", [*attack_names(), "strongest"])
 def test_every_attack_returns_a_complete_result(view, name):
     before, rng = torch.get_num_threads(), torch.get_rng_state()
     result = run_attack(name, view, iterations=2, restarts=2, seed=1)

@@ -25,6 +25,7 @@ PUBLIC_FIELDS = {
     "mechanism",
     "mechanism_params",
     "data_range",
+    "optimizer",
 }
 
 

@@ -55,6 +55,7 @@ from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.schema import apply_override
 from strategies.attack_schedule import (
+    Tuner,
     attack_job,
     attack_scores,
     declared_view,
@@ -266,15 +267,16 @@ def _attack(
     names = list(attacks or audit.attacks or ["iga"])
     stored, skipped = _selected(store, cfg, rounds, clients, ("ok", "undeclared"))
     views = [(update, _view(store, cfg, update)) for update in stored]  # read each once
+    public = _public(cfg)
+    tuner = Tuner(audit, public, cfg.device)  # on the public data, as live
     jobs = [
         (update, view, attack_job(audit, name, view, update.round, update.client_id,
-                                  device=cfg.device))
+                                  device=cfg.device, tuning=tuner(name, view, update.round)))
         for update, view in views for name in names
     ]  # fmt: skip
     log.info("attacking %d stored updates with %s", len(jobs) // len(names), names)
     with ray_session({}) if executor == "ray" else contextlib.nullcontext():  # our SIGTERM
         results = run_attacks([job for _, _, job in jobs], executor=executor, progress=progress)
-    public = _public(cfg)
     summaries = [
         _record(store, update, result, public, view)
         for (update, view, _), result in zip(jobs, results, strict=True)

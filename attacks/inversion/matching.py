@@ -12,7 +12,8 @@ and differs only in its parts:
 * the **optimiser**: L-BFGS (DLG, iDLG) or Adam on the gradient's sign with step decay (IGA)
   (:mod:`attacks.inversion.optimisers`), the images projected onto the data range after
   every step when ``boxed`` (IGA);
-* the **initialisation** of x' (:func:`uniform_images`).
+* the **initialisation** of x': uniform random images (:func:`uniform_images`) or the
+  analytic first-layer solution (:func:`analytic_images`).
 
 When the view's mechanism clips each example (its declared bound is public), the release
 weighs example ``i`` by its clip factor ``min(1, C/‖g_i‖)``; the dummy gradient then carries
@@ -22,7 +23,9 @@ the images. Without them the matcher can only move the images to imitate the wei
 unclipped at batch 8; with them 0.62; at batch 128 0.317 → 0.335, unclipped 0.405).
 
 Each restart draws a fresh start from the attack's generator; the restart of least final
-distance (without the regularisers) is kept.
+distance (without the regularisers, computed in float64: at the truth it is ~1e-11, below
+float32 resolution) is kept. With ``local_steps = K > 1`` declared, the dummy gradient is the
+pseudo-gradient of K replayed local steps (:class:`~attacks.inversion.objective.InversionProblem`).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ __all__ = [
     "GradientMatcher",
     "KnownLabels",
     "SoftLabels",
+    "analytic_images",
     "uniform_images",
 ]
 
@@ -55,7 +59,8 @@ WEIGHT_STEP = 0.003
 
 Distance = Callable[[Sequence[torch.Tensor], Sequence[torch.Tensor]], torch.Tensor]
 Regulariser = Callable[[torch.Tensor], torch.Tensor]
-Initialisation = Callable[[InversionProblem, int, torch.Generator], torch.Tensor]
+Initialisation = Callable[[InversionProblem, int, torch.Generator, "RestartLabels"],
+                          torch.Tensor]
 
 
 class TrialLabels(Protocol):
@@ -165,7 +170,9 @@ class AnalyticLabels:
         return KnownLabels(torch.from_numpy(recover_labels(view, num_images, gen)))
 
 
-def uniform_images(problem: InversionProblem, n: int, gen: torch.Generator) -> torch.Tensor:
+def uniform_images(
+    problem: InversionProblem, n: int, gen: torch.Generator, labels: RestartLabels | None = None
+) -> torch.Tensor:
     """Uniform random images in the data range: the attack's starting point.
 
     The reference codes draw N(0, 1); uniform keeps the start inside the scored range.
@@ -173,6 +180,25 @@ def uniform_images(problem: InversionProblem, n: int, gen: torch.Generator) -> t
     """
     u = torch.rand((n, *problem.input_shape), generator=gen)
     return (problem.low + (problem.high - problem.low) * u).to(problem.device)
+
+
+def analytic_images(
+    problem: InversionProblem, n: int, gen: torch.Generator, labels: RestartLabels | None = None
+) -> torch.Tensor:
+    """The analytic attack's images (:mod:`attacks.inversion.analytic`) for the attack's
+    known labels (recovered here when the labels are not known before the restarts); uniform
+    images where the model has no first linear layer. Every restart starts from them."""
+    from attacks.inversion.analytic import analytic_images as solve
+    from attacks.inversion.analytic import first_layer
+
+    layer = first_layer(problem.model, problem.input_shape)
+    if layer is None:
+        return uniform_images(problem, n, gen)
+    known = labels.labels.numpy() if isinstance(labels, KnownLabels) else None
+    if known is None or len(known) != n:
+        known = recover_labels(problem.view, n, gen)
+    images = solve(problem.view, problem, known, layer)
+    return torch.as_tensor(images, dtype=torch.float32).to(problem.device)
 
 
 @dataclass(frozen=True)
@@ -185,6 +211,7 @@ class GradientMatcher:
     regularisers: tuple[Regulariser, ...] = ()
     boxed: bool = False
     initialise: Initialisation = uniform_images
+    anchored: bool = False  # the start is informative: fit the clip weights to it
 
     def run(
         self,
@@ -224,17 +251,19 @@ class GradientMatcher:
     ) -> Trial:
         """One restart: a fresh start drawn from ``generator``, ``iterations`` optimiser steps;
         its loss is the final distance, without the regularisers."""
-        x = self.initialise(problem, num_images, generator).requires_grad_(True)
+        x = self.initialise(problem, num_images, generator, labels).requires_grad_(True)
         start = _to_numpy(x, problem)
         trial_labels = labels.start(problem, num_images, generator)
         # a clipped release weighs example i by its clip factor: free positive weights e^ω_i
         log_w = (torch.zeros(num_images, device=problem.device, requires_grad=True)
                  if problem.clipped else None)
+        self._anchor(problem, x, trial_labels, log_w)
 
-        def distance() -> torch.Tensor:
+        def distance(precise: bool = False) -> torch.Tensor:
             weights = None if log_w is None else (WEIGHT_STEP * log_w).exp()
-            grads = problem.gradient(x, trial_labels.targets(), weights)
-            return self.distance(grads, problem.target)
+            grads = problem.gradient(x, trial_labels.targets(), weights, precise=precise)
+            target = [t.double() for t in problem.target] if precise else problem.target
+            return self.distance(grads, target)
 
         def objective() -> torch.Tensor:
             loss = distance()
@@ -254,8 +283,25 @@ class GradientMatcher:
             reconstructions=_to_numpy(x, problem),
             labels=trial_labels.found(),
             start=start,
-            loss=float(distance().detach()),
+            loss=float(distance(precise=True).detach()),
         )
+
+    def _anchor(self, problem: InversionProblem, x: torch.Tensor, labels: TrialLabels,
+                log_w: torch.Tensor | None) -> None:
+        """When ``anchored`` and the release is clipped: start the free clip weights at those
+        that best explain the release for the starting images
+        (:meth:`InversionProblem.fitted_weights`) instead of 1. From the analytic start the
+        weights at 1 are far off and the images move to make up for them (batch 128, C = 1,
+        200 iterations: residual 3e-4, SSIM 0.83); from the fitted ones the residual falls to
+        2e-7 and the start's SSIM (0.85) is kept. Holding each class's mean image at its
+        start instead kept the residual where it started (1e-6 at batch 32), above plain
+        IGA's, so the selection by residual lost it."""
+        if not self.anchored or log_w is None:
+            return
+        found = torch.as_tensor(labels.found(), device=problem.device)
+        fitted = problem.fitted_weights(x.detach().double(), found)
+        with torch.no_grad():
+            log_w.copy_(fitted.clamp_min(1e-3).log().float() / WEIGHT_STEP)
 
 
 def _finite(loss: float) -> float:

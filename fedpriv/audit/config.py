@@ -100,7 +100,8 @@ class AuditConfig:
     attacks: list[str] = rule(
         "a list of attack names (checked against the attack registry before the run starts)",
         lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
-        doc="The gradient-inversion attacks the server runs on updates.",
+        doc="The gradient-inversion attacks the server runs on updates; \"strongest\" runs "
+            "every applicable attack and keeps the least float64 matching residual.",
     )
     every: int = rule(*bounded_count(1, 1_000_000), default=1,
                       doc="Attack every this many rounds.")
@@ -113,8 +114,17 @@ class AuditConfig:
                            doc="Optimiser iterations per restart of an attack.")
     restarts: int = rule(*bounded_count(1, MAX_RESTARTS), default=1,
                          doc="Restarts of an attack (the best is kept).")
-    tv_weight: float = rule("a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0,
-                            default=0.2)
+    tv_weight: float = rule(
+        "a number >= 0 (IGA's total-variation weight)", lambda v: v >= 0, default=1e-4,
+        doc="IGA's total-variation weight; 1e-4 measured best on the built-in digits (the "
+            "reference 0.2 outweighs the cosine term: docs/leakage.md).",
+    )
+    tune: str = rule(
+        *one_of("public", "off"), default="public",
+        doc="How attack settings are chosen: tuned on a shadow client built from the server's "
+            "public evaluation split with the round's model and the client's declared settings "
+            "(never the attacked client's records), or off: the fixed settings.",
+    )
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
                      doc="The attacks' seed.")
     executor: str = rule(*one_of("inline", "ray"), default="inline",

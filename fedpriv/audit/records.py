@@ -24,7 +24,7 @@ __all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "py_value", "row_values"
 
 #: Fields holding a JSON document; the column is the field name + ``_json``.
 JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate", "verification",
-                         "epsilon_lower", "epsilon_observed", "report", "prior"})
+                         "epsilon_lower", "epsilon_observed", "report", "prior", "settings"})
 
 
 def py_value(value: Any) -> Any:

@@ -104,6 +104,7 @@ def _attack_summary(attack: Row | None, tallies: list[Row] | None = None) -> Row
     pseudo = attack["pseudo_gradient"]
     summary["pseudo_gradient"] = None if pseudo is None else bool(pseudo)
     summary["estimate"] = optional_loads(attack["estimate_json"])
+    summary["settings"] = optional_loads(attack["settings_json"])
     return {**summary, **attack_scores_summary(attack, _tally_of(attack, tallies or []))}
 
 

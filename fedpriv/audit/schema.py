@@ -56,8 +56,10 @@ APPLICATION_ID = 0x66647076
 #: after it in parentheses, :data:`fedpriv.ledger.UNVERIFIED_SIZE`) and, at the client level,
 #: how ``epsilon_central`` was (``central_sampling``: m of N clients without replacement,
 #: ``central_neighbouring``), privacy-math.md §14. Version 9 adds the ``chain`` table: every
-#: write of a row, in write order, hash-chained (:mod:`fedpriv.audit.chain`).
-SCHEMA_VERSION = 9
+#: write of a row, in write order, hash-chained (:mod:`fedpriv.audit.chain`). Version 10 keeps
+#: what ran with every attack (``attacks.settings_json``: its options, how they were tuned on the
+#: server's public data, and for ``strongest`` every member's matching residual).
+SCHEMA_VERSION = 10
 
 RUN_STATUSES = ("running", "completed", "failed", "interrupted")
 UPDATE_STATUSES = ("ok", "failed", "rejected", "inconsistent", "declined", "undeclared")
@@ -92,7 +94,7 @@ TALLY_FIELDS = (
 ATTACK_FIELDS = (
     "attack", "iterations", "restarts", "pseudo_gradient", "mse", "psnr", "ssim", "best_mse",
     "best_psnr", "best_ssim", "label_accuracy", "relative_leakage", "mbp_estimate",
-    "abp_estimate", "estimate", "seconds", "prior", "gain_ssim", "gain_psnr",
+    "abp_estimate", "estimate", "seconds", "prior", "gain_ssim", "gain_psnr", "settings",
 )  # fmt: skip
 
 
@@ -235,6 +237,7 @@ CREATE TABLE attacks (
     abp_estimate REAL,
     estimate_json TEXT,
     prior_json TEXT,
+    settings_json TEXT,
     gain_ssim REAL,
     gain_psnr REAL,
     tensor_id INTEGER REFERENCES tensors (tensor_id),
