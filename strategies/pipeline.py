@@ -305,7 +305,7 @@ class AuditPipeline:
         if replayed is not None:
             verdict = Verdict("replay", "inconsistent",
                               f"the update repeats this client's update of round {replayed}",
-                              p_value=0.0)
+                              p_value=0.0, speaks_to=("fresh-noise",))
         else:  # recovered once: verified (in steps mode recomposed, then every step tested),
             theta, theta_norm = self._flat_theta(broadcast)  # observed, tested for fresh noise
             recovered = recovered_reply(report, theta, arrays)

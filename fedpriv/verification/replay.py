@@ -50,6 +50,8 @@ from scipy import special
 
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverifiable
 
+FRESH = ("fresh-noise",)  # the property the test speaks to (Verdict.speaks_to)
+
 __all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches"]
 
 SKETCH_WIDTH = 256
@@ -125,9 +127,10 @@ class UpdateSketches:
         earlier = [y for _, y in self._seen.get(client_id, [])]
         if not earlier:  # vacuously fresh: deterministic, never a false alarm
             return Verdict("fresh-noise", "consistent", "the client's first accepted update: "
-                           "no earlier release to share noise with", p_value=1.0)
+                           "no earlier release to share noise with", p_value=1.0,
+                           speaks_to=FRESH)
         if not noise_std > 0 or not math.isfinite(noise_std):
-            return unverifiable("fresh-noise", "no Gaussian noise declared")
+            return unverifiable("fresh-noise", "no Gaussian noise declared", speaks_to=FRESH)
         new = self._remembered_sketch(update)
         groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]
         tails, nearest = [], math.inf
@@ -140,7 +143,8 @@ class UpdateSketches:
             t = (distance + slack) / noise_std
             tails.append(float(special.chdtr(free, t * t)))
         if not tails:
-            return unverifiable("fresh-noise", "the earlier updates span the sketch")
+            return unverifiable("fresh-noise", "the earlier updates span the sketch",
+                                speaks_to=FRESH)
         p_value = min(1.0, len(tails) * min(tails))
         statistic = {"distance_in_noise_stds": nearest, "sketch_width": float(self.width),
                      "earlier_rounds": float(len(earlier))}
@@ -150,6 +154,7 @@ class UpdateSketches:
             failed=f"the update is only {nearest:.4g} noise stds from the span of this "
                    "client's earlier updates: its noise is not fresh (reused, cancelling or "
                    "a perturbed replay)",
+            speaks_to=FRESH,
         )
 
     def add(self, rnd: int, client_id: int, update: np.ndarray) -> dict[str, np.ndarray]:
