@@ -44,6 +44,7 @@ to the per-client memory must travel in the entry.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 from scipy import special
@@ -81,7 +82,7 @@ class UpdateSketches:
         sizes = np.bincount(self._bucket, minlength=self.width).astype(np.float64)
         self._weight = rng.choice(np.array([-1.0, 1.0]), size=dim) / np.sqrt(sizes)[self._bucket]
         self._seen: dict[int, list[tuple[int, np.ndarray]]] = {}
-        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (update, its sketch)
+        self._recent: dict[int, np.ndarray] = {}  # id(update) -> its sketch, while it lives
 
     def sketch(self, update: np.ndarray) -> np.ndarray:
         """``R·Δ`` for a flat update (float64; ``R`` has orthonormal rows)."""
@@ -89,14 +90,19 @@ class UpdateSketches:
                            minlength=self.width)
 
     def _remembered_sketch(self, update: np.ndarray) -> np.ndarray:
-        """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass)."""
-        last = self._last
-        return last[1] if last is not None and last[0] is update else self.sketch(update)
+        """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass):
+        a round's replies are checked as a batch, each one's sketch kept while its array
+        lives (dropped when it is collected, so an id is never reused stale)."""
+        known = self._recent.get(id(update))
+        return self.sketch(update) if known is None else known
 
     def replay_of(self, client_id: int, update: np.ndarray) -> int | None:
         """The round whose update this one repeats, or None (then nothing is recorded)."""
-        new = self.sketch(update)
-        self._last = (update, new)  # add() of the same array reuses it (a sketch is a pass)
+        new = self._remembered_sketch(update)
+        key = id(update)
+        if key not in self._recent:  # add() of the same array reuses it (a sketch is a pass)
+            weakref.finalize(update, self._recent.pop, key, None)
+            self._recent[key] = new
         for rnd, old in self._seen.get(client_id, []):
             scale = float(np.linalg.norm(old))
             if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
@@ -161,7 +167,6 @@ class UpdateSketches:
         """Remember an accepted update; return the entry that :meth:`remember` rebuilds the
         same memory from."""
         entry = {"sketch": self._remembered_sketch(update)}
-        self._last = None
         self.remember(rnd, client_id, entry)
         return entry
 

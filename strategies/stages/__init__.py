@@ -1,0 +1,48 @@
+"""The server side of a round as an ordered list of stages over the round's batch of replies
+(issue 37; architecture.md, "The flow of one round").
+
+Each stage is one module behind one small interface (:data:`~strategies.stages.base.Stage`):
+it takes the round's batch of :class:`~strategies.stages.base.Reply` and the
+:class:`~strategies.stages.base.Round`, and records on each reply what it finds (its verdict,
+tally, rows…) or turns it down (:func:`~strategies.stages.base.reject`). The order is
+:data:`STAGES`, here and nowhere else; with auditing off only :data:`CONFORM` runs. A new check
+of a reply is one module plus one entry in :data:`STAGES` (``tests/toy_stage.py`` shows one):
+it adds its verdict, which says the property it speaks to (``Verdict.speaks_to``), as a
+precondition of the reply's verdict, and the label reads it from there.
+"""
+
+from __future__ import annotations
+
+from strategies.stages import (
+    accountable,
+    attacks,
+    canaries,
+    conform,
+    fresh_noise,
+    known,
+    ledger,
+    store,
+    update,
+    verify,
+)
+from strategies.stages.base import Reply, Round, RunState, Stage
+
+__all__ = ["CONFORM", "STAGES", "Reply", "Round", "RunState", "Stage"]
+
+STAGES: list[Stage] = [
+    conform.conform,  # each reply against θ and the round's identities (else turned down)
+    accountable.accountable,  # the run can account the declaration (else turned down)
+    update.update,    # Δ = θ_client − θ, flattened once
+    canaries.remove_canaries,  # the canaries' share removed and scored
+    verify.verify,    # the update against its declaration (replay, recovery, tests)
+    fresh_noise.fresh_noise,  # precondition: the noise is not the client's earlier noise
+    canaries.canary_verdict,  # the canaries' ε lower bound joins the verdict
+    known.known,      # preconditions: settings, size and identity as the server knows them
+    ledger.fold,      # the verdict's label; the releases folded into the client's ledger
+    store.write,      # memory, updates row, failure, ground truth, tally
+    attacks.schedule,  # the attack plan; aggregate without canaries
+]
+"""Every stage of an audited round, in order (a list: a new check is one entry)."""
+
+CONFORM: tuple[Stage, ...] = (conform.conform,)
+"""What a round runs with auditing off: validate and aggregate, record nothing else."""
