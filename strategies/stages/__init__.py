@@ -30,17 +30,17 @@ from strategies.stages.base import Reply, Round, RunState, Stage
 __all__ = ["CONFORM", "STAGES", "Reply", "Round", "RunState", "Stage"]
 
 STAGES: list[Stage] = [
-    conform.conform,  # each reply against θ and the round's identities (else turned down)
-    accountable.accountable,  # the run can account the declaration (else turned down)
-    update.update,    # Δ = θ_client − θ, flattened once
+    conform.conform,           # each reply against θ and the round's identities
+    accountable.accountable,   # the run can account the declaration
+    update.update,             # Δ = θ_client − θ, flattened once
     canaries.remove_canaries,  # the canaries' share removed and scored
-    verify.verify,    # the update against its declaration (replay, recovery, tests)
-    fresh_noise.fresh_noise,  # precondition: the noise is not the client's earlier noise
-    canaries.canary_verdict,  # the canaries' ε lower bound joins the verdict
-    known.known,      # preconditions: settings, size and identity as the server knows them
-    ledger.fold,      # the verdict's label; the releases folded into the client's ledger
-    store.write,      # memory, updates row, failure, ground truth, tally
-    attacks.schedule,  # the attack plan; aggregate without canaries
+    verify.verify,             # the update against its declaration (replay, recovery, tests)
+    fresh_noise.fresh_noise,   # precondition: the noise is not the client's earlier noise
+    canaries.canary_verdict,   # the canaries' ε lower bound joins the verdict
+    known.known,               # preconditions: settings, size, identity as the server knows
+    ledger.fold,               # the verdict's label; the releases into the client's ledger
+    store.write,               # memory, updates row, failure, ground truth, tally
+    attacks.schedule,          # the attack plan; aggregate without the canaries
 ]
 """Every stage of an audited round, in order (a list: a new check is one entry)."""
 
