@@ -123,19 +123,19 @@ class AuditPipeline:
         broadcast: Sequence[np.ndarray], names: Sequence[str] | None = None,
     ) -> list[AcceptedReply]:
         """Check and record every ``(node, reply)`` against θ (and its array ``names``, when
-        given) through the round's stages (:data:`strategies.stages.STAGES`, in order, each
-        over the whole batch); return the accepted ones in client order (floating point sums
-        depend on order; a resumed run must aggregate exactly as an uninterrupted one). The
-        round's replies are written in one store transaction, and checked with one BLAS
-        thread: each reply's vectors are ~10⁴ floats, where a threaded BLAS call
-        (``np.linalg.norm``, a QR) costs milliseconds of thread hand-offs on cores the clients
-        keep busy, against ~10 µs alone (measured: a Gaussian reply's verification 7.8 ms with
-        OpenBLAS's 2 threads on a busy 2-core machine, 0.36 ms with one)."""
+        given) through the round's stages (:func:`strategies.stages.run_round`:
+        :data:`~strategies.stages.STAGES` in order, each over the batch); return the accepted
+        ones in client order (floating point sums depend on order; a resumed run must
+        aggregate exactly as an uninterrupted one). The round's replies are written in one
+        store transaction, and checked with one BLAS thread: each reply's vectors are ~10⁴
+        floats, where a threaded BLAS call (``np.linalg.norm``, a QR) costs milliseconds of
+        thread hand-offs on cores the clients keep busy, against ~10 µs alone (measured: a
+        Gaussian reply's verification 7.8 ms with OpenBLAS's 2 threads on a busy 2-core
+        machine, 0.36 ms with one)."""
         batch = [Reply(node, msg) for node, msg in replies]
         rnd = Round(server_round, broadcast, names, self.run)
         with self.store.batch(), threadpool_limits(limits=1, user_api="blas"):
-            for stage in stages.STAGES if self.audit.enabled else stages.CONFORM:
-                stage(batch, rnd)
+            stages.run_round(batch, rnd, audit=self.audit.enabled)
         out = [r.accepted for r in stages.base.live(batch) if r.consistent]
         out, self.unverified_share = weigh_replies(
             server_round, sorted(out, key=lambda r: r.client_id), self.run.binding,

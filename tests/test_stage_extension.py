@@ -50,3 +50,17 @@ def test_a_toy_stage_joins_every_verdict(tmp_path: Path, monkeypatch, limit: flo
             assert summary["label"] == "declared"
     failures = {f["client_id"] for f in report["failures"] if f["kind"] == "inconsistent"}
     assert failures == (set() if limit > 0 else {0, 1})
+
+
+def test_a_round_in_parts_records_what_the_whole_round_does(tmp_path: Path, monkeypatch) -> None:
+    """The stages after conform take a round in parts of ``CHUNK`` replies (memory): the
+    verdicts and tallies are those of the round taken whole."""
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=1"])
+    whole = run_federation(LocalGrid(app, 3), cfg, tmp_path / "whole")
+    monkeypatch.setattr(stages, "CHUNK", 2)
+    parts = run_federation(LocalGrid(app, 3), cfg, tmp_path / "parts")
+    assert _verdicts(tmp_path / "parts") == _verdicts(tmp_path / "whole")
+    assert parts["accuracy"] == whole["accuracy"]
+    keys = ("epsilon", "log_bayes_capacity", "mbp_bound", "verification")
+    assert [{k: c[k] for k in keys} for c in parts["clients"]] == \
+        [{k: c[k] for k in keys} for c in whole["clients"]]

@@ -27,7 +27,7 @@ from strategies.stages import (
 )
 from strategies.stages.base import Reply, Round, RunState, Stage
 
-__all__ = ["CONFORM", "STAGES", "Reply", "Round", "RunState", "Stage"]
+__all__ = ["CHUNK", "CONFORM", "STAGES", "Reply", "Round", "RunState", "Stage", "run_round"]
 
 STAGES: list[Stage] = [
     conform.conform,           # each reply against θ and the round's identities
@@ -46,3 +46,23 @@ STAGES: list[Stage] = [
 
 CONFORM: tuple[Stage, ...] = (conform.conform,)
 """What a round runs with auditing off: validate and aggregate, record nothing else."""
+
+CHUNK = 1000
+"""Replies the stages after :data:`CONFORM` take at once: a round of 10,000 replies would
+otherwise hold every reply's Δ and its flat copy together (~1 GB for the paper MLP)."""
+
+
+def run_round(batch: list[Reply], rnd: Round, *, audit: bool) -> None:
+    """Run the round's stages over its batch: :data:`CONFORM` over the whole round (a reply's
+    identity depends on the replies before it); with ``audit`` the rest of :data:`STAGES`, in
+    order, over parts of :data:`CHUNK` replies (replies of different clients share nothing a
+    stage computes), each part's arrays let go once it is done."""
+    for stage in CONFORM:
+        stage(batch, rnd)
+    rest = [stage for stage in STAGES if stage not in CONFORM] if audit else []
+    for start in range(0, len(batch), CHUNK):
+        part = batch[start:start + CHUNK]
+        for stage in rest:
+            stage(part, rnd)
+        for reply in part:
+            reply.delta, reply.flat, reply.clean = [], None, None
