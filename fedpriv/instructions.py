@@ -32,6 +32,8 @@ from fedpriv.protocol import ClientReport, sampling_rate
 from fedpriv.training.config import optimizer_settings
 from fedpriv.verification.verdict import Verdict
 
+SIZE = ("size-sampling",)  # the property the size check speaks to (Verdict.speaks_to)
+
 __all__ = ["client_mechanism", "instructed_report", "settings_differences", "settings_verdict",
            "size_verdict"]
 
@@ -139,10 +141,10 @@ def settings_verdict(sent: ClientReport, declared: ClientReport) -> Verdict:
     diffs = settings_differences(sent, declared)
     if not diffs:
         return Verdict("settings", "consistent", "the declared training settings and mechanism "
-                       "are those the server sent", p_value=1.0)
+                       "are those the server sent", p_value=1.0, speaks_to=("settings",))
     shown = "; ".join(f"{k}: sent {v!r}, declared {w!r}" for k, v, w in diffs)
     return Verdict("settings", "inconsistent", f"declared settings differ from the server's "
-                   f"instructions ({shown})", p_value=0.0)
+                   f"instructions ({shown})", p_value=0.0, speaks_to=("settings",))
 
 
 def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verdict:
@@ -152,9 +154,11 @@ def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verd
     n = declared.local_examples  # at the client level too: n is the aggregation weight there
     if known is None:
         return Verdict("size-sampling", "unverifiable", f"the local size n = {n} is declared: "
-                       "the server knows no size for this client (strategy.nodes)")
+                       "the server knows no size for this client (strategy.nodes)",
+                       speaks_to=SIZE)
     if n != known:
         return Verdict("size-sampling", "inconsistent", f"declared local size n = {n}, but "
                        f"{source} gives {known} records", p_value=0.0,
-                       statistic={"declared": float(n), "known": float(known)})
-    return Verdict("size-sampling", "consistent", f"n = {n}, as {source} gives", p_value=1.0)
+                       statistic={"declared": float(n), "known": float(known)}, speaks_to=SIZE)
+    return Verdict("size-sampling", "consistent", f"n = {n}, as {source} gives", p_value=1.0,
+                   speaks_to=SIZE)

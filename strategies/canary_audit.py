@@ -52,7 +52,7 @@ from fedpriv.canaries import (
 from fedpriv.jsonio import jsonable
 from fedpriv.mechanisms import Mechanism
 from fedpriv.protocol import ClientReport
-from fedpriv.verification import Verdict, unverifiable
+from fedpriv.verification import Verdict
 
 __all__ = ["POOLED_CANARIES", "CanaryAuditor", "CanaryRound", "with_arrays"]
 
@@ -199,8 +199,9 @@ class CanaryAuditor:
         stats = {"epsilon_lower": bound.epsilon, "epsilon_formal": formal,
                  "canaries": bound.canaries}
         if not math.isfinite(formal):
-            return unverifiable("canaries", "the declared mechanism gives a canary no formal "
-                                "epsilon to compare its lower bound with", stats)
+            return Verdict("canaries", "unverifiable", "the declared mechanism gives a canary no "
+                           "formal epsilon to compare its lower bound with", statistic=stats,
+                           refutes_only=True)  # a lower bound that refutes nothing
         p_value = None
         if bound.method == "one-run":
             p_value = one_run_test(ins, outs, epsilon=formal, delta=self.delta)
@@ -210,7 +211,8 @@ class CanaryAuditor:
                   f"{bound.epsilon:.3g} at {bound.confidence:.0%} confidence {relation} the "
                   f"declared mechanism's epsilon {formal:.3g} for a canary")
         return Verdict("canaries", "inconsistent" if exceeds else "consistent", reason,
-                       p_value=p_value, alpha=1.0 - bound.confidence, statistic=stats)
+                       p_value=p_value, alpha=1.0 - bound.confidence, statistic=stats,
+                       speaks_to=("noise-scale",) if exceeds else (), refutes_only=True)
 
     def _lower(
         self, rnd: int, pool: _Pool, own: EpsilonLowerBound, pooled: EpsilonLowerBound,

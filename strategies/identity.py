@@ -78,11 +78,11 @@ class NodeBinding:
         if not self.bound:
             return Verdict("identity", "unverifiable", f"identity: {FIRST_CLAIM}: node {node} "
                            f"is client {client} because it first claimed so (no "
-                           "[[strategy.nodes]] registry)")
+                           "[[strategy.nodes]] registry)", speaks_to=("identity",))
         # no node id in the reason: a simulation draws new ones every run, and a resumed run's
         # verdicts equal an uninterrupted run's (the updates row keeps the node id)
         return Verdict("identity", "consistent", f"the node is client {client} by the "
-                       f"{self.source}", p_value=1.0)
+                       f"{self.source}", p_value=1.0, speaks_to=("identity",))
 
 
 def engine_partitions(grid: Grid) -> dict[int, int] | None:

@@ -40,6 +40,7 @@ from fedpriv.mechanisms.gaussian import GaussianMechanism, GaussianRelease
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, unverifiable, with_preconditions
 from fedpriv.verification.sensitivity import (
+    SPEAKS_TO,
     ReplayedRelease,
     cumulative_test,
     sensitivity_test,
@@ -128,14 +129,14 @@ class SensitivityReplay:
         the client's ``sensitivity-rounds`` (at ``α/2`` over the run); never raises."""
         why = self._not_replayed(report, recovered, releases)
         if why is not None:
-            return [unverifiable("sensitivity", f"{ASSUMED}: {why}")]
+            return [unverifiable("sensitivity", f"{ASSUMED}: {why}", speaks_to=SPEAKS_TO)]
         try:
             verdict, tested = self._replay(client_id, report, broadcast, recovered, releases,
                                            offset, alpha / 2.0)
         except Exception as exc:  # noqa: BLE001 - a hostile reply's replay is its failure
             log.warning("replay of client %d failed: %s: %s", client_id, type(exc).__name__, exc)
             return [unverifiable("sensitivity", f"{ASSUMED}: the replay failed "
-                                 f"({type(exc).__name__}: {exc})")]
+                                 f"({type(exc).__name__}: {exc})", speaks_to=SPEAKS_TO)]
         evidence = self._evidence.setdefault(client_id, {})
         for release in tested:
             for name in ("signal", "unclipped", "partition"):

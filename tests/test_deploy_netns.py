@@ -102,7 +102,7 @@ def _check_no_data_crossed(run_dir: Path) -> None:
     """The server stored model updates and metadata, and nothing of the clients' data.
 
     The auditor writes a ``ground_truth`` row for every accepted reply whose metadata carries
-    ``record-ids`` (strategies/pipeline.py, ``_ground_truth``), so an empty table means no
+    ``record-ids`` (strategies/stages/store.py, ``_ground_truth``), so an empty table means no
     reply carried record ids; every update tensor has exactly the model's parameter names
     and shapes (those of the round's broadcast θ), so no image or label array arrived.
     """

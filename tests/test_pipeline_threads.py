@@ -1,4 +1,5 @@
-"""The server checks a round's replies with one BLAS thread (strategies/pipeline.py): a
+"""The server checks a round's replies with one BLAS thread (strategies/pipeline.py; the
+verification stage is strategies/stages/verify.py): a
 threaded BLAS call on a reply's ~10⁴ floats costs milliseconds of thread hand-offs on cores the
 clients keep busy. The limit holds while replies are checked and is lifted after."""
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-import strategies.pipeline as pipeline
+import strategies.stages.verify as pipeline
 
 
 def _blas_threads() -> list[int]:

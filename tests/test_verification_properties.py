@@ -41,7 +41,7 @@ def _update(rng: np.random.Generator, *, steps: int, per_step: int, sigma: float
 
 def _others_passed() -> list[Verdict]:
     """What the other helpers' checks would add: settings, size, identity, all passed."""
-    return [Verdict(name, "consistent", f"{name} checked", p_value=1.0)
+    return [Verdict(name, "consistent", f"{name} checked", p_value=1.0, speaks_to=(name,))
             for name in ("settings", "size-sampling", "identity")]
 
 
@@ -75,7 +75,7 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
     rng = np.random.default_rng(0)
     verdict = verify_gaussian(_update(rng, steps=1, per_step=4, sigma=1.0), noise_multiplier=1.0,
                               clip_bound=1.0)
-    fresh = Verdict("fresh-noise", "consistent", "first", p_value=1.0)
+    fresh = Verdict("fresh-noise", "consistent", "first", p_value=1.0, speaks_to=("fresh-noise",))
     props = property_verdicts(combine_verdicts([verdict, fresh]))
     assert set(props) == set(PROPERTIES)
     assert props["noise-scale"].status == "passed" and props["noise-scale"].useful
@@ -92,7 +92,8 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
     replayed = Verdict("sensitivity", "consistent", "residual is the noise", p_value=0.5,
                        alpha=1e-6, statistic={"detectable_epsilon_ratio": 1.1,
                                               "signal_epsilon_ratio": 30.0,
-                                              "detectable_signal_factor": 5.0})
+                                              "detectable_signal_factor": 5.0},
+                       speaks_to=("sensitivity",))
     verified = property_verdicts(combine_verdicts([verdict, fresh, replayed,
                                                    *_others_passed()]))
     assert label_reasons(verified) == [] and label_of("consistent", verified) == "verified"
@@ -103,15 +104,17 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
 
 def test_a_replay_of_too_little_power_or_a_failed_one_does_not_verify() -> None:
     weak = Verdict("sensitivity", "consistent", "fine", p_value=0.5, alpha=1e-6,
-                   statistic={"detectable_epsilon_ratio": 3.0})
+                   statistic={"detectable_epsilon_ratio": 3.0}, speaks_to=("sensitivity",))
     props = property_verdicts(combine_verdicts([weak, *_others_passed()]))
     assert props["sensitivity"].status == "not-tested" and "power too low" in \
         props["sensitivity"].reason
-    bad = Verdict("sensitivity", "inconsistent", "signal x 10", p_value=1e-30, alpha=1e-6)
+    bad = Verdict("sensitivity", "inconsistent", "signal x 10", p_value=1e-30, alpha=1e-6,
+                  speaks_to=("sensitivity",))
     props = property_verdicts(combine_verdicts([bad, *_others_passed()]))
     assert props["sensitivity"].status == "failed"
     assert label_of("inconsistent", props) == "declared"
-    fresh = Verdict("step-freshness", "inconsistent", "cancelled", p_value=1e-30, alpha=1e-6)
+    fresh = Verdict("step-freshness", "inconsistent", "cancelled", p_value=1e-30, alpha=1e-6,
+                    speaks_to=("fresh-noise",))
     assert property_verdicts(fresh)["fresh-noise"].status == "failed"
 
 
@@ -132,15 +135,19 @@ def test_failures_map_to_their_property() -> None:
     low = verify_gaussian(_update(rng, steps=1, per_step=4, sigma=1.0, actual=0.5),
                           noise_multiplier=1.0, clip_bound=1.0)
     assert property_verdicts(low)["noise-scale"].status == "failed"
-    replay = Verdict("replay", "inconsistent", "repeats round 1", p_value=0.0)
+    replay = Verdict("replay", "inconsistent", "repeats round 1", p_value=0.0,
+                     speaks_to=("fresh-noise",))
     assert property_verdicts(replay)["fresh-noise"].status == "failed"
-    settings = Verdict("settings", "inconsistent", "lr differs", p_value=0.0)
+    settings = Verdict("settings", "inconsistent", "lr differs", p_value=0.0,
+                       speaks_to=("settings",))
     assert property_verdicts(settings)["settings"].status == "failed"
 
 
 def test_vmf_kappa_is_not_tested() -> None:
-    vmf = combine_verdicts([Verdict("vmf-norm", "consistent", "norm = s", p_value=1.0),
-                            unverifiable("vmf-kappa", "κ not observable")], test="vmf")
+    vmf = combine_verdicts([Verdict("vmf-norm", "consistent", "norm = s", p_value=1.0,
+                                    speaks_to=("signal-bound",)),
+                            unverifiable("vmf-kappa", "κ not observable",
+                                         speaks_to=("noise-scale",))], test="vmf")
     props = property_verdicts(combine_verdicts([vmf, *_others_passed()]))
     assert props["noise-scale"].status == "not-tested"
     assert "κ" in props["noise-scale"].reason
@@ -154,7 +161,8 @@ def test_client_level_does_not_need_size_sampling() -> None:
 
 
 def test_a_canary_violation_fails_noise_scale_and_a_pass_does_not_verify_it() -> None:
-    bad = Verdict("canaries", "inconsistent", "ε lower bound above the formal ε", p_value=1e-9)
+    bad = Verdict("canaries", "inconsistent", "ε lower bound above the formal ε", p_value=1e-9,
+                  speaks_to=("noise-scale",), refutes_only=True)
     assert property_verdicts(bad)["noise-scale"].status == "failed"
-    good = Verdict("canaries", "consistent", "below", p_value=0.5)
+    good = Verdict("canaries", "consistent", "below", p_value=0.5, refutes_only=True)
     assert property_verdicts(good)["noise-scale"].status == "not-tested"

@@ -58,6 +58,7 @@ def clip_norm_test(
             f"‖u‖ = {x:.6g} needs at least {needed:.4g} records of norm C = {c:.4g}, more "
             f"than {records.source} allows"
         ),
+        speaks_to=("signal-bound",),
     )
 
 

@@ -169,6 +169,8 @@ def check_batch_sizes(
         passed=f"{total} records over {k} steps fit q = {q:.4g}, n = {n}",
         failed=f"{total} records over {k} steps do not fit q = {q:.4g}, n = {n} (expected "
         f"{k * n * q:.4g})",
+        speaks_to=("size-sampling",),
+        refutes_only=True,  # n is declared: fitting q at it does not verify n
     )
 
 

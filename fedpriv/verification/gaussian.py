@@ -58,6 +58,9 @@ from fedpriv.verification.verdict import (
 __all__ = ["LIGHT_TAIL_CUT", "gaussian_light_tail_test", "gaussian_norm_test",
            "gaussian_shape_test", "verify_gaussian"]
 
+LAW = ("noise-law",)
+"""The property both sides of the noise law speak to (:class:`~fedpriv.verification.Verdict`)."""
+
 LIGHT_TAIL_CUT = 2.0
 """``τ`` of :func:`gaussian_light_tail_test`, in standard deviations of one step's noise. At
 p = 13,700 and α = 10⁻⁶ the Gaussian mean of the statistic is 232.6 and its lower quantile 171.6;
@@ -168,12 +171,13 @@ def gaussian_shape_test(
         statistic,
         passed=f"‖u‖₁ = {x:.6g} fits Gaussian noise",
         failed=f"‖u‖₁ = {x:.6g} is too small for Gaussian noise of σC = {s:.4g}: heavier tails",
+        speaks_to=LAW,
     )
     if verdict.status == "consistent" and not _shape_applicable(p, noise, records, c, a):
         return unverifiable(
             "gaussian-shape",
             "not applicable: a signal of C·B could hide Laplace noise of the declared variance",
-            {**statistic, "p_value": p_value},
+            {**statistic, "p_value": p_value}, LAW,
         )
     return verdict
 
@@ -226,19 +230,20 @@ def gaussian_light_tail_test(
         passed=f"Σ(|u_i|/σC − {LIGHT_TAIL_CUT:g})₊ = {excess:.4g} fits Gaussian noise",
         failed=f"Σ(|u_i|/σC − {LIGHT_TAIL_CUT:g})₊ = {excess:.4g} is too small for Gaussian "
                f"noise of σC = {s:.4g}: lighter tails (bounded noise)",
+        speaks_to=LAW,
     )
     if verdict.status != "consistent":
         return verdict
     if k > 1:
         return unverifiable("gaussian-light-tail", f"not applicable for k = {k} > 1 steps: "
                             "bounded noise summed over steps spreads past the cut",
-                            {**statistic, "p_value": p_value})
+                            {**statistic, "p_value": p_value}, LAW)
     quantile = lower_quantile(law, a, p * law.mean)
     signal = c * records.upper_quantile(a / 2) / s
     if signal * signal >= 4.0 * (LIGHT_TAIL_CUT - _BOUNDED) * quantile:
         return unverifiable("gaussian-light-tail", "not applicable: a signal of C·B could "
                             "hide bounded noise of the declared variance",
-                            {**statistic, "p_value": p_value})
+                            {**statistic, "p_value": p_value}, LAW)
     return verdict
 
 

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from fedpriv.validate import check_dim, check_nonnegative, check_positive, check_probability
+from fedpriv.verification.gaussian import LAW
 from fedpriv.verification.laws import (
     excess_kurtosis,
     laplace_l1_law,
@@ -113,7 +114,8 @@ def laplace_shape_test(
         "excess_kurtosis": excess_kurtosis(u),
     }
     if k > 1:
-        return unverifiable("laplace-shape", f"not applicable for k = {k} > 1 steps", statistic)
+        return unverifiable("laplace-shape", f"not applicable for k = {k} > 1 steps", statistic,
+                            LAW)
     law = laplace_l2_law(p)
     p_value = law.cdf((x + tol) / b)
     verdict = decide(
@@ -123,6 +125,7 @@ def laplace_shape_test(
         statistic,
         passed=f"‖u‖₂ = {x:.6g} fits Laplace noise",
         failed=f"‖u‖₂ = {x:.6g} is too small for Laplace noise of b = {b:.4g}: lighter tails",
+        speaks_to=LAW,
     )
     threshold = b * lower_quantile(law, a, math.sqrt(2.0 * p))
     signal = c * records.upper_quantile(a / 2)
@@ -130,7 +133,7 @@ def laplace_shape_test(
         return unverifiable(
             "laplace-shape",
             "not applicable: a signal of C·B could hide Gaussian noise of the same mean size",
-            {**statistic, "p_value": p_value},
+            {**statistic, "p_value": p_value}, LAW,
         )
     return verdict
 

@@ -1,7 +1,8 @@
 """Per-property verdicts of a client-round and the label they earn (issue 25 item 6).
 
 A client-round's verdict is a tree of checks (:class:`~fedpriv.verification.verdict.Verdict`);
-each check speaks to one or more *properties* of the release:
+each check says which *properties* of the release it speaks to (``Verdict.speaks_to``, set where
+the check is made: no table here names the tests). The checks today:
 
 ============== ====================================================== =========================
 property       what it means                                          checks (``Verdict.test``)
@@ -85,13 +86,6 @@ USEFUL_NOISE_FRACTION = 0.5
 """A noise-scale test is useful when it catches noise at this fraction of the declared noise
 or less with probability ``DETECTION_POWER`` (0.99)."""
 
-_NORM_TESTS = ("gaussian-norm", "laplace-norm")
-_LAW_TESTS = ("gaussian-shape", "gaussian-light-tail", "laplace-shape")
-_DIRECT = {"fresh-noise": "fresh-noise", "replay": "fresh-noise", "settings": "settings",
-           "size-sampling": "size-sampling", "identity": "identity",
-           "clip-norm": "signal-bound", "vmf-norm": "signal-bound", "vmf-kappa": "noise-scale",
-           "step-freshness": "fresh-noise"}
-
 
 @dataclass(frozen=True)
 class PropertyVerdict:
@@ -123,20 +117,21 @@ def _leaves(verdict: Verdict) -> Iterator[Verdict]:
 
 
 def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
-    """The norm sandwich's two sides: low → noise-scale, high → signal-bound."""
+    """A two-sided norm test's sides (``v.speaks_to``: low side first, high side second —
+    noise-scale and signal-bound for every norm sandwich)."""
     s = v.statistic
+    low_name, high_name = v.speaks_to
     fraction, signal = s.get("detectable_fraction"), s.get("signal_power")
     if v.status == "inconsistent":
         low = s.get("p_low", 0.0) <= s.get("p_high", 1.0)
-        failed = PropertyVerdict("noise-scale" if low else "signal-bound", "failed", v.reason,
+        failed = PropertyVerdict(low_name if low else high_name, "failed", v.reason,
                                  useful=True)
         return [failed]
     if v.status != "consistent":
-        return [PropertyVerdict(n, "not-tested", v.reason) for n in ("noise-scale",
-                                                                      "signal-bound")]
+        return [PropertyVerdict(n, "not-tested", v.reason) for n in v.speaks_to]
     out = []
     if fraction is None:
-        out.append(PropertyVerdict("noise-scale", "not-tested", "power not stated"))
+        out.append(PropertyVerdict(low_name, "not-tested", "power not stated"))
     else:
         power = (f"would catch noise below {fraction:.2f} × declared with probability "
                  f"{DETECTION_POWER:g}" if fraction > 0 else
@@ -144,29 +139,31 @@ def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
                  "signal within the clipping bound C·B can make up the norm)")
         useful = fraction >= USEFUL_NOISE_FRACTION
         out.append(PropertyVerdict(
-            "noise-scale", "passed" if useful else "not-tested",
+            low_name, "passed" if useful else "not-tested",
             v.reason if useful else f"power too low to matter: {power} (useful: "
                                     f"{USEFUL_NOISE_FRACTION:g} × declared)", power, useful))
     if signal is None:
-        out.append(PropertyVerdict("signal-bound", "not-tested", "power not stated"))
+        out.append(PropertyVerdict(high_name, "not-tested", "power not stated"))
     else:
         power = (f"would catch a clipped sum {SIGNAL_FACTOR:g} × its bound with probability "
                  f"{signal:.3g}")
         useful = signal >= DETECTION_POWER
         out.append(PropertyVerdict(
-            "signal-bound", "passed" if useful else "not-tested",
+            high_name, "passed" if useful else "not-tested",
             v.reason if useful else f"power too low to matter: {power}", power, useful))
     return out
 
 
 def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
+    """The noise law from its sides: passed when every side a mechanism's check emits ran and
+    was applicable (a side that could not be made is ``unverifiable``, never left out)."""
     failed = [v for v in verdicts if v.status == "inconsistent"]
     if failed:
         return PropertyVerdict("noise-law", "failed", failed[0].reason, useful=True)
     untested = [v for v in verdicts if v.status != "consistent"]
     sides = ", ".join(v.test for v in verdicts)
-    if untested or len(verdicts) < 2 and verdicts[0].test.startswith("gaussian"):
-        why = "; ".join(f"{v.test}: {v.reason}" for v in untested) or "one side only"
+    if untested:
+        why = "; ".join(f"{v.test}: {v.reason}" for v in untested)
         return PropertyVerdict("noise-law", "not-tested", why, f"sides run: {sides}")
     return PropertyVerdict("noise-law", "passed", "; ".join(v.reason for v in verdicts),
                            f"sides run: {sides}", True)
@@ -176,7 +173,7 @@ def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> Prope
     failed = [v for v in verdicts if v.status == "inconsistent"]
     if failed:
         return PropertyVerdict(name, "failed", failed[0].reason, useful=True)
-    passed = [v for v in verdicts if v.status == "consistent" and v.test != "batch-sizes"]
+    passed = [v for v in verdicts if v.status == "consistent" and not v.refutes_only]
     if passed:
         power = "deterministic" if passed[0].alpha is None else f"level {passed[0].alpha:g}"
         return PropertyVerdict(name, "passed", passed[0].reason, power, True)
@@ -211,24 +208,21 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
 
 
 def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
-    """Every property of :data:`PROPERTIES` for one client-round's verdict tree."""
+    """Every property of :data:`PROPERTIES` for one client-round's verdict tree, read from the
+    properties each check says it speaks to (:attr:`Verdict.speaks_to`): a check speaking to
+    two is a two-sided norm test; one speaking to none is a check of the declaration itself,
+    whose failure fails ``settings`` and whose ``unverifiable`` reason every untested
+    property lists."""
     found: dict[str, list[Verdict]] = {name: [] for name in PROPERTIES}
     norms: list[Verdict] = []
     unmapped: list[str] = []
     for leaf in _leaves(verdict):
-        if leaf.test in _NORM_TESTS:
+        if len(leaf.speaks_to) == 2:
             norms.append(leaf)
-        elif leaf.test in _LAW_TESTS:
-            found["noise-law"].append(leaf)
-        elif leaf.test == "batch-sizes":
-            found["size-sampling"].append(leaf)
-        elif leaf.test in _DIRECT:
-            found[_DIRECT[leaf.test]].append(leaf)
-        elif leaf.test in ("sensitivity", "sensitivity-rounds"):
-            found["sensitivity"].append(leaf)
-        elif leaf.test == "canaries":  # a lower bound: can refute the noise, never verify it
-            if leaf.status == "inconsistent":
-                found["noise-scale"].append(leaf)
+        elif leaf.speaks_to:
+            found[leaf.speaks_to[0]].append(leaf)
+        elif leaf.refutes_only:  # a bound that refuted nothing bears on no property
+            continue
         elif leaf.status == "inconsistent":  # a precondition (declaration, optimiser) failed
             found["settings"].append(leaf)
         elif leaf.status in ("unverifiable", "undeclared"):

@@ -44,11 +44,14 @@ to the per-client memory must travel in the entry.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 from scipy import special
 
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverifiable
+
+FRESH = ("fresh-noise",)  # the property the test speaks to (Verdict.speaks_to)
 
 __all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches"]
 
@@ -79,7 +82,7 @@ class UpdateSketches:
         sizes = np.bincount(self._bucket, minlength=self.width).astype(np.float64)
         self._weight = rng.choice(np.array([-1.0, 1.0]), size=dim) / np.sqrt(sizes)[self._bucket]
         self._seen: dict[int, list[tuple[int, np.ndarray]]] = {}
-        self._last: tuple[np.ndarray, np.ndarray] | None = None  # (update, its sketch)
+        self._recent: dict[int, np.ndarray] = {}  # id(update) -> its sketch, while it lives
 
     def sketch(self, update: np.ndarray) -> np.ndarray:
         """``R·Δ`` for a flat update (float64; ``R`` has orthonormal rows)."""
@@ -87,14 +90,19 @@ class UpdateSketches:
                            minlength=self.width)
 
     def _remembered_sketch(self, update: np.ndarray) -> np.ndarray:
-        """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass)."""
-        last = self._last
-        return last[1] if last is not None and last[0] is update else self.sketch(update)
+        """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass):
+        a round's replies are checked as a batch, each one's sketch kept while its array
+        lives (dropped when it is collected, so an id is never reused stale)."""
+        known = self._recent.get(id(update))
+        return self.sketch(update) if known is None else known
 
     def replay_of(self, client_id: int, update: np.ndarray) -> int | None:
         """The round whose update this one repeats, or None (then nothing is recorded)."""
-        new = self.sketch(update)
-        self._last = (update, new)  # add() of the same array reuses it (a sketch is a pass)
+        new = self._remembered_sketch(update)
+        key = id(update)
+        if key not in self._recent:  # add() of the same array reuses it (a sketch is a pass)
+            weakref.finalize(update, self._recent.pop, key, None)
+            self._recent[key] = new
         for rnd, old in self._seen.get(client_id, []):
             scale = float(np.linalg.norm(old))
             if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
@@ -125,9 +133,10 @@ class UpdateSketches:
         earlier = [y for _, y in self._seen.get(client_id, [])]
         if not earlier:  # vacuously fresh: deterministic, never a false alarm
             return Verdict("fresh-noise", "consistent", "the client's first accepted update: "
-                           "no earlier release to share noise with", p_value=1.0)
+                           "no earlier release to share noise with", p_value=1.0,
+                           speaks_to=FRESH)
         if not noise_std > 0 or not math.isfinite(noise_std):
-            return unverifiable("fresh-noise", "no Gaussian noise declared")
+            return unverifiable("fresh-noise", "no Gaussian noise declared", speaks_to=FRESH)
         new = self._remembered_sketch(update)
         groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]
         tails, nearest = [], math.inf
@@ -140,7 +149,8 @@ class UpdateSketches:
             t = (distance + slack) / noise_std
             tails.append(float(special.chdtr(free, t * t)))
         if not tails:
-            return unverifiable("fresh-noise", "the earlier updates span the sketch")
+            return unverifiable("fresh-noise", "the earlier updates span the sketch",
+                                speaks_to=FRESH)
         p_value = min(1.0, len(tails) * min(tails))
         statistic = {"distance_in_noise_stds": nearest, "sketch_width": float(self.width),
                      "earlier_rounds": float(len(earlier))}
@@ -150,13 +160,13 @@ class UpdateSketches:
             failed=f"the update is only {nearest:.4g} noise stds from the span of this "
                    "client's earlier updates: its noise is not fresh (reused, cancelling or "
                    "a perturbed replay)",
+            speaks_to=FRESH,
         )
 
     def add(self, rnd: int, client_id: int, update: np.ndarray) -> dict[str, np.ndarray]:
         """Remember an accepted update; return the entry that :meth:`remember` rebuilds the
         same memory from."""
         entry = {"sketch": self._remembered_sketch(update)}
-        self._last = None
         self.remember(rnd, client_id, entry)
         return entry
 

@@ -156,4 +156,5 @@ def norm_verdict(
         test, both.p_value, alpha, figures,
         passed=f"{norm} = {observed:.6g} fits noise {declared} over k = {k} steps plus records",
         failed=f"{norm} = {observed:.6g} is too {where} than declared ({declared}, k = {k})",
+        speaks_to=("noise-scale", "signal-bound"),
     )

@@ -78,6 +78,7 @@ from fedpriv.verification.verdict import Verdict, decide
 
 __all__ = [
     "FRESH_WINDOW",
+    "SPEAKS_TO",
     "USEFUL_EPSILON_RATIO",
     "ReplayedRelease",
     "cumulative_test",
@@ -86,6 +87,9 @@ __all__ = [
     "step_freshness_test",
     "steps_sensitivity",
 ]
+
+SPEAKS_TO = ("sensitivity",)
+"""The property the replay's tests speak to (:attr:`Verdict.speaks_to`)."""
 
 USEFUL_EPSILON_RATIO = 2.0
 """The sensitivity test is useful when less noise that makes the release's true ε this many
@@ -204,7 +208,7 @@ def sensitivity_test(
             "partition": "the residual points along the client's mean clipped gradient "
                          "(signal of records or steps not declared)"}
     return decide(
-        "sensitivity", p_value, alpha, stat,
+        "sensitivity", p_value, alpha, stat, speaks_to=SPEAKS_TO,
         passed=f"the update less its replayed clipped signal is the declared noise "
                f"(residual {norm / (s * math.sqrt(p)):.4g} × its expected norm)",
         failed=f"the update less its replayed clipped signal is not the declared noise: "
@@ -242,12 +246,12 @@ def cumulative_test(evidence: Mapping[str, tuple[float, float, int]], look: int,
             p_values[name] = float(special.chdtrc(n, squares))
     if not p_values:
         return Verdict("sensitivity-rounds", "consistent", "no replayed release yet",
-                       p_value=1.0, alpha=level)
+                       p_value=1.0, alpha=level, speaks_to=SPEAKS_TO)
     worst = min(p_values, key=p_values.__getitem__)
     p_value = min(1.0, len(p_values) * p_values[worst])
     count = int(max(n for _, _, n in evidence.values()))
     return decide(
-        "sensitivity-rounds", p_value, level, stat,
+        "sensitivity-rounds", p_value, level, stat, speaks_to=SPEAKS_TO,
         passed=f"over the client's {count} replayed releases the residuals show no push "
                "along the signal, the unclipped excess or the partition's gradient",
         failed=f"over the client's {count} replayed releases the residuals push along "
@@ -272,7 +276,7 @@ def steps_sensitivity(verdicts: list[Verdict], alpha: float) -> Verdict:
     reason = (f"{len(bad)} of {k} replayed steps inconsistent; step {bad[0]}: {first.reason}"
               if bad else f"all {k} replayed steps consistent; step 1: {first.reason}")
     return Verdict("sensitivity", "inconsistent" if bad else "consistent", reason,
-                   p_value=p_value, alpha=alpha, statistic=stat)
+                   p_value=p_value, alpha=alpha, statistic=stat, speaks_to=SPEAKS_TO)
 
 
 def step_freshness_test(releases: np.ndarray, noise_std: float, alpha: float) -> Verdict:
@@ -281,7 +285,8 @@ def step_freshness_test(releases: np.ndarray, noise_std: float, alpha: float) ->
     k, p = releases.shape
     if k < 2:
         return Verdict("step-freshness", "consistent", "one step: no earlier step in the round "
-                       "to share noise with", p_value=1.0, alpha=alpha)
+                       "to share noise with", p_value=1.0, alpha=alpha,
+                       speaks_to=("fresh-noise",))
     tails, nearest, which = [], math.inf, 0
     for t in range(1, k):
         earlier = np.asarray(releases[max(0, t - FRESH_WINDOW):t], np.float64)
@@ -294,7 +299,7 @@ def step_freshness_test(releases: np.ndarray, noise_std: float, alpha: float) ->
     stat = {"distance_in_noise_stds": nearest, "steps": float(k),
             "expected": math.sqrt(p - 1.0)}
     return decide(
-        "step-freshness", p_value, alpha, stat,
+        "step-freshness", p_value, alpha, stat, speaks_to=("fresh-noise",),
         passed=f"every step's release is far from the span of the round's earlier steps "
                f"(nearest: step {which}, {nearest:.4g} noise stds)",
         failed=f"step {which}'s release is only {nearest:.4g} noise stds from the span of the "

@@ -54,6 +54,16 @@ class Verdict:
         The numbers behind the decision (observed norm, noise scale, signal bound, tails…).
     parts
         The verdicts a combined verdict was made from (empty for a single check).
+    speaks_to
+        The properties of the release the check speaks to
+        (:data:`fedpriv.verification.properties.PROPERTIES`): one for most checks; two for a
+        two-sided norm test, its low side (too little noise) first and its high side (too much
+        signal) second; none for a check of the declaration itself (it can only refute the
+        settings). :mod:`~fedpriv.verification.properties` reads the properties from here.
+    refutes_only
+        The check can refute its property but never verify it (declared batch sizes fitting
+        ``q``; a canary's ε lower bound): a pass leaves the property untested. With no
+        ``speaks_to`` it bears on no property at all (a canary bound that refuted nothing).
     """
 
     test: str
@@ -63,6 +73,8 @@ class Verdict:
     alpha: float | None = None
     statistic: Mapping[str, float] = field(default_factory=dict)
     parts: tuple[Verdict, ...] = ()
+    speaks_to: tuple[str, ...] = ()
+    refutes_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (parts nested)."""
@@ -85,8 +97,11 @@ def decide(
     *,
     passed: str,
     failed: str,
+    speaks_to: tuple[str, ...] = (),
+    refutes_only: bool = False,
 ) -> Verdict:
-    """``inconsistent`` with reason ``failed`` when ``p_value ≤ alpha``, else ``consistent``."""
+    """``inconsistent`` with reason ``failed`` when ``p_value ≤ alpha``, else ``consistent``
+    (``speaks_to``, ``refutes_only``: as in :class:`Verdict`)."""
     bad = p_value <= alpha
     return Verdict(
         test=test,
@@ -95,12 +110,16 @@ def decide(
         p_value=float(p_value),
         alpha=alpha,
         statistic=dict(statistic),
+        speaks_to=speaks_to,
+        refutes_only=refutes_only,
     )
 
 
-def unverifiable(test: str, reason: str, statistic: Mapping[str, float] | None = None) -> Verdict:
-    """A check that could not be made, and why."""
-    return Verdict(test, "unverifiable", reason, statistic=dict(statistic or {}))
+def unverifiable(test: str, reason: str, statistic: Mapping[str, float] | None = None,
+                 speaks_to: tuple[str, ...] = ()) -> Verdict:
+    """A check that could not be made, and why (``speaks_to``: as in :class:`Verdict`)."""
+    return Verdict(test, "unverifiable", reason, statistic=dict(statistic or {}),
+                   speaks_to=speaks_to)
 
 
 def combine_verdicts(

@@ -70,6 +70,7 @@ def vmf_norm_test(norm: float, *, scale: float, steps: int, tolerance: float) ->
         reason=reason,
         p_value=1.0 if ok else 0.0,
         statistic=statistic,
+        speaks_to=("signal-bound",),
     )
 
 
@@ -99,7 +100,8 @@ def verify_vmf(
 
 def _with_kappa(checked: Verdict) -> Verdict:
     """A VMF norm verdict with the part saying κ was not tested."""
-    return combine_verdicts([checked, unverifiable("vmf-kappa", KAPPA_NOT_OBSERVABLE)],
+    return combine_verdicts([checked, unverifiable("vmf-kappa", KAPPA_NOT_OBSERVABLE,
+                                                        speaks_to=("noise-scale",))],
                             test="vmf")
 
 
@@ -116,6 +118,7 @@ def verify_vmf_layers(
     (its reason naming the block), else the verdict of the block with the least slack."""
     if len(scales) != len(dims) or sum(dims) != update.dim:
         return Verdict(test="vmf-norm", status="inconsistent", p_value=0.0, statistic={},
+                       speaks_to=("signal-bound",),
                        reason=f"update of dimension {update.dim} does not split into the "
                               f"declared blocks {list(dims)}")
     k, unit = update.steps, update.unit_roundoff

@@ -1,0 +1,36 @@
+"""Stage 9, ledger fold: each reply's verdict summarised with its per-property verdicts and
+label (:func:`~strategies.reply_verdicts.verdict_summary`), and its releases folded into the
+client's privacy ledger — cumulative ε at δ, log Bayes capacity, MBP/ABP bounds; an undeclared
+reply tallied with no guarantee. A fold that fails (all or nothing) turns the reply down."""
+
+from __future__ import annotations
+
+from strategies.replies import Rejection
+from strategies.reply_verdicts import fold_verdicts, verdict_summary
+from strategies.stages.base import Reply, Round, live, reject
+
+__all__ = ["fold"]
+
+
+def fold(batch: list[Reply], rnd: Round) -> None:
+    run = rnd.run
+    for reply in live(batch):
+        report, cid = reply.report, reply.client_id
+        assert reply.verdict is not None
+        if report is None:
+            reply.summary = verdict_summary(reply.verdict)
+            reply.tally = run.ledger.fold_undeclared(rnd.number, cid)
+            continue
+        reply.summary = verdict_summary(reply.verdict, report.mechanism.level)
+        reply.release = report.mechanism.release(reply.dim)
+        try:  # asked beforehand (accountable): a surprise here is still the client's alone
+            reply.tally = run.ledger.fold(
+                rnd.number, cid, reply.release, steps=report.releases,
+                **report.release_sampling, batch_size=report.secret_batch, dim=reply.dim,
+                **fold_verdicts(reply.summary), accuracy=run.accuracy(report, reply.dim),
+                unit=report.mechanism.level, observation=reply.observation)
+        except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
+            run.written.discard(cid)
+            reject(run, rnd.number, Rejection(reply.node, cid, "unaccountable",
+                                              "unaccountable declaration: the tally fails: "
+                                              f"{type(exc).__name__}: {exc}", report), reply)
