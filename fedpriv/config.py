@@ -90,6 +90,14 @@ class Section:
             return self.cls.from_raw(raw, f"{self.name}.")
         return build_section(self.cls, raw, f"{self.name}.")
 
+    def built(self, value: Any) -> bool:
+        """Whether ``value`` is this section as :meth:`build` makes it, not a raw table carried
+        unread (``carried`` in :func:`config_from_dict`) by a build that ran before this
+        process registered the section (Flower's simulation loads the ClientApp, which
+        registers ``[[adversary]]``, beside a running ServerApp)."""
+        values = value if self.many and isinstance(value, list) else [value]
+        return all(isinstance(v, self.cls) for v in values)
+
     def to_raw(self, value: Any) -> Any:
         """The section's value as a plain table again (``None`` dropped)."""
         if self.many:
@@ -194,7 +202,7 @@ class Config:
         out["mechanism"] = self.mechanism.to_dict()
         for name, value in sorted(self.sections.items()):
             section = _SECTIONS.get(name)
-            out[name] = value if section is None else section.to_raw(value)
+            out[name] = section.to_raw(value) if section and section.built(value) else value
         return out
 
     def to_json(self) -> str:

@@ -11,6 +11,7 @@ way an operator would pin a mechanism on a node they run. The ServerApp writes
 from __future__ import annotations
 
 import json
+import logging
 import time
 import tomllib
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ __all__ = [
 # mechanism parameter -> SuperNode node-config key (the inverse of the ClientApp's map)
 MECHANISM_NODE_KEYS: dict[str, str] = {v: k for k, v in node_config_keys().items()}
 _RUN_CONFIG_KEYS = ("config", "out", "set")
+log = logging.getLogger(__name__)
 
 
 def node_configs(cfg: Config) -> list[dict[str, NodeValue]]:
@@ -119,6 +121,7 @@ def plan_deployment(
 
     sets = _overrides(list(overrides or ()), supernodes)
     cfg = load_config(config, sets)
+    _say_if_not_the_config(load_config(config, list(overrides or ())), cfg)
     if cfg.audit.ground_truth:
         raise InputError("audit.ground_truth", True, "false in a deployment: the ground-truth "
                          "oracle ships record ids over the network and is for simulation only")
@@ -130,6 +133,18 @@ def plan_deployment(
                          "writes into an existing run)")
     run_config = {"config": str(config.resolve()), "out": str(out), "set": " ".join(sets)}
     return DeployPlan(app_dir, out / "flower", out, run_config, node_configs(cfg))
+
+
+def _say_if_not_the_config(written: Config, cfg: Config) -> None:
+    """One line when the deployment's one client per SuperNode is not the config's
+    ``data.num_clients`` (:func:`strategies.federation_size.fewer_clients_line`)."""
+    if written.data.num_clients != cfg.data.num_clients:
+        from strategies.federation_size import fewer_clients_line
+
+        n = cfg.data.num_clients
+        log.warning("%s", fewer_clients_line(
+            written, cfg, f"deploy-local runs one client per SuperNode ({n})",
+            f"--supernodes {written.data.num_clients} runs the config as written"))
 
 
 def _mark_interrupted(run_dir: Path) -> None:
