@@ -86,3 +86,97 @@ def test_fewer_clients_says_so_with_the_epsilon_of_each():
     # README: the quickstart's worst client at 10 clients spends 24.5; at 2 each holds 5x more
     before, after = (float(x) for x in re.findall(r"epsilon ([\d.]+) -> ([\d.]+)", line)[0])
     assert before == pytest.approx(24.5, abs=0.1) and after < before / 3
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _processes() -> dict[int, tuple[int, str]]:
+    """pid -> (parent pid, command line) of every process we can read."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            found[int(entry.name)] = (int(stat.rsplit(")", 1)[1].split()[1]), cmd)
+    return found
+
+
+def _stop_local_superlink(home: Path) -> list[int]:
+    """SIGTERM the local SuperLink that ``flwr run`` started detached for ``home`` and every
+    process under it (superexec, flwr-simulation, Ray), by id; SIGKILL what is left after
+    30 s. Returns the ids still alive (none)."""
+    import signal
+    import time
+
+    procs = _processes()
+    roots = [pid for pid, (_, cmd) in procs.items()
+             if "flower-superlink" in cmd and str(home) in cmd]
+    tree, grew = set(roots), True
+    while grew:
+        kids = {pid for pid, (ppid, _) in procs.items() if ppid in tree} - tree
+        tree, grew = tree | kids, bool(kids)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in tree:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and (tree & set(_processes())):
+            time.sleep(0.2)
+    return sorted(tree & set(_processes()))
+
+
+@pytest.mark.slow
+def test_flwr_run_prints_the_run_directory_and_epsilon_table_and_refuses_in_one_line(tmp_path):
+    """``flwr run`` on Flower's default federation (2 simulated SuperNodes), through
+    ``fedpriv flwr-run`` (flwr run --stream with the run's exit code): the quickstart logs its
+    run directory, the fewer-clients line and ends with simulate's summary; the adversaries
+    preset is refused in one line and exits 1. A local SuperLink on free ports, started with
+    runtime dependency installation on (the app's uv sync installs nothing), killed after."""
+    home = tmp_path / "flwr-home"
+    env = {**os.environ, "FLWR_HOME": str(home), "FLWR_TELEMETRY_ENABLED": "0",
+           "FLWR_DISABLE_UPDATE_CHECK": "1",
+           "FLWR_LOCAL_SUPERLINK_HTTP_API_PORT": str(_free_port()),
+           "FLWR_LOCAL_CONTROL_API_PORT": str(_free_port())}
+    env.pop("FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION", None)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+
+    def flwr_run(preset: str, out: Path) -> subprocess.CompletedProcess[str]:
+        config = f"config='{preset}' out='{out}' set='rounds=2'"
+        return subprocess.run(
+            [sys.executable, "-m", "fedpriv", "flwr-run", ".", "-c", config],
+            cwd=ROOT, env={**env, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "0"},
+            capture_output=True, text=True, timeout=500)
+
+    try:
+        done = flwr_run("configs/quickstart.toml", tmp_path / "quick")
+        log = done.stdout + done.stderr
+        assert done.returncode == 0, log[-3000:]
+        assert f"fedpriv run directory: {tmp_path / 'quick'}" in log
+        assert "names 10 clients (data.num_clients): running with 2" in log
+        assert "uv sync took" in log  # installation ran, and installed nothing
+        assert "No additional application dependencies needed installation" in log
+        summary = log[log.index("fedpriv run summary:"):]
+        assert re.search(r"client\s+mechanism\s+rounds\s+epsilon", summary)
+        assert re.search(r"^\s+1\s+gaussian\s+2\s+[\d.]+", summary, re.MULTILINE)
+        assert "ended finished:completed" in done.stdout
+
+        done = flwr_run("configs/adversaries.toml", tmp_path / "adv")
+        log = done.stdout + done.stderr
+        assert done.returncode == 1, log[-3000:]
+        [refusal] = [line for line in log.splitlines() if "fedpriv refused the run" in line]
+        assert "adversary[" in refusal and "num-supernodes=10" in refusal
+        assert "Traceback" not in log and "TypeError" not in log
+        assert "ended finished:failed" in done.stdout
+    finally:
+        assert _stop_local_superlink(home) == []
