@@ -88,6 +88,15 @@ def test_fewer_clients_says_so_with_the_epsilon_of_each():
     assert before == pytest.approx(24.5, abs=0.1) and after < before / 3
 
 
+def test_deploy_local_says_when_its_supernodes_are_not_the_configs_clients(tmp_path, caplog):
+    from workflows.deploy.local import plan_deployment
+
+    with caplog.at_level(logging.WARNING, logger="workflows.deploy.local"):
+        plan_deployment(QUICKSTART, 10, tmp_path / "as-written")
+        plan_deployment(QUICKSTART, 2, tmp_path / "two")
+    [line] = [r.getMessage() for r in caplog.records if r.name == "workflows.deploy.local"]
+    assert "one client per SuperNode (2)" in line and "--supernodes 10" in line
+
 def _free_port() -> int:
     import socket
 
