@@ -16,16 +16,12 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 __all__ = ["exit_code", "register", "render", "run"]
 
 #: What ``flwr run`` prints once the SuperLink has accepted the run.
 _STARTED = re.compile(r"Successfully started run (\d+)")
-#: Flower's settings for an offline run (as every fedpriv entry point sets them).
-_FLOWER_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
-               "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,19 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _flwr() -> str:
-    return str(Path(sys.executable).parent / "flwr")
-
-
 def _connection(args: list[str]) -> list[str]:
     """The SuperLink connection named after the app directory, as ``flwr run`` reads it."""
     return args[1:2] if len(args) > 1 and not args[1].startswith("-") else []
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from workflows.deploy.flwr_cli import FLOWER_ENV, flower_bin, listed_status
+
     flwr_args = list(args.flwr_args) or ["."]
-    env = {**_FLOWER_ENV, **os.environ}
-    cmd = [_flwr(), "run", *flwr_args, *([] if "--stream" in flwr_args else ["--stream"])]
+    env = {**FLOWER_ENV, **os.environ}  # what the caller exported wins
+    cmd = [flower_bin("flwr"), "run", *flwr_args,
+           *([] if "--stream" in flwr_args else ["--stream"])]
     run_id = None
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, bufsize=1) as proc:
@@ -65,14 +60,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             run_id = int(started.group(1)) if started and run_id is None else run_id
     status = "unknown: no run was started"
     if run_id is not None:
-        done = subprocess.run([_flwr(), "list", *_connection(flwr_args), "--run-id",
+        done = subprocess.run([flower_bin("flwr"), "list", *_connection(flwr_args), "--run-id",
                                str(run_id), "--format", "json"], env=env, capture_output=True,
                               text=True, timeout=120, check=False)
         try:
-            runs = json.loads(done.stdout).get("runs", [])
+            status = listed_status(json.loads(done.stdout))
         except json.JSONDecodeError:
-            runs = []
-        status = str(runs[0].get("status", "unknown")) if runs else "unknown"
+            status = f"unknown: {(done.stdout + done.stderr).strip()[:200]}"
     return {"run_id": run_id, "status": status, "flwr_returncode": proc.returncode}
 
 
