@@ -7,7 +7,9 @@ simulation will never start would only end in ``strategy.join_timeout``, so in a
 run takes the number of SuperNodes as its number of clients and says so in one line, with the
 largest client ε of each (:func:`fewer_clients_line`; ``deploy-local`` says the same). A
 configuration that cannot run with that many clients (e.g. per-client mechanisms naming client
-9 of 2) is refused at once, naming both settings. In a deployment SuperNodes join over time:
+9 of 2) is refused at once, naming both settings; so is a section the server carries unread
+that names clients by id (``[[adversary]]`` before the ClientApp's module registers it), which
+it cannot check against fewer clients. In a deployment SuperNodes join over time:
 the run waits for ``data.num_clients`` of them as before (:class:`~strategies.auditing.
 AuditingStrategy`).
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 
 from flwr.serverapp import Grid
 from flwr.superlink.grid import InMemoryGrid
@@ -70,9 +73,20 @@ def fit_to_federation(grid: Grid, cfg: Config) -> Config:
     except InputError as exc:
         raise InputError("data.num_clients", wanted, f"the federation's {nodes} simulated "
                          f"SuperNodes (run with {hint}): with {nodes} clients, {exc}") from None
+    unchecked = [name for name in CARRIED_SECTIONS if _raw_tables(fitted.sections.get(name))]
+    if unchecked:  # carried unread: this process cannot tell whether they fit fewer clients
+        raise InputError("data.num_clients", wanted, f"the federation's {nodes} simulated "
+                         f"SuperNodes (run with {hint}): [[{unchecked[0]}]] names clients the "
+                         "server does not check")
     log.warning("%s", fewer_clients_line(cfg, fitted, f"the federation simulates {nodes} "
                 "SuperNodes", f"{hint} runs the preset as written"))
     return fitted
+
+
+def _raw_tables(value: object) -> bool:
+    """Whether ``value`` is a carried array of tables still raw (its section unregistered in
+    this process, so unvalidated)."""
+    return isinstance(value, list) and any(isinstance(t, Mapping) for t in value)
 
 
 def fewer_clients_line(cfg: Config, fitted: Config, why: str, how: str) -> str:
