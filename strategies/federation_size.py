@@ -93,10 +93,18 @@ def fewer_clients_line(cfg: Config, fitted: Config, why: str, how: str) -> str:
     """The one line that says a run is not its config: ``why`` runs ``fitted`` instead of
     ``cfg`` (another ``data.num_clients``), with the largest ε a client spends under each
     (:func:`fedpriv.calibration.planned_epsilon`: each client then holds another share of
-    the data, so its sampling rate and ε change); ``how`` runs the config as written."""
-    from fedpriv.calibration import planned_epsilon
+    the data, so its sampling rate and ε change — or, with ``mechanism.target_epsilon``, the
+    noise calibrated to it); ``how`` runs the config as written."""
+    from fedpriv.calibration import calibrate_target, planned_epsilon
 
+    if cfg.mechanism.target_epsilon is None:
+        changed = (f"epsilon (largest client epsilon {planned_epsilon(cfg):.3g} -> "
+                   f"{planned_epsilon(fitted):.3g})")
+    else:
+        name = cfg.mechanism.noise_parameter()
+        before, after = (calibrate_target(c).to_dict()["mechanism"][name] for c in (cfg, fitted))
+        changed = (f"the noise calibrated to mechanism.target_epsilon (mechanism.{name} "
+                   f"{before:.4g} -> {after:.4g})")
     return (f"{why}, the config names {cfg.data.num_clients} clients (data.num_clients): "
             f"running with {fitted.data.num_clients}, which changes every client's data and "
-            f"epsilon (largest client epsilon {planned_epsilon(cfg):.3g} -> "
-            f"{planned_epsilon(fitted):.3g}); {how}")
+            f"{changed}; {how}")

@@ -189,3 +189,13 @@ def test_flwr_run_prints_the_run_directory_and_epsilon_table_and_refuses_in_one_
         assert "ended finished:failed" in done.stdout
     finally:
         assert _stop_local_superlink(home) == []
+
+
+def test_fewer_clients_with_a_target_epsilon_names_the_noise_it_calibrates():
+    sets = ["mechanism.target_epsilon=8", "rounds=2", "audit.accountant='rdp'"]
+    cfg = load_config(None, [*sets, "data.num_clients=10"])
+    fitted = load_config(None, [*sets, "data.num_clients=2"])
+    line = fewer_clients_line(cfg, fitted, "why", "how")
+    before, after = (float(x) for x in re.findall(
+        r"mechanism.noise_multiplier ([\d.]+) -> ([\d.]+)", line)[0])
+    assert after < before  # each client holds more records: less noise reaches the same target
