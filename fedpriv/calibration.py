@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from fedpriv.accounting.sampling import level_relation, sampled_population
 from fedpriv.config import Config, config_from_dict, section_names
@@ -31,7 +32,7 @@ from fedpriv.mechanisms.config import TARGET_KEY, CalibrationRecord
 from fedpriv.mechanisms.registry import build_mechanism, release_class
 from fedpriv.protocol import sampling_rate
 
-__all__ = ["calibrate_target", "calibrated"]
+__all__ = ["calibrate_target", "calibrated", "planned_epsilon"]
 
 
 def calibrate_target(cfg: Config) -> Config:
@@ -46,6 +47,12 @@ def calibrate_target(cfg: Config) -> Config:
     """
     if cfg.mechanism.target_epsilon is None:
         return cfg
+    return calibrated(cfg, *_sizes_and_dim(cfg))
+
+
+def _sizes_and_dim(cfg: Config) -> tuple[list[int], int]:
+    """The clients' numbers of records and the model's number of parameters in a run of
+    ``cfg``."""
     from fedpriv.data import client_sizes, load_dataset
     from fedpriv.models import build_model, count_parameters
 
@@ -53,7 +60,7 @@ def calibrate_target(cfg: Config) -> Config:
     dataset = load_dataset(d.name, d.root, d.download, cfg.seed, d.test_fraction)
     dim = count_parameters(build_model(cfg.model.name, dataset.input_shape,
                                        dataset.num_classes))
-    return calibrated(cfg, client_sizes(d, dataset.train_y.numpy(), cfg.seed), dim)
+    return client_sizes(d, dataset.train_y.numpy(), cfg.seed), dim
 
 
 def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
@@ -66,13 +73,7 @@ def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
     target = cfg.mechanism.target_epsilon
     if target is None:
         return cfg
-    groups: dict[str, int] = {}  # distinct mechanism parameters → client with fewest records
-    for client, n in enumerate(sizes):
-        name, params = cfg.mechanism.for_client(client)
-        key = repr(sorted(params.items()))
-        if key not in groups or n < sizes[groups[key]]:
-            groups[key] = client
-    records = [_calibrate(cfg, client, sizes[client], dim) for client in groups.values()]
+    records = [_calibrate(cfg, client, sizes[client], dim) for client in _largest_rates(cfg, sizes)]
     sign = release_class(cfg.mechanism.name).more_noise  # +1: sigma, lambda; -1: kappa
     record = max(records, key=lambda r: sign * math.log(r.value))
     raw = cfg.to_dict()
@@ -89,6 +90,47 @@ def calibrated(cfg: Config, sizes: Sequence[int], dim: int) -> Config:
                          f"{record.client} needs {record.value:.6g}") from None
 
 
+def _largest_rates(cfg: Config, sizes: Sequence[int]) -> list[int]:
+    """For each distinct mechanism among the clients, the client with the fewest records (the
+    largest rate, hence the largest ε at a given noise)."""
+    groups: dict[str, int] = {}
+    for client, n in enumerate(sizes):
+        name, params = cfg.mechanism.for_client(client)
+        key = repr(sorted(params.items()))
+        if key not in groups or n < sizes[groups[key]]:
+            groups[key] = client
+    return list(groups.values())
+
+
+def planned_epsilon(cfg: Config) -> float:
+    """The largest ε any client would spend over the whole run of ``cfg``, as the run's ledger
+    accounts it: ``rounds ×
+    train.local_steps`` releases at the client's rate, ``audit.delta``, ``audit.accountant``.
+    ``deploy-local`` and the ServerApp say it when the federation changes the config's number
+    of clients."""
+    from fedpriv.accounting import ClientAccountant
+
+    cfg = calibrate_target(cfg)
+    sizes, dim = _sizes_and_dim(cfg)
+    worst = 0.0
+    for client in _largest_rates(cfg, sizes):
+        name, params = cfg.mechanism.for_client(client)
+        mech, q, population, steps = _releases(cfg, build_mechanism(name, params), sizes[client])
+        accountant = ClientAccountant(cfg.audit.accountant,
+                                      neighbouring=level_relation(mech.level,
+                                                                  cfg.audit.neighbouring))
+        accountant.record(mech.release(dim), q, steps, population)
+        worst = max(worst, accountant.result(cfg.audit.delta).epsilon)
+    return worst
+
+
+def _releases(cfg: Config, mech: Any, n: int) -> tuple[Any, float, Any, int]:
+    """``(mech, q, population, steps)``: how a client of ``n`` records releases over the run."""
+    q = sampling_rate(n, cfg.train.batch_size)
+    population = sampled_population(cfg.train.sampling, mech.level, q, n)
+    return mech, q, population, cfg.rounds * cfg.train.local_steps
+
+
 def _calibrate(cfg: Config, client: int, n: int, dim: int) -> CalibrationRecord:
     """The calibration of ``client``'s mechanism for its ``n`` records."""
     from fedpriv.accounting import calibrate
@@ -96,10 +138,8 @@ def _calibrate(cfg: Config, client: int, n: int, dim: int) -> CalibrationRecord:
     name, params = cfg.mechanism.for_client(client)
     parameter = cfg.mechanism.noise_parameter()
     start = release_class(name).calibration_start(dim).parameter
-    mech = build_mechanism(name, {**params, parameter: start})
-    q = sampling_rate(n, cfg.train.batch_size)
-    population = sampled_population(cfg.train.sampling, mech.level, q, n)
-    steps = cfg.rounds * cfg.train.local_steps
+    mech, q, population, steps = _releases(
+        cfg, build_mechanism(name, {**params, parameter: start}), n)
     target = cfg.mechanism.target_epsilon
     try:
         cal = calibrate(mech.release(dim), target, delta=cfg.audit.delta, sample_rate=q,

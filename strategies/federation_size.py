@@ -4,11 +4,13 @@ A preset names its number of clients (``data.num_clients``); a Flower simulation
 SuperNodes as its federation config says (Flower 1.42: 2 unless ``num-supernodes`` is set), and
 every one of them partitions the data by its own ``num-partitions``. Waiting for clients that a
 simulation will never start would only end in ``strategy.join_timeout``, so in a simulation the
-run takes the number of SuperNodes as its number of clients and says so in one line. A
+run takes the number of SuperNodes as its number of clients and says so in one line, with the
+largest client ε of each (:func:`fewer_clients_line`; ``deploy-local`` says the same). A
 configuration that cannot run with that many clients (e.g. per-client mechanisms naming client
-9 of 2) is refused at once, naming both settings. In a deployment SuperNodes join over time:
-the run waits for ``data.num_clients`` of them as before (:class:`~strategies.auditing.
-AuditingStrategy`).
+9 of 2, or an ``[[adversary]]`` table the server carries unread naming such a client:
+:func:`check_carried_clients`) is refused at once, naming both settings. In a deployment
+SuperNodes join over time: the run waits for ``data.num_clients`` of them as before
+(:class:`~strategies.auditing.AuditingStrategy`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from fedpriv.config import Config, config_from_dict
 from fedpriv.errors import InputError
 from strategies.config import CARRIED_SECTIONS
 
-__all__ = ["check_carried_clients", "fit_to_federation", "simulated_nodes"]
+__all__ = ["check_carried_clients", "fewer_clients_line", "fit_to_federation", "simulated_nodes"]
 
 log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.1
@@ -91,7 +93,27 @@ def fit_to_federation(grid: Grid, cfg: Config) -> Config:
     except InputError as exc:
         raise InputError("data.num_clients", wanted, f"the federation's {nodes} simulated "
                          f"SuperNodes (run with {hint}): with {nodes} clients, {exc}") from None
-    log.warning("the federation simulates %d SuperNodes, the preset names %d clients "
-                "(data.num_clients): running with %d; %s runs the preset as written",
-                nodes, wanted, nodes, hint)
+    log.warning("%s", fewer_clients_line(cfg, fitted, f"the federation simulates {nodes} "
+                "SuperNodes", f"{hint} runs the preset as written"))
     return fitted
+
+
+def fewer_clients_line(cfg: Config, fitted: Config, why: str, how: str) -> str:
+    """The one line that says a run is not its config: ``why`` runs ``fitted`` instead of
+    ``cfg`` (another ``data.num_clients``), with the largest ε a client spends under each
+    (:func:`fedpriv.calibration.planned_epsilon`: each client then holds another share of
+    the data, so its sampling rate and ε change — or, with ``mechanism.target_epsilon``, the
+    noise calibrated to it); ``how`` runs the config as written."""
+    from fedpriv.calibration import calibrate_target, planned_epsilon
+
+    if cfg.mechanism.target_epsilon is None:
+        changed = (f"epsilon (largest client epsilon {planned_epsilon(cfg):.3g} -> "
+                   f"{planned_epsilon(fitted):.3g})")
+    else:
+        name = cfg.mechanism.noise_parameter()
+        before, after = (calibrate_target(c).to_dict()["mechanism"][name] for c in (cfg, fitted))
+        changed = (f"the noise calibrated to mechanism.target_epsilon (mechanism.{name} "
+                   f"{before:.4g} -> {after:.4g})")
+    return (f"{why}, the config names {cfg.data.num_clients} clients (data.num_clients): "
+            f"running with {fitted.data.num_clients}, which changes every client's data and "
+            f"{changed}; {how}")

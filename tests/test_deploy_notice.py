@@ -13,7 +13,7 @@ from workflows.deploy.local import plan_deployment
 def test_fewer_supernodes_than_the_preset_names_is_said_in_one_line(tmp_path):
     plan = plan_deployment(QUICKSTART, 2, tmp_path / "two")
     assert plan.notice is not None and "\n" not in plan.notice
-    assert "10 clients" in plan.notice and "runs 2" in plan.notice
+    assert "10 clients" in plan.notice and "running with 2" in plan.notice
     assert "--supernodes 10" in plan.notice and "epsilon" in plan.notice
     assert plan_deployment(QUICKSTART, 10, tmp_path / "ten").notice is None
     asked = plan_deployment(QUICKSTART, 2, tmp_path / "asked", ["data.num_clients=2"])

@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, str] = {
     "config": "config",
     "sweep": "sweep",
     "deploy-local": "deploy_local",
+    "flwr-run": "flwr_run",
 }
 
 log = logging.getLogger("fedpriv")

@@ -20,7 +20,10 @@ import tomli_w
 
 from workflows.deploy.hosts import LOCALHOST, Host
 
-__all__ = ["CONNECTION", "FLOWER_ENV", "FlwrCli", "RunOutcome", "flower_bin", "flower_env"]
+__all__ = [
+    "CONNECTION", "FLOWER_ENV", "FlwrCli", "RunOutcome", "flower_bin", "flower_env",
+    "listed_status",
+]
 
 CONNECTION = "fedpriv-local"
 # Offline, quiet, and no `uv sync` of the app's dependencies into a fresh environment per run.
@@ -43,6 +46,13 @@ def flower_env(home: Path) -> dict[str, str]:
     env = {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(home)}
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
+
+
+def listed_status(answer: dict[str, Any]) -> str:
+    """The run's status in ``flwr ls --run-id N --format json``'s answer (``unknown`` when it
+    lists no run)."""
+    runs = answer.get("runs", [])
+    return str(runs[0].get("status", "unknown")) if runs else "unknown"
 
 
 @dataclass(frozen=True)
@@ -113,8 +123,7 @@ class FlwrCli:
         """``flwr ls --run-id``: ``finished:completed``, ``finished:failed``, ... ."""
         if run_id is None:
             return "unknown: no run was started"
-        runs = self.query("ls", "--run-id", str(run_id)).get("runs", [])
-        return str(runs[0].get("status", "unknown")) if runs else "unknown"
+        return listed_status(self.query("ls", "--run-id", str(run_id)))
 
     def stop(self, run_id: int) -> None:
         """``flwr stop RUN_ID``."""

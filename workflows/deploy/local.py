@@ -39,6 +39,7 @@ __all__ = [
 # mechanism parameter -> SuperNode node-config key (the inverse of the ClientApp's map)
 MECHANISM_NODE_KEYS: dict[str, str] = {v: k for k, v in node_config_keys().items()}
 _RUN_CONFIG_KEYS = ("config", "out", "set")
+log = logging.getLogger(__name__)
 
 
 def node_configs(cfg: Config) -> list[dict[str, NodeValue]]:
@@ -135,24 +136,26 @@ def plan_deployment(
                          "writes into an existing run)")
     run_config = {"config": str(config.resolve()), "out": str(out), "set": " ".join(sets)}
     return DeployPlan(app_dir, out / "flower", out, run_config, node_configs(cfg),
-                      _notice(config, list(overrides or ()), supernodes))
+                      _notice(config, list(overrides or ()), cfg))
 
 
-def _notice(config: Path, overrides: list[str], supernodes: int) -> str | None:
+def _notice(config: Path, overrides: list[str], cfg: Config) -> str | None:
     """The line that says the deployment does not run the preset as written: its
     ``data.num_clients`` differs from the SuperNodes (one client each), and with it every
-    client's data and ε. None when they agree (or the preset names no valid count alone)."""
+    client's data and ε (:func:`strategies.federation_size.fewer_clients_line`). None when they
+    agree (or the preset names no valid count alone)."""
+    from strategies.federation_size import fewer_clients_line
     from workflows.config import load_config
 
     try:
-        wanted = load_config(config, overrides).data.num_clients
+        written = load_config(config, overrides)
     except InputError:
         return None
-    if wanted == supernodes:
+    if written.data.num_clients == cfg.data.num_clients:
         return None
-    return (f"the preset names {wanted} clients (data.num_clients), the deployment runs "
-            f"{supernodes}, one per SuperNode: every client's data and epsilon differ from the "
-            f"preset's; --supernodes {wanted} runs it as written")
+    return fewer_clients_line(written, cfg, f"deploy-local runs one client per SuperNode "
+                              f"({cfg.data.num_clients})", f"--supernodes "
+                              f"{written.data.num_clients} runs the preset as written")
 
 
 def _mark_interrupted(run_dir: Path) -> None:
