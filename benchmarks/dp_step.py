@@ -138,15 +138,18 @@ def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[
 
 def _ghost_step(model, x, y, mech) -> Callable[[], None]:
     """The production release: :func:`fedpriv.training.private_release` (ghost clipping for a
-    clipping mechanism on the paper MLP), then the update."""
+    clipping mechanism on the paper MLP), then the update. The model is walked once, not per
+    step, as :func:`fedpriv.training.local_train` walks it once per call."""
+    from fedpriv.gradients.linear import parameter_layout
     from fedpriv.mechanisms import make_generator
     from fedpriv.training import private_release
 
-    gen = make_generator(0, 0, 0)
+    gen, layout = make_generator(0, 0, 0), parameter_layout(model)
     update = _sgd_update(model)
 
     def step() -> None:
-        update(private_release(model, x, y, mech, gen, batch_size=float(x.shape[0]))[0])
+        update(private_release(model, x, y, mech, gen, batch_size=float(x.shape[0]),
+                               layout=layout)[0])
 
     return step
 
@@ -314,6 +317,7 @@ def stages(repeats: int, batch: int) -> dict[str, Any]:
     norms and one weighted product per layer), then the release (noise), then the update.
     ``noise_draw`` is the draw of ``p`` standard normals alone (torch's CPU generator)."""
     from fedpriv.gradients import gradient_source
+    from fedpriv.gradients.linear import parameter_layout
     from fedpriv.mechanisms import build_mechanism, make_generator
     from fedpriv.training import private_release
 
@@ -321,14 +325,16 @@ def stages(repeats: int, batch: int) -> dict[str, Any]:
     mech, gen = build_mechanism("gaussian", {}), make_generator(0, 0, 0)
     dim = sum(p.numel() for p in _model().parameters())
     models = [_model() for _ in range(3)]
+    layouts = [parameter_layout(m) for m in models]
     runs = {
         "plain_forward_backward": _plain_forward_backward(_model(), x, y),
         "plain": _plain_step(_model(), x, y),
         "noise_draw": lambda: torch.empty(dim).normal_(generator=gen),
-        "source": lambda: gradient_source(models[0], x, y),
-        "clipped_sum": lambda: gradient_source(models[1], x, y).clipped_sum(
+        "source": lambda: gradient_source(models[0], x, y, layout=layouts[0]),
+        "clipped_sum": lambda: gradient_source(models[1], x, y, layout=layouts[1]).clipped_sum(
             mech.clip_bounds, mech.norm_ord),
-        "release": lambda: private_release(models[2], x, y, mech, gen, batch_size=float(batch)),
+        "release": lambda: private_release(models[2], x, y, mech, gen, batch_size=float(batch),
+                                           layout=layouts[2]),
         "dp_ghost": _ghost_step(_model(), x, y, mech),
     }
     times = timed_interleaved(runs, repeats, warmup=3)
