@@ -1,7 +1,7 @@
 """The cost of privacy in one training step: the paper MLP at batch 128 (the paper study) and
 batch 16 (the scaling workload), 16×16 digits, CPU.
 
-``python -m benchmarks.dp_step [--quick | --smoke]`` (from the repository root) prints one JSON
+``python -m benchmarks.dp_step [--quick | --smoke | --paired-only]`` (from the repository root) prints one JSON
 object:
 
 * ``steps_ms`` (batch 128) and ``batch_16.steps_ms``: one full step (gradients, clip/noise,
@@ -22,9 +22,11 @@ object:
   ``dp_local_train`` and the Opacus ones applies its release with the plain route's own
   ``torch.optim.SGD`` (the release set as ``p.grad``, as ``local_train`` does with its default
   optimiser), so the update costs every route the same.
-* ``ratio_to_plain``: each route's median over ``plain``'s; ``ratio_dp_to_plain`` is the
-  production route's, ``dp_ghost`` (aim ≤ 1.25: the
-  physical limit is one extra pass over the per-example norms and the noise draw).
+* ``ratio_to_plain``: each route's median over ``plain``'s in that round-robin of every route.
+* ``paired``: ``plain``, ``dp_ghost`` and ``dp_local_train`` interleaved with nothing else, in
+  blocks (fresh models each); ``ratio_dp_to_plain``, the headline, is the median over blocks of
+  the production route's (``dp_ghost``) ratio of medians (aim ≤ 1.40, issue 37: the floor in
+  eager PyTorch is the plain step plus the noise draw and the per-example norms, ≈ 1.3 ×).
 * ``per_mechanism_ms``: one step per mechanism (none, clip, gaussian, laplace, vmf) by the
   ``vmap``, ``outer`` and (clipped mechanisms) ``ghost`` routes, batch 128.
 * ``profile``: at both batches, the production step built up stage by stage (gradient source,
@@ -46,6 +48,7 @@ import copy
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -59,7 +62,8 @@ from benchmarks.timing import ratio, timed, timed_interleaved
 
 __all__ = ["measure"]
 
-BATCH, LR, AIM = 128, 0.01, 1.25
+BATCH, LR, AIM = 128, 0.01, 1.40  # the aim of issue 37, item 3: DP ≤ 1.40 × plain at batch 128
+PAIRED_BLOCKS = 5
 SMALL_BATCH = 16  # the scaling workload's batch (benchmarks/scaling.py)
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": str(2**30)}
 
@@ -241,8 +245,32 @@ def _steps(batch: int = BATCH) -> dict[str, Callable[[], None]]:
     return steps
 
 
-def step_times(repeats: int, batch: int = BATCH) -> dict[str, Any]:
-    """Plain vs DP steps by every route at ``batch``, interleaved; the per-example loop apart."""
+def paired(repeats: int, batch: int = BATCH, blocks: int = PAIRED_BLOCKS) -> dict[str, Any]:
+    """The headline ratio: the plain step and the production step (``dp_ghost``; and the whole
+    ``local_train`` call) interleaved with nothing else, in ``blocks`` blocks of ``repeats``
+    steps each (fresh models per block); each block's ratio of medians, and their median.
+    Apart from the other routes because those (``vmap``, Opacus: megabytes per step) evict
+    the caches the next step starts from, which costs the DP step (more code and data) more
+    than the plain one: a ratio of the round-robin below measures that eviction as well."""
+    from fedpriv.mechanisms import build_mechanism
+
+    x, y = _data(batch)
+    mech = build_mechanism("gaussian", {})
+    per_block: dict[str, list[float]] = {"dp_ghost": [], "dp_local_train": []}
+    for _ in range(blocks):
+        times = timed_interleaved({"plain": _plain_step(_model(), x, y),
+                                   "dp_ghost": _ghost_step(_model(), x, y, mech),
+                                   "dp_local_train": _local_train_step(_model(), x, y, mech)},
+                                  repeats, warmup=3)
+        for name, ratios in per_block.items():
+            ratios.append(ratio(times[name], times["plain"]))
+    return {"blocks": blocks, "repeats_per_block": repeats, "ratios_per_block": per_block,
+            "ratio_to_plain": {k: round(statistics.median(v), 3) for k, v in per_block.items()}}
+
+
+def step_times(repeats: int, batch: int = BATCH, blocks: int = PAIRED_BLOCKS) -> dict[str, Any]:
+    """Plain vs DP steps by every route at ``batch``, interleaved; the per-example loop apart;
+    the headline ratio from :func:`paired`."""
     from fedpriv.mechanisms import build_mechanism
 
     steps = _steps(batch)
@@ -253,9 +281,11 @@ def step_times(repeats: int, batch: int = BATCH) -> dict[str, Any]:
     times["dp_loop"] = timed(loop, max(3, repeats // 10), warmup=1)
     ratios = {k: ratio(v, times["plain"]) for k, v in times.items() if k != "plain"}
     of_minima = {k: ratio(v, times["plain"], "min") for k, v in times.items() if k != "plain"}
+    pair = paired(repeats, batch, blocks)
+    headline = pair["ratio_to_plain"]["dp_ghost"]
     return {"steps_ms": times, "ratio_to_plain": ratios, "ratio_of_minima": of_minima,
-            "ratio_dp_to_plain": ratios["dp_ghost"], "aim": AIM,
-            "meets_aim": ratios["dp_ghost"] <= AIM,
+            "paired": pair, "ratio_dp_to_plain": headline, "aim": AIM,
+            "meets_aim": headline <= AIM,
             "opacus": "measured" if "dp_opacus" in steps else "not installed (skipped)",
             "batch": batch}
 
@@ -389,9 +419,10 @@ def measure(quick: bool = False, smoke: bool = False) -> dict[str, Any]:
     torch.set_num_threads(1)
     repeats = 2 if smoke else 30 if quick else 200
     parts = 1 if smoke else max(10, repeats // 4)
+    blocks = 1 if smoke else PAIRED_BLOCKS
     return {
-        **step_times(repeats),
-        f"batch_{SMALL_BATCH}": step_times(repeats, SMALL_BATCH),
+        **step_times(repeats, blocks=blocks),
+        f"batch_{SMALL_BATCH}": step_times(repeats, SMALL_BATCH, blocks),
         "per_mechanism_ms": per_mechanism(parts),
         "profile": profile(2 if smoke else 5 * repeats, steps=1 if smoke else 10),
         "malloc_tuned": malloc_tuned(repeats),
@@ -405,9 +436,14 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--smoke", action="store_true", help="one or two steps: runs, no timing")
     parser.add_argument("--steps-only", action="store_true", help="only the route comparison")
+    parser.add_argument("--paired-only", action="store_true",
+                        help="only the headline ratios (paired), at both batches")
     parser.add_argument("--repeats", type=int, help="timed steps per route")
     args = parser.parse_args()
-    if args.steps_only:
+    if args.paired_only:
+        torch.set_num_threads(1)
+        print(json.dumps({str(b): paired(args.repeats or 200, b) for b in (BATCH, SMALL_BATCH)}))
+    elif args.steps_only:
         torch.set_num_threads(1)
         print(json.dumps(step_times(args.repeats or 200)))
     else:
