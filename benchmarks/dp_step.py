@@ -360,8 +360,9 @@ def _plain_forward_backward(model, x, y) -> Callable[[], None]:
 
 def stages(repeats: int, batch: int) -> dict[str, Any]:
     """The production step (``dp_ghost``) built up stage by stage, every stage a whole call
-    timed round-robin with the others, so that each stage's marginal cost is measured in
-    place (parts timed alone, on warm caches, add up to less than the step): the gradient
+    timed in runs with the others (:func:`~benchmarks.timing.timed_in_runs`, as the headline),
+    so that each stage's marginal cost is measured in place (parts timed alone, on warm
+    caches, add up to less than the step): the gradient
     source (forward, one backward to the layer outputs), then its clipped sum (per-example
     norms and one weighted product per layer), then the release (noise), then the update.
     ``noise_draw`` is the draw of ``p`` standard normals alone (torch's CPU generator)."""
@@ -386,7 +387,7 @@ def stages(repeats: int, batch: int) -> dict[str, Any]:
                                            layout=layouts[2]),
         "dp_ghost": _ghost_step(_model(), x, y, mech),
     }
-    times = timed_interleaved(runs, repeats, warmup=3)
+    times = timed_in_runs(runs, repeats, RUN_LENGTH, warmup=3)
     med = {k: v["median"] for k, v in times.items()}
     marginal = {
         "plain: forward + backward": med["plain_forward_backward"],
