@@ -1,8 +1,8 @@
 """The cost of privacy in one training step: the paper MLP at batch 128 (the paper study) and
 batch 16 (the scaling workload), 16×16 digits, CPU.
 
-``python -m benchmarks.dp_step [--quick | --smoke | --paired-only]`` (from the repository root) prints one JSON
-object:
+``python -m benchmarks.dp_step [--quick | --smoke | --paired-only]`` (from the repository root)
+prints one JSON object:
 
 * ``steps_ms`` (batch 128) and ``batch_16.steps_ms``: one full step (gradients, clip/noise,
   parameter update) by each route —

@@ -135,7 +135,8 @@ def _run_recording(
     Each layer's ``forward`` is wrapped for the pass (an instance attribute, removed — or the
     layer's own instance attribute put back — afterwards, whatever happens), not hooked:
     ``register_forward_hook`` sends each call through ``Module.__call__``'s slow path and
-    registers and removes a handle per layer per batch, ≈ 15–20 µs a step of the paper MLP.
+    registers and removes a handle per layer per batch: ≈ 20 µs a step of the paper MLP inside
+    a DP-SGD loop on a 2-CPU machine.
     The wrapper sees what ``forward`` itself takes and returns (after forward pre-hooks, before
     forward hooks), which is what ``z = a Wᵀ + b`` relates."""
     seen: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
@@ -165,11 +166,11 @@ def _grads_of_sum(losses: torch.Tensor, outputs: list[torch.Tensor]) -> tuple[to
     ``grad_outputs = 1`` (no sum node), called straight into the autograd engine on the CPU.
 
     ``torch.autograd.grad``'s Python wrapper (argument checks, ``grad_outputs`` validation,
-    a context copy for the engine's device threads) costs ≈ 35 µs a step inside a DP-SGD loop
-    of the paper MLP on a 2-CPU machine, 0.13 × a plain step; the engine call is the one it ends
-    in (``torch.autograd.graph._engine_run_backward``). Elsewhere (other devices, a torch whose
-    engine has no ``run_backward``) it is ``torch.autograd.grad`` itself;
-    ``tests/test_gradients_linear.py`` checks that both give the same floats."""
+    a context copy for the engine's device threads) cost 15–35 µs a step inside a DP-SGD loop
+    of the paper MLP on a 2-CPU machine (0.06–0.14 × a plain step, batch 128); the engine call
+    is the one it ends in (``torch.autograd.graph._engine_run_backward``). Elsewhere (other
+    devices, a torch whose engine has no ``run_backward``) it is ``torch.autograd.grad``
+    itself; ``tests/test_gradients_linear.py`` checks that both give the same floats."""
     ones = torch.ones_like(losses)
     engine = getattr(torch.autograd.Variable, "_execution_engine", None)
     if losses.device.type == "cpu" and hasattr(engine, "run_backward"):

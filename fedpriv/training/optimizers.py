@@ -78,8 +78,9 @@ class PlainSGD:
     does without momentum and weight decay (on the CPU, ``param.add_(grad, alpha=-lr)`` for each
     parameter), bit for bit, as one ``torch._foreach_add_`` and without the optimiser's
     per-step machinery. That machinery is cheap alone (≈ 15 µs a step for the paper MLP) but
-    cost ≈ 75 µs a step inside a DP-SGD loop on a 2-CPU machine (benchmarks/dp_step.py,
-    ``paired``: ``dp_ghost_torch_sgd``); it has no state, so there is nothing else to keep."""
+    cost 35–75 µs a step inside a DP-SGD loop on a 2-CPU machine (benchmarks/dp_step.py,
+    ``paired``: ``dp_ghost_torch_sgd``); plain SGD has no state, so there is nothing else to
+    keep."""
 
     def __init__(self, params: Iterable[torch.nn.Parameter], lr: float) -> None:
         self.params = list(params)
