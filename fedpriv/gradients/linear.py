@@ -34,6 +34,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
 from torch import nn
@@ -94,15 +95,22 @@ class ParameterLayout:
     owners: list[Owner]
     shared: bool
 
-    @property
+    # cached: a layout is walked once per local_train call and read at every step
+
+    @cached_property
     def sizes(self) -> tuple[int, ...]:
         """``numel`` of each parameter, in order."""
         return tuple(p.numel() for _, _, p in self.owners)
 
-    @property
+    @cached_property
     def all_linear(self) -> bool:
         """Whether every parameter belongs to one ``nn.Linear`` and to no other module."""
         return not self.shared and all(isinstance(m, nn.Linear) for m, _, _ in self.owners)
+
+    @cached_property
+    def layers(self) -> list[nn.Module]:
+        """The modules that hold the parameters, each once, in order."""
+        return list(dict.fromkeys(module for module, _, _ in self.owners))
 
 
 def parameter_layout(model: nn.Module) -> ParameterLayout:
@@ -195,13 +203,14 @@ def linear_factors(
     """
     layout = parameter_layout(model) if layout is None else layout
     owners = layout.owners
-    for module, _, _ in owners:
-        if not isinstance(module, nn.Linear):
-            raise ValueError(f"linear factors: parameter of {type(module).__name__} is not linear")
-    if layout.shared:
+    if not layout.all_linear:
+        for module, _, _ in owners:
+            if not isinstance(module, nn.Linear):
+                raise ValueError(f"linear factors: parameter of {type(module).__name__} is not "
+                                 "linear")
         raise ValueError("linear factors: a parameter shared by two modules (tied weights) has "
                          "no rank-one per-example gradient")
-    layers = list(dict.fromkeys(module for module, _, _ in owners))
+    layers = layout.layers
     seen, losses = _run_recording(model, layers, x, y, loss)
     for calls in seen.values():
         if len(calls) != 1 or calls[0][0].dim() != 2:

@@ -86,11 +86,16 @@ class PlainSGD:
         self.params = list(params)
         self.lr = lr
 
-    @torch.no_grad()
     def step(self) -> None:
         """One update from each parameter's ``.grad`` (parameters without one are skipped)."""
-        stepped = [p for p in self.params if p.grad is not None]
-        torch._foreach_add_(stepped, [p.grad for p in stepped], alpha=-self.lr)
+        grads = [p.grad for p in self.params]
+        if any(g is None for g in grads):
+            stepped = [p for p, g in zip(self.params, grads, strict=True) if g is not None]
+            grads = [p.grad for p in stepped]
+        else:
+            stepped = self.params
+        with torch.no_grad():
+            torch._foreach_add_(stepped, grads, alpha=-self.lr)
 
 
 def local_optimizer(train: TrainConfig) -> LocalOptimizer:
