@@ -272,11 +272,14 @@ def _median(summary: Any) -> str:
 def _dp_lines(r: dict[str, Any]) -> list[str]:
     steps = r["steps_ms"]
     lines = ["  step ms (median): " + ", ".join(f"{k} {_median(v)}" for k, v in steps.items()),
-             f"  ratio to plain: {r['ratio_to_plain']}  (aim {r['aim']} for dp_ghost: "
-             f"{'met' if r['meets_aim'] else 'MISSED'})"]
+             f"  ratio to plain, every route round-robin: {r['ratio_to_plain']}",
+             f"  dp_ghost / plain: {r['ratio_dp_to_plain']} in runs of steps, "
+             f"{_get(r, 'paired', 'ratio_to_plain', 'alternating', 'dp_ghost')} alternating "
+             f"(aim {r['aim']}: {'met' if r['meets_aim'] else 'MISSED'})"]
     small = r.get("batch_16")
     if small:
-        lines.append(f"  batch 16, ratio to plain: {small['ratio_to_plain']}")
+        lines.append(f"  batch 16, ratio to plain: {small['ratio_to_plain']}; dp_ghost / plain "
+                     f"{small['ratio_dp_to_plain']} in runs")
     tuned = r.get("malloc_tuned", {})
     if tuned:
         lines.append(f"  glibc keeping freed memory: {tuned['ratio_to_plain']}")

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["ratio", "summarize", "time_calls", "timed", "timed_interleaved"]
+__all__ = ["ratio", "summarize", "time_calls", "timed", "timed_in_runs", "timed_interleaved"]
 
 
 def summarize(samples: Sequence[float], scale: float = 1.0, digits: int = 4) -> dict[str, Any]:
@@ -68,4 +68,25 @@ def timed_interleaved(
             start = time.perf_counter()
             fn()
             samples[name].append(time.perf_counter() - start)
+    return {name: summarize(s, scale=1e3) for name, s in samples.items()}
+
+
+def timed_in_runs(
+    fns: dict[str, Callable[[], Any]], repeats: int, run_length: int = 10, warmup: int = 1
+) -> dict[str, dict[str, Any]]:
+    """Like :func:`timed_interleaved`, but each function runs ``run_length`` times in a row
+    before the next one takes over (``a a a … b b b … a a a …``) until each has run
+    ``repeats`` timed calls: a drift of the machine's load still reaches all of them alike,
+    and each call starts, as in a loop of its own, from the caches and branch history its
+    previous call left, not from another function's."""
+    for _ in range(warmup):
+        for fn in fns.values():
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    while any(len(s) < repeats for s in samples.values()):
+        for name, fn in fns.items():
+            for _ in range(min(run_length, repeats - len(samples[name]))):
+                start = time.perf_counter()
+                fn()
+                samples[name].append(time.perf_counter() - start)
     return {name: summarize(s, scale=1e3) for name, s in samples.items()}

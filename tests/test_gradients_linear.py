@@ -171,3 +171,49 @@ def test_an_example_exactly_at_the_bound_enters_unchanged(per_layer):
         bounds = blocks[0].tolist() if per_layer else [float(torch.linalg.vector_norm(blocks[0]))]
         unclipped = LinearFactorGradients(factors).gradient_sum()
         assert torch.equal(ghost_clipped_sum(factors, bounds), unclipped)
+
+
+def test_the_engine_call_gives_what_autograd_grad_gives():
+    """``_grads_of_sum`` calls the autograd engine directly on the CPU: the same floats as
+    ``torch.autograd.grad`` with ``grad_outputs = 1``, and the same refusal of an output the
+    losses do not depend on."""
+    from fedpriv.gradients.linear import _grads_of_sum
+
+    model = _biased_mlp()
+    x, y = _batch(9, torch.float32, seed=7)
+    hidden = model[1](model[0](x))
+    logits = model[3](model[2](hidden))
+    losses = nn.functional.cross_entropy(logits, y, reduction="none")
+    expected = torch.autograd.grad(losses, [hidden, logits],
+                                   grad_outputs=torch.ones_like(losses), retain_graph=True)
+    got = _grads_of_sum(losses, [hidden, logits])
+    assert all(torch.equal(a, b) for a, b in zip(got, expected, strict=True))
+    unused = model[1](x.flatten(1))
+    losses = nn.functional.cross_entropy(model(x), y, reduction="none")
+    with pytest.raises(RuntimeError, match="not have been used"):
+        _grads_of_sum(losses, [unused])
+
+
+def test_recording_leaves_the_layers_as_they_were():
+    """Each layer's ``forward`` is wrapped for one pass only: afterwards (also after an error)
+    the layers call their class's ``forward`` again, a layer's own instance ``forward`` is put
+    back, and a user's forward hook still runs and still sees every call. A model that is a
+    single linear layer takes the factor route too."""
+    model = _biased_mlp()
+    first, second = model[1], model[3]
+    calls = []
+    second.register_forward_hook(lambda m, a, out: calls.append(out.shape))
+    second.forward = second.forward  # an instance attribute of the layer's own
+    own = second.__dict__["forward"]
+    x, y = _batch(5, torch.float32, seed=8)
+    linear_factors(model, x, y)
+    assert "forward" not in first.__dict__ and second.__dict__["forward"] is own
+    assert calls == [(5, 10)]
+    with pytest.raises(ValueError, match="once"):
+        linear_factors(model, x.reshape(5, 1, 256), y, loss=lambda out, t: model(x).sum(1))
+    assert "forward" not in first.__dict__ and second.__dict__["forward"] is own
+    single = nn.Linear(256, 10)
+    flat = x.flatten(1)
+    got, _ = linear_per_example_gradients(single, flat, y)
+    expected, _ = per_example_gradients(single, flat, y)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)

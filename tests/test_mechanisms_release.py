@@ -188,3 +188,20 @@ def test_derived_seeds_distinct_and_stable_across_processes() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     )
     assert int(out.stdout) == seeds[-1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dim", [1, 15, 16, 17, 300, 13_700])
+def test_gaussian_release_draws_what_it_drew_before(dtype: torch.dtype, dim: int) -> None:
+    """The release is ``(Σḡ + σC·z)/L`` with ``z`` the generator's standard normals, bit for
+    bit as the two-pass ``normal_().mul_(σC)`` gave it, and the generator ends in the same
+    state: a seed draws the same noise whether or not the scale rides on the draw."""
+    clipped = torch.randn(dim, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    mech = build_mechanism("gaussian", {"noise_multiplier": 0.37, "clip": 1.7})
+    for seed in range(5):
+        before, gen = make_generator(seed, 2, 3), make_generator(seed, 2, 3)
+        z = torch.empty(dim, dtype=dtype).normal_(generator=before)
+        expected = (clipped + mech.noise_std * z) / 16.0
+        got = mech._release(clipped, gen, 16.0)
+        assert torch.equal(got, expected)
+        assert torch.equal(gen.get_state(), before.get_state())

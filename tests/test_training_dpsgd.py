@@ -80,3 +80,45 @@ def test_ghost_route_releases_exactly_what_privatize_releases(name, per_layer):
     )
     torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
     assert losses.shape == (32,)
+
+
+def _biased_tanh_mlp() -> torch.nn.Module:
+    torch.manual_seed(4)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(256, 12), torch.nn.Tanh(),
+                               torch.nn.Linear(12, 10))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: build_model("paper-mlp", (1, 16, 16)),
+    lambda: build_model("paper-mlp-standardized", (1, 16, 16)),
+    _biased_tanh_mlp,
+    lambda: build_model("small-cnn", (1, 16, 16)),
+])
+def test_the_step_local_train_takes_releases_what_the_general_route_releases(make):
+    """The production step as ``local_train`` takes it (the model walked once, its layout
+    handed to each batch): the Gaussian release of ``torch.func`` per-example gradients through
+    ``privatize`` from the same generator state, on all-linear models (factor route, to
+    round-off) and on a convolutional one (the general route itself, bit for bit)."""
+    from fedpriv.gradients import gradient_source, is_all_linear
+    from fedpriv.gradients.linear import parameter_layout
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.training import private_release
+
+    model = make()
+    torch.manual_seed(5)
+    x, y = torch.rand(24, 1, 16, 16) * 3, torch.randint(0, 10, (24,))
+    mech = build_mechanism("gaussian", {"clip": 0.4, "noise_multiplier": 0.8})
+    sizes = tuple(p.numel() for p in model.parameters())
+    grads, _ = vmap_per_example_gradients(model, x, y)
+    expected = mech.privatize(PerExampleGradients(grads, None, sizes),
+                              torch.Generator().manual_seed(11), batch_size=24.0)
+    layout = parameter_layout(model)
+    got, _ = private_release(model, x, y, mech, torch.Generator().manual_seed(11),
+                             batch_size=24.0, layout=layout)
+    routed = type(gradient_source(model, x, y, layout=layout)).__name__
+    if is_all_linear(model):
+        assert routed == "LinearFactorGradients"
+        torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    else:
+        assert routed == "PerExampleGradients"
+        assert torch.equal(got, expected)

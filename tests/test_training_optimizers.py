@@ -308,3 +308,32 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     with AuditStore.open(tmp_path / "run", readonly=True) as store:  # the report itself is kept
         declared = [u.report.optimizer for u in store.iter_updates()]
     assert declared == [local_optimizer(cfg.train).settings] * 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_plain_sgd_steps_bit_for_bit_as_torch_optim_sgd(dtype):
+    """The default optimiser (SGD, no momentum, no weight decay) is ``PlainSGD``: one foreach
+    update, the same floats as ``torch.optim.SGD`` step after step; a parameter without a
+    gradient is left alone by both."""
+    from fedpriv.training.optimizers import PlainSGD
+
+    torch.manual_seed(5)
+    ours = build_model("paper-mlp", (1, 16, 16)).to(dtype)
+    theirs = build_model("paper-mlp", (1, 16, 16)).to(dtype)
+    theirs.load_state_dict(ours.state_dict())
+    stepper = LocalOptimizer().build(ours.parameters(), 0.037)
+    assert isinstance(stepper, PlainSGD)
+    reference = torch.optim.SGD(theirs.parameters(), lr=0.037)
+    gen = torch.Generator().manual_seed(6)
+    for step in range(4):
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            g = torch.randn(a.shape, generator=gen, dtype=dtype)
+            a.grad, b.grad = (None, None) if step == 2 and a.dim() and a.shape[0] == 15 else (
+                g, g.clone())
+        stepper.step()
+        reference.step()
+        for a, b in zip(ours.parameters(), theirs.parameters(), strict=True):
+            assert torch.equal(a, b)
+    assert not isinstance(LocalOptimizer(momentum=0.9).build(ours.parameters(), 0.1), PlainSGD)
+    assert not isinstance(LocalOptimizer(weight_decay=0.1).build(ours.parameters(), 0.1),
+                          PlainSGD)

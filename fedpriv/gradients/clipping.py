@@ -131,9 +131,10 @@ def ghost_clipped_sum(
 
     Each example's factor ``min(1, C/‖g_i‖)`` (from the factorised block norms) weights its
     error rows, and each weight block is one product ``(s ⊙ δ)ᵀ a`` written into its slice of
-    the result (no per-block copies): beyond the backward pass, one pass over the per-example
-    norms and one weighting of the errors. A factor is 1 exactly for an example within the
-    bound (``torch.div``, as in :func:`clip_factors`), so its rows enter unchanged.
+    the result (one ``split`` of it, no per-block copies): beyond the backward pass, one pass
+    over the per-example norms and one weighting of the errors. A factor is 1 exactly for an
+    example within the bound (``torch.div``, as in :func:`clip_factors`), so its rows enter
+    unchanged.
 
     Parameters
     ----------
@@ -157,15 +158,12 @@ def ghost_clipped_sum(
                       .split(1, dim=1))
     else:
         raise ValueError(f"ghost_clipped_sum: {len(bounds)} bounds for {block.shape[1]} blocks")
-    out = block.new_empty(sum(factors.widths))
-    offset = 0
-    for d, a, scale in zip(factors.errors, factors.inputs, scales, strict=True):
-        weighted = d * scale
+    widths = factors.widths
+    out = block.new_empty(sum(widths))
+    for d, a, scale, part in zip(factors.errors, factors.inputs, scales, out.split(widths),
+                                 strict=True):
         if a is None:
-            torch.sum(weighted, dim=0, out=out[offset : offset + d.shape[1]])
-            offset += d.shape[1]
+            torch.sum(d * scale, dim=0, out=part)
         else:
-            width = d.shape[1] * a.shape[1]
-            torch.mm(weighted.T, a, out=out[offset : offset + width].view(d.shape[1], -1))
-            offset += width
+            torch.mm((d * scale).T, a, out=part.view(d.shape[1], a.shape[1]))
     return out

@@ -22,7 +22,13 @@ import torch
 from torch import nn
 
 from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
-from fedpriv.gradients.linear import LinearFactors, linear_factors, materialise, parameter_layout
+from fedpriv.gradients.linear import (
+    LinearFactors,
+    ParameterLayout,
+    linear_factors,
+    materialise,
+    parameter_layout,
+)
 from fedpriv.gradients.loss import Loss, cross_entropy
 from fedpriv.gradients.vmap import vmap_per_example_gradients
 
@@ -94,15 +100,18 @@ class LinearFactorGradients(GradientSource):
 
 
 def gradient_source(
-    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy,
+    *, layout: ParameterLayout | None = None,
 ) -> GradientSource:
     """The batch's gradient source of the per-example ``loss`` (cross-entropy by default):
     factors for an all-linear model, else ``vmap`` gradients.
 
     An empty batch (Poisson sampling can draw none) is a zero-row :class:`PerExampleGradients`:
-    every sum is zero and the mechanism still adds its noise.
+    every sum is zero and the mechanism still adds its noise. ``layout``: ``model``'s
+    :func:`~fedpriv.gradients.linear.parameter_layout`, when the caller walked the model once
+    for several batches (:func:`fedpriv.training.local_train`); else one walk per batch.
     """
-    layout = parameter_layout(model)  # one walk of the model per batch
+    layout = parameter_layout(model) if layout is None else layout
     sizes = layout.sizes
     if x.shape[0] == 0:
         return PerExampleGradients(x.new_zeros((0, sum(sizes))), x.new_zeros((0,)), sizes)

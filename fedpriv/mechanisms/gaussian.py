@@ -102,6 +102,20 @@ class GaussianRelease(Release):
         return "gaussian", self.accounted_noise
 
 
+def _fused_scale(noise: torch.Tensor) -> bool:
+    """Whether ``noise.normal_(0, s)`` draws exactly ``noise.normal_().mul_(s)``, bit for bit
+    and from the same generator state, so the scale may ride on the draw (one pass over ``p``
+    floats instead of two): torch's CPU kernel for a contiguous float32/float64 tensor of at
+    least 16 entries forms ``z·s + 0`` from the same ``z`` (Box–Muller in blocks of 16) and
+    rounds it once, as ``mul_`` does. Smaller tensors take a serial double-precision path that
+    rounds ``z·s`` differently, and other devices and dtypes are not checked, so they keep the
+    two passes (``tests/test_mechanisms_release.py`` checks the equality)."""
+    import torch
+
+    return (noise.device.type == "cpu" and noise.dtype in (torch.float32, torch.float64)
+            and noise.numel() >= 16 and noise.is_contiguous())
+
+
 @dataclass(frozen=True)
 class GaussianMechanism(ClippedMechanism):
     """Clip in ℓ2, sum, add ``N(0, (σ·C)² I)``, divide by ``L``."""
@@ -118,10 +132,14 @@ class GaussianMechanism(ClippedMechanism):
     def _release(
         self, clipped_sum: torch.Tensor, generator: torch.Generator, batch_size: float
     ) -> torch.Tensor:
-        noise = clipped_sum.new_empty(clipped_sum.shape).normal_(generator=generator)
+        noise = clipped_sum.new_empty(clipped_sum.shape)
+        if _fused_scale(noise):  # σC·z drawn in one pass: the same floats from the same state
+            noise.normal_(0.0, self.noise_std, generator=generator)
+        else:
+            noise.normal_(generator=generator).mul_(self.noise_std)
         # (Σḡ + σC·z) / L in place, in that order: the same rounding as the out-of-place
         # expression, without two temporaries of size p
-        return noise.mul_(self.noise_std).add_(clipped_sum).div_(batch_size)
+        return noise.add_(clipped_sum).div_(batch_size)
 
     def verify(self, update: ClientUpdate, alpha: float) -> Verdict:
         """The noise-norm sandwich and the noise-law test (σ = 0 is checked like ``clip``)."""

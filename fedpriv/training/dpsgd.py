@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from fedpriv.gradients import CanaryGradients, Loss, cross_entropy, gradient_source
+from fedpriv.gradients.linear import ParameterLayout, parameter_layout
 from fedpriv.protocol import sampling_rate
 from fedpriv.training.optimizers import LocalOptimizer
 
@@ -68,10 +69,13 @@ def private_release(
     batch_size: float,
     canaries: torch.Tensor | None = None,
     loss: Loss = cross_entropy,
+    layout: ParameterLayout | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mechanism's release for the batch ``(x, y)`` (with ``canaries`` added to its sum),
-    and the per-example losses (``loss``: :mod:`fedpriv.gradients.loss`)."""
-    source = gradient_source(model, x, y, loss)
+    and the per-example losses (``loss``: :mod:`fedpriv.gradients.loss`). ``layout``:
+    ``model``'s :func:`~fedpriv.gradients.linear.parameter_layout`, walked once by a caller
+    that takes several steps (:func:`gradient_source`)."""
+    source = gradient_source(model, x, y, loss, layout=layout)
     if canaries is not None:
         source = CanaryGradients(source, canaries)
     release = mechanism.privatize(source, generator, batch_size=batch_size)
@@ -139,7 +143,8 @@ def local_train(
     """
     n = x.shape[0]
     ids = torch.arange(n) if record_ids is None else torch.as_tensor(record_ids)
-    params = list(model.parameters())  # one walk of the model per call, not per step
+    layout = parameter_layout(model)  # one walk of the model per call, not per step
+    params = [p for _, _, p in layout.owners]  # model.parameters(), in its order
     mechanism.check_layers([p.numel() for p in params])
     expected = min(batch_size, n)
     result = LocalResult(loss=0.0, steps=local_steps, sample_rate=sampling_rate(n, batch_size))
@@ -150,7 +155,7 @@ def local_train(
         idx = sample_batch(n, batch_size, sampling, generator)
         release, batch_losses = private_release(
             model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
-            canaries=canaries, loss=loss,
+            canaries=canaries, loss=loss, layout=layout,
         )
         if keep_releases:
             result.releases.append(release.detach().to(params[0].dtype).clone())
