@@ -49,7 +49,7 @@ from fedpriv.verification.sensitivity import (
 )
 from fedpriv.verification.steps import compose_sgd
 
-__all__ = ["PARTITION_RECORDS", "REPLAY_TOLERANCE", "SensitivityReplay"]
+__all__ = ["MEMORY_KIND", "PARTITION_RECORDS", "REPLAY_TOLERANCE", "SensitivityReplay"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ PARTITION_RECORDS = 512
 """Records of the client's partition (its first ones) whose mean clipped gradient is the
 hidden-steps direction."""
 ASSUMED = "per-record sensitivity assumed"
-
-
+MEMORY_KIND = "sensitivity-rounds"
+"""The kind of the store's ``memory`` row holding a client's cross-round evidence."""
 
 
 class SensitivityReplay:
@@ -86,8 +86,8 @@ class SensitivityReplay:
         self.dataset, self.model = dataset, model
         self.partitions = partitions
         self.delta, self.accountant = delta, accountant
-        # per client: direction -> (Σ z, Σ z², n) of its replayed releases, and its looks (not
-        # kept in the store: a resumed run starts the cross-round evidence afresh, still valid)
+        # per client: direction -> (Σ z, Σ z², n) of its replayed releases, and its looks; kept
+        # in the store as the client's "sensitivity-rounds" memory row (memory, remember)
         self._evidence: dict[int, dict[str, tuple[float, float, int]]] = {}
         self._looks: dict[int, int] = {}
         self._module = None  # the run's model in float64, built at the first replay
@@ -146,6 +146,36 @@ class SensitivityReplay:
                     evidence[name] = (total + z, squares + z * z, n + 1)
         look = self._looks[client_id] = self._looks.get(client_id, 0) + 1
         return [verdict, cumulative_test(evidence, look, alpha / 2.0)]
+
+    # -- memory (--resume) ---------------------------------------------------------------------
+
+    def memory(self, client_id: int) -> dict[str, np.ndarray] | None:
+        """The client's cross-round evidence so far as named arrays (the store's ``memory`` row
+        of kind :data:`MEMORY_KIND`): ``look`` and, per direction, ``(Σ z, Σ z², n)``; None
+        before its first replay. Cumulative: the latest row is the whole evidence."""
+        if client_id not in self._looks:
+            return None
+        state = {"look": np.array([self._looks[client_id]], np.int64)}
+        for name, (total, squares, n) in self._evidence.get(client_id, {}).items():
+            state[f"z_{name}"] = np.array([total, squares, float(n)], np.float64)
+        return state
+
+    def remember(self, client_id: int, state: dict[str, np.ndarray]) -> None:
+        """Rebuild the client's evidence from a :meth:`memory` row (``--resume``; rows read in
+        round order, so the last is the latest). ValueError when the row is not one."""
+        look = np.asarray(state.get("look", ()))
+        if look.shape != (1,) or not np.issubdtype(look.dtype, np.integer) or look[0] < 1:
+            raise ValueError("sensitivity-rounds must hold one positive integer 'look'")
+        evidence: dict[str, tuple[float, float, int]] = {}
+        for key, value in state.items():
+            if key == "look":
+                continue
+            row = np.asarray(value, np.float64)
+            if not key.startswith("z_") or row.shape != (3,) or not np.isfinite(row).all() \
+                    or row[2] < 0 or row[2] != int(row[2]):
+                raise ValueError(f"sensitivity-rounds member {key!r} must be (Σ z, Σ z², n)")
+            evidence[key[2:]] = (float(row[0]), float(row[1]), int(row[2]))
+        self._looks[client_id], self._evidence[client_id] = int(look[0]), evidence
 
     # -- internals --------------------------------------------------------------------------
 

@@ -73,7 +73,7 @@ import numpy as np
 from scipy import special, stats
 
 from fedpriv.verification.power import DETECTION_POWER
-from fedpriv.verification.replay import _distance_from_span
+from fedpriv.verification.replay import distance_from_span
 from fedpriv.verification.verdict import Verdict, decide
 
 __all__ = [
@@ -290,7 +290,7 @@ def step_freshness_test(releases: np.ndarray, noise_std: float, alpha: float) ->
     tails, nearest, which = [], math.inf, 0
     for t in range(1, k):
         earlier = np.asarray(releases[max(0, t - FRESH_WINDOW):t], np.float64)
-        distance, rank = _distance_from_span(np.asarray(releases[t], np.float64), earlier)
+        distance, rank = distance_from_span(np.asarray(releases[t], np.float64), earlier)
         x = distance / noise_std
         tails.append(float(special.chdtr(p - rank, x * x)))
         if x < nearest:
