@@ -151,15 +151,11 @@ _KEPT_ANSWERS = 4096
 """Most :meth:`PrivacyLedger.unaccountable` answers kept (distinct histories and rounds)."""
 
 
-def accounted_sampling(
-    unit: str, size_verified: bool, sample_rate: float, population: int | None,
-) -> tuple[float, int | None, bool]:
-    """The sampling a round's releases are accounted at — the one rule, for
-    :meth:`PrivacyLedger.fold` and :meth:`PrivacyLedger.unaccountable` alike: the claimed
-    ``(sample_rate, population)`` for a client-level release or at a local size the server
-    verified; else ``q = 1``, every record in every release (a fixed-size batch of ``m`` of
-    ``n``: ``m`` of ``m``). Returns ``(q, population, unamplified)``, the last True when the
-    claimed sampling was set aside."""
+def accounted_sampling(unit: str, size_verified: bool, sample_rate: float,
+                       population: int | None) -> tuple[float, int | None, bool]:
+    """``(q, population, unamplified)`` of a round, for :meth:`~PrivacyLedger.fold` and
+    :meth:`~PrivacyLedger.unaccountable` alike: as claimed at the client level or a verified
+    size, else every record in every release (fixed-size ``m`` of ``n``: ``m`` of ``m``)."""
     if unit != "record" or size_verified or not sample_rate < 1.0:
         return sample_rate, population, False
     return 1.0, (None if population is None else round(sample_rate * population)), True
@@ -277,8 +273,7 @@ class PrivacyLedger:
         if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
             ledger.accountant.neighbouring = level_relation(unit, self.neighbouring)
-        rate, size, unamplified = accounted_sampling(unit, size_verified, sample_rate,
-                                                     population)
+        rate, size, unamplified = accounted_sampling(unit, size_verified, sample_rate, population)
         if unamplified and ledger.claimed is None:
             ledger.claimed = ledger.accountant.copy()
         if ledger.claimed is not None:
@@ -317,10 +312,9 @@ class PrivacyLedger:
         (None: they can): the run's accountant cannot account the client's ledger with them
         (:func:`fedpriv.accounting.accountable.unaccountable`), or another part of the tally
         fails on them (capacity, MBP bound, client-level ε). Asked before :meth:`fold`, with
-        the same arguments (``size_verified`` too: the releases are asked at the sampling the
-        fold accounts them at, :func:`accounted_sampling`); the ledger is left as it was. The
-        server records a reason as the client's failure (kind ``unaccountable``,
-        docs/trust.md §1)."""
+        the same arguments (``size_verified`` too: :func:`accounted_sampling`); the ledger is
+        left as it was. The server records a reason as the client's failure (kind
+        ``unaccountable``, docs/trust.md §1)."""
         previous = self.clients.get(client_id)
         history = () if previous is None else previous.accountant.events
         try:

@@ -8,11 +8,18 @@
   earlier step releases by the declared optimiser), recomputes the clipped sum of those records
   with the library's per-example gradients (:func:`fedpriv.gradients.gradient_source`, the
   declared mechanism's ``clip_bounds`` and norm, divided by the declared ``L``) and tests the
-  release less that signal as the declared noise. Replayed: the Gaussian record-level mechanism,
-  one local step in update mode, every step in steps mode. Not replayed (``unverifiable``,
-  saying why, so the label says "per-record sensitivity assumed"): no oracle, several local
-  steps in update mode (``θ_1 … θ_{k−1}`` are not sent), another mechanism, an optimiser whose
-  release is not recovered, a model whose arrays are not its parameters in order;
+  release less that signal as the declared noise. Replayed: the Gaussian and the Laplace
+  record-level mechanisms (the residual tested as the declared law: χ² and normal projections,
+  or Gamma and Chernoff-bounded Laplace projections), one local step in update mode, every step
+  in steps mode. Not replayed (``unverifiable``, saying why, so the label says "per-record
+  sensitivity assumed"): no oracle, several local steps in update mode (``θ_1 … θ_{k−1}`` are
+  not sent), a client-level release (its per-record sensitivity is not the point: its clip
+  bound ``S`` bounds the whole update), the vMF mechanism (its release is a direction drawn
+  around the clipped signal's: no additive residual has a law free of the signal), an
+  optimiser whose release is not recovered, a model whose arrays are not its parameters in
+  order;
+* the noise law's sides on the replayed residual, at full power
+  (:func:`fedpriv.verification.sensitivity.residual_law_test`, speaking to ``noise-law``);
 * ``"step-freshness"`` in steps mode (:func:`fedpriv.verification.sensitivity.
   step_freshness_test`), with or without the oracle.
 
@@ -36,13 +43,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from fedpriv.data import Dataset
-from fedpriv.mechanisms.gaussian import GaussianMechanism, GaussianRelease
+from fedpriv.mechanisms.gaussian import GaussianMechanism
+from fedpriv.mechanisms.laplace import LaplaceMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, unverifiable, with_preconditions
 from fedpriv.verification.sensitivity import (
     SPEAKS_TO,
     ReplayedRelease,
     cumulative_test,
+    residual_law_test,
     sensitivity_test,
     step_freshness_test,
     steps_sensitivity,
@@ -112,10 +121,10 @@ class SensitivityReplay:
                alpha: float) -> Verdict:
         """``verdict`` with this round's ``sensitivity`` (and, in steps mode,
         ``step-freshness``) as preconditions, each at ``alpha`` (``audit.verify_alpha``)."""
+        refuted = verdict.status == "inconsistent"  # the law's sides would add nothing new
         checks = self.sensitivity(client_id, report, broadcast, recovered, releases, offset,
-                                  alpha)
-        if releases is not None and isinstance(report.mechanism, GaussianMechanism) and \
-                verdict.status != "inconsistent":
+                                  alpha, law_tests=not refuted)
+        if releases is not None and _law(report) == "gaussian" and not refuted:
             s = report.mechanism.noise_std / report.declaration().batch_size
             if s > 0 and math.isfinite(s):
                 checks.append(step_freshness_test(np.asarray(releases), s, alpha))
@@ -124,15 +133,18 @@ class SensitivityReplay:
     def sensitivity(self, client_id: int, report: ClientReport,
                     broadcast: Sequence[np.ndarray], recovered: ClientUpdate | Verdict,
                     releases: np.ndarray | None, offset: np.ndarray | None = None,
-                    alpha: float = 1e-6) -> list[Verdict]:
+                    alpha: float = 1e-6, *, law_tests: bool = True) -> list[Verdict]:
         """The ``sensitivity`` verdict of one client-round (at ``α/2``) and, once replayed,
-        the client's ``sensitivity-rounds`` (at ``α/2`` over the run); never raises."""
+        the noise law's sides on the residual (at ``α``, with ``law_tests``) and, Gaussian, the
+        client's ``sensitivity-rounds`` (at ``α/2`` over the run); never raises."""
         why = self._not_replayed(report, recovered, releases)
         if why is not None:
             return [unverifiable("sensitivity", f"{ASSUMED}: {why}", speaks_to=SPEAKS_TO)]
+        law = _law(report)
         try:
-            verdict, tested = self._replay(client_id, report, broadcast, recovered, releases,
-                                           offset, alpha / 2.0)
+            verdict, tested, residuals = self._replay(client_id, report, broadcast, recovered,
+                                                      releases, offset, alpha / 2.0)
+            shape = residual_law_test(residuals, _scale(report), law, alpha) if law_tests else []
         except Exception as exc:  # noqa: BLE001 - a hostile reply's replay is its failure
             log.warning("replay of client %d failed: %s: %s", client_id, type(exc).__name__, exc)
             return [unverifiable("sensitivity", f"{ASSUMED}: the replay failed "
@@ -144,8 +156,10 @@ class SensitivityReplay:
                 if z is not None:
                     total, squares, n = evidence.get(name, (0.0, 0.0, 0))
                     evidence[name] = (total + z, squares + z * z, n + 1)
+        if law != "gaussian":  # the cross-round test's normal law is the Gaussian's
+            return [verdict, *shape]
         look = self._looks[client_id] = self._looks.get(client_id, 0) + 1
-        return [verdict, cumulative_test(evidence, look, alpha / 2.0)]
+        return [verdict, *shape, cumulative_test(evidence, look, alpha / 2.0)]
 
     # -- memory (--resume) ---------------------------------------------------------------------
 
@@ -185,8 +199,13 @@ class SensitivityReplay:
         mechanism = report.mechanism
         if report.client_level:
             return "a client-level release is not replayed (its clip bound S is assumed)"
-        if not isinstance(mechanism, GaussianMechanism) or not mechanism.noise_std > 0:
-            return f"replay tests the Gaussian mechanism only, not {mechanism.name!r}"
+        if mechanism.name == "vmf":
+            return ("the vMF release is not replayed: its noise is the law of a direction "
+                    "given the clipped signal, not an additive residual the server can test "
+                    "apart from it")
+        if _law(report) is None or not _scale(report) > 0:
+            return ("replay tests the Gaussian and Laplace mechanisms only, not "
+                    f"{mechanism.name!r}")
         if report.oracle is None:
             return ("not replayed: the server knows the records a release used only from the "
                     "labelled simulation oracle (audit.ground_truth = true)")
@@ -239,9 +258,10 @@ class SensitivityReplay:
         from fedpriv.accounting import ReleaseEvent, epsilon
 
         sampling = report.release_sampling
+        release = report.mechanism.release(1)  # σ or λ: its noise parameter, whatever p
 
         def at(sigma: float) -> float:
-            event = ReleaseEvent(GaussianRelease(sigma), sampling["sample_rate"],
+            event = ReleaseEvent(release.with_parameter(sigma), sampling["sample_rate"],
                                  report.releases, sampling["population"])
             return epsilon([event], self.delta, accountant="rdp").epsilon
 
@@ -249,15 +269,17 @@ class SensitivityReplay:
 
     def _replay(self, client_id: int, report: ClientReport, broadcast: Sequence[np.ndarray],
                 recovered: ClientUpdate | Verdict, releases: np.ndarray | None,
-                offset: np.ndarray | None, alpha: float) -> tuple[Verdict, list[Verdict]]:
-        """The round's ``sensitivity`` verdict at ``alpha`` and every replayed release's."""
+                offset: np.ndarray | None, alpha: float,
+                ) -> tuple[Verdict, list[Verdict], list[tuple[np.ndarray, float]]]:
+        """The round's ``sensitivity`` verdict at ``alpha``, every replayed release's, and each
+        release's residual with its rounding slack (ℓ2)."""
         mechanism = report.mechanism
         d = report.declaration()
-        s = mechanism.noise_std / d.batch_size
+        s, law = _scale(report), _law(report)
         theta = np.concatenate([np.asarray(b, np.float64).ravel() for b in broadcast])
         batches = report.oracle.record_ids
         at = self._epsilon_at(report)
-        sigma = mechanism.noise_multiplier
+        sigma = mechanism.release(1).parameter
         if releases is None:  # update mode, one step: the recovered release
             assert isinstance(recovered, ClientUpdate)
             replayed = self._signal(client_id, report, theta, batches[0])
@@ -267,12 +289,12 @@ class SensitivityReplay:
             one = sensitivity_test(release, ReplayedRelease(replayed.signal, replayed.directions,
                                                             slack),
                                    noise_std=s, noise_multiplier=sigma, alpha=alpha,
-                                   epsilon_at=at)
-            return one, [one]
+                                   epsilon_at=at, law=law)
+            return one, [one], [(release - replayed.signal, slack)]
         rows = np.asarray(releases)
         k = rows.shape[0]
         plain = d.optimizer.momentum == 0 and d.optimizer.weight_decay == 0
-        verdicts, current = [], theta
+        verdicts, residuals, current = [], [], theta
         for t in range(k):
             if t > 0:  # θ_t from the earlier step releases (the declared optimiser)
                 current = (current - d.lr * np.asarray(rows[t - 1], np.float64) if plain else
@@ -283,5 +305,25 @@ class SensitivityReplay:
                 release = release - offset
             verdicts.append(sensitivity_test(release, replayed, noise_std=s,
                                              noise_multiplier=sigma, alpha=alpha / k,
-                                             epsilon_at=at))
-        return steps_sensitivity(verdicts, alpha), verdicts
+                                             epsilon_at=at, law=law))
+            residuals.append((release - replayed.signal, replayed.slack))
+        return steps_sensitivity(verdicts, alpha), verdicts, residuals
+
+
+def _law(report: ClientReport) -> str | None:
+    """The replayed noise law of the report's record-level mechanism (None: not replayed)."""
+    mechanism = report.mechanism
+    if isinstance(mechanism, LaplaceMechanism):
+        return "laplace"
+    if isinstance(mechanism, GaussianMechanism) and not report.client_level:
+        return "gaussian"
+    return None
+
+
+def _scale(report: ClientReport) -> float:
+    """The declared noise's scale per coordinate of one release: ``σC/L`` (Gaussian std) or
+    ``λC/L`` (Laplace scale); 0 for a mechanism not replayed."""
+    mechanism, law = report.mechanism, _law(report)
+    noise = {"gaussian": getattr(mechanism, "noise_std", 0.0),
+             "laplace": getattr(mechanism, "noise_scale", 0.0)}.get(law, 0.0)
+    return noise / report.declaration().batch_size
