@@ -11,13 +11,15 @@
   release less that signal as the declared noise. Replayed: the Gaussian and the Laplace
   record-level mechanisms (the residual tested as the declared law: χ² and normal projections,
   or Gamma and Chernoff-bounded Laplace projections), one local step in update mode, every step
-  in steps mode. Not replayed (``unverifiable``, saying why, so the label says "per-record
-  sensitivity assumed"): no oracle, several local steps in update mode (``θ_1 … θ_{k−1}`` are
-  not sent), a client-level release (its per-record sensitivity is not the point: its clip
-  bound ``S`` bounds the whole update), the vMF mechanism (its release is a direction drawn
-  around the clipped signal's: no additive residual has a law free of the signal), an
-  optimiser whose release is not recovered, a model whose arrays are not its parameters in
-  order;
+  in steps mode; and a client-level Gaussian release, whose sensitivity is its clip bound
+  ``S``: the ``k`` plain local steps recomputed on the oracle's batches, their update clipped
+  to ``S``, the rest tested as ``N(0, (σS)² I)`` (:meth:`SensitivityReplay._client_update`).
+  Not replayed (``unverifiable``, saying why, so the label says "per-record sensitivity
+  assumed"): no oracle, several local steps in update mode (``θ_1 … θ_{k−1}`` are not sent),
+  the vMF mechanism (its release is a direction drawn around the clipped signal's: no
+  additive residual has a law free of the signal), an optimiser whose release is not
+  recovered (client level: FedProx's proximal term over several steps), a model whose arrays
+  are not its parameters in order;
 * the noise law's sides on the replayed residual, at full power
   (:func:`fedpriv.verification.sensitivity.residual_law_test`, speaking to ``noise-law``);
 * ``"step-freshness"`` in steps mode (:func:`fedpriv.verification.sensitivity.
@@ -68,6 +70,8 @@ PARTITION_RECORDS = 512
 """Records of the client's partition (its first ones) whose mean clipped gradient is the
 hidden-steps direction."""
 ASSUMED = "per-record sensitivity assumed"
+_NO_ORACLE = ("not replayed: the server knows the records a release used only from the "
+              "labelled simulation oracle (audit.ground_truth = true)")
 MEMORY_KIND = "sensitivity-rounds"
 """The kind of the store's ``memory`` row holding a client's cross-round evidence."""
 
@@ -91,10 +95,11 @@ class SensitivityReplay:
 
     def __init__(self, dataset: Dataset, model: tuple[str, tuple[int, ...], int],
                  partitions: Sequence[np.ndarray] | None = None, *, delta: float = 1e-5,
-                 accountant: str = "rdp") -> None:
+                 accountant: str = "rdp", proximal: float = 0.0) -> None:
         self.dataset, self.model = dataset, model
         self.partitions = partitions
         self.delta, self.accountant = delta, accountant
+        self.proximal = proximal  # FedProx's μ (strategy.proximal_mu), which clients add
         # per client: direction -> (Σ z, Σ z², n) of its replayed releases, and its looks; kept
         # in the store as the client's "sensitivity-rounds" memory row (memory, remember)
         self._evidence: dict[int, dict[str, tuple[float, float, int]]] = {}
@@ -104,14 +109,15 @@ class SensitivityReplay:
     @classmethod
     def for_run(cls, audit, dataset: Dataset, model: tuple, config) -> SensitivityReplay:  # noqa: ANN001
         """The replay of a run: its partition from ``config`` (None: unknown)."""
-        partitions = None
+        partitions, strategy = None, getattr(config, "strategy", None)
         if config is not None:
             from fedpriv.data import partition_indices
 
             d = config.data
             partitions = partition_indices(dataset.train_y.numpy(), d.num_clients, d.partition,
                                            d.dirichlet_alpha, config.seed)
-        return cls(dataset, model, partitions, delta=audit.delta, accountant=audit.accountant)
+        return cls(dataset, model, partitions, delta=audit.delta, accountant=audit.accountant,
+                   proximal=float(getattr(strategy, "proximal_mu", None) or 0.0))
 
     # -- the pipeline's one call -----------------------------------------------------------
 
@@ -193,12 +199,11 @@ class SensitivityReplay:
 
     # -- internals --------------------------------------------------------------------------
 
-    @staticmethod
-    def _not_replayed(report: ClientReport, recovered: ClientUpdate | Verdict,
+    def _not_replayed(self, report: ClientReport, recovered: ClientUpdate | Verdict,
                       releases: np.ndarray | None) -> str | None:
         mechanism = report.mechanism
         if report.client_level:
-            return "a client-level release is not replayed (its clip bound S is assumed)"
+            return self._client_not_replayed(report, recovered)
         if mechanism.name == "vmf":
             return ("the vMF release is not replayed: its noise is the law of a direction "
                     "given the clipped signal, not an additive residual the server can test "
@@ -207,8 +212,7 @@ class SensitivityReplay:
             return ("replay tests the Gaussian and Laplace mechanisms only, not "
                     f"{mechanism.name!r}")
         if report.oracle is None:
-            return ("not replayed: the server knows the records a release used only from the "
-                    "labelled simulation oracle (audit.ground_truth = true)")
+            return _NO_ORACLE
         if releases is None and report.local_steps > 1:
             return (f"not replayed: {report.local_steps} local steps in update mode — the "
                     "parameters θ_1 … θ_{k−1} the later steps were computed at are not sent "
@@ -219,11 +223,56 @@ class SensitivityReplay:
             return f"not replayed: optimizer {report.optimizer.name!r} is not recomposed"
         return None
 
-    def _signal(self, client_id: int, report: ClientReport, theta: np.ndarray,
-                ids: Sequence[int]) -> ReplayedRelease:
-        """The clipped signal of records ``ids`` at ``θ`` over the declared ``L``, with the
-        alternative directions."""
+    def _client_not_replayed(self, report: ClientReport,
+                             recovered: ClientUpdate | Verdict) -> str | None:
+        """Why a client-level release is not replayed (None: it is, :meth:`_client_update`)."""
+        if _law(report) is None or not _scale(report) > 0:
+            return f"a client-level {report.mechanism.name!r} release is not replayed"
+        if report.oracle is None:
+            return _NO_ORACLE
+        if len(report.oracle.record_ids) != report.local_steps:
+            return (f"not replayed: the oracle names {len(report.oracle.record_ids)} batches "
+                    f"for {report.local_steps} declared local steps")
+        if report.optimizer.name != "sgd":
+            return f"not replayed: optimizer {report.optimizer.name!r} is not recomposed"
+        if self.proximal and report.local_steps > 1:
+            return "not replayed: FedProx's proximal term is not recomposed"
+        if isinstance(recovered, Verdict):
+            return f"not replayed: {recovered.reason}"
+        return None
+
+    def _client_update(self, report: ClientReport, theta: np.ndarray,
+                       recovered: ClientUpdate) -> tuple[np.ndarray, ReplayedRelease]:
+        """A client-level release and its replay: the ``k`` plain local steps recomputed from
+        ``θ`` on the oracle's batches (the mean raw gradient over the declared divisor ``L``,
+        the declared SGD), their update ``Δ`` clipped to ``S`` as the client clips it
+        (:func:`fedpriv.mechanisms.client_gaussian.clip_update`): the release less it is
+        ``N(0, (σS)² I)``. Directions: the clipped update (a scaled one) and its excess over
+        ``S`` (no clipping). Slack: the update's round-off plus ``REPLAY_TOLERANCE·k`` of
+        ``S + ‖Δ‖`` for the client's float32 steps."""
+        d, divisor = report.optimizer, float(report.divisor)
+        if report.sampling == "fixed":
+            divisor = float(round(divisor))
+        rows: list[np.ndarray] = []
+        current = theta
+        for ids in report.oracle.record_ids:
+            if rows:
+                current = compose_sgd(theta, np.stack(rows), lr=report.lr, optimizer=d).theta
+            rows.append(self._source(current, ids).gradient_sum().detach().numpy() / divisor)
+        raw = compose_sgd(theta, np.stack(rows), lr=report.lr, optimizer=d).theta - theta
+        bound, norm = report.mechanism.sensitivity, float(np.linalg.norm(raw))
+        clipped = raw if norm <= bound else raw * (bound / norm)
+        release = -recovered.summed  # the update Δ: its declaration is one step of lr 1
+        slack = (recovered.summed_error(2, 2.0 * float(np.linalg.norm(release)) + 1.0)
+                 + REPLAY_TOLERANCE * len(rows) * (bound + norm))
+        return release, ReplayedRelease(clipped, {"signal": clipped, "unclipped": raw - clipped},
+                                        slack)
+
+    def _source(self, theta: np.ndarray, ids: Sequence[int]):  # noqa: ANN202
+        """The per-example gradients of records ``ids`` at ``θ`` (float64)."""
         import torch
+
+        from fedpriv.gradients import gradient_source
 
         if self._module is None:  # one per run: its parameters are overwritten per replay
             from fedpriv.models import build_model
@@ -235,13 +284,21 @@ class SensitivityReplay:
             raise ValueError(f"the model has {sum(p.numel() for p in params)} parameters, the "
                              f"update {theta.size}")
         torch.nn.utils.vector_to_parameters(torch.from_numpy(np.ascontiguousarray(theta)), params)
+        x = self.dataset.train_x[list(ids)].to(torch.float64)
+        return gradient_source(model, x, self.dataset.train_y[list(ids)])
+
+    def _signal(self, client_id: int, report: ClientReport, theta: np.ndarray,
+                ids: Sequence[int]) -> ReplayedRelease:
+        """The clipped signal of records ``ids`` at ``θ`` over the declared ``L``, with the
+        alternative directions."""
+        import torch
+
         from fedpriv.gradients import gradient_source
 
         mechanism = report.mechanism
         bounds, order = mechanism.clip_bounds, mechanism.norm_ord
-        x = self.dataset.train_x[list(ids)].to(torch.float64)
-        y = self.dataset.train_y[list(ids)]
-        source = gradient_source(model, x, y)
+        source = self._source(theta, ids)
+        model = self._module
         clipped = source.clipped_sum(bounds, order).detach().numpy()
         excess = source.gradient_sum().detach().numpy() - clipped
         directions = {"signal": clipped, "unclipped": excess}
@@ -280,6 +337,12 @@ class SensitivityReplay:
         batches = report.oracle.record_ids
         at = self._epsilon_at(report)
         sigma = mechanism.release(1).parameter
+        if report.client_level:  # the update is the release
+            assert isinstance(recovered, ClientUpdate)
+            release, replayed = self._client_update(report, theta, recovered)
+            one = sensitivity_test(release, replayed, noise_std=s, noise_multiplier=sigma,
+                                   alpha=alpha, epsilon_at=at)
+            return one, [one], [(release - replayed.signal, replayed.slack)]
         if releases is None:  # update mode, one step: the recovered release
             assert isinstance(recovered, ClientUpdate)
             replayed = self._signal(client_id, report, theta, batches[0])
@@ -311,18 +374,19 @@ class SensitivityReplay:
 
 
 def _law(report: ClientReport) -> str | None:
-    """The replayed noise law of the report's record-level mechanism (None: not replayed)."""
+    """The replayed noise law of the report's mechanism (None: not replayed)."""
     mechanism = report.mechanism
     if isinstance(mechanism, LaplaceMechanism):
         return "laplace"
-    if isinstance(mechanism, GaussianMechanism) and not report.client_level:
+    if isinstance(mechanism, GaussianMechanism):  # record or client level
         return "gaussian"
     return None
 
 
 def _scale(report: ClientReport) -> float:
-    """The declared noise's scale per coordinate of one release: ``σC/L`` (Gaussian std) or
-    ``λC/L`` (Laplace scale); 0 for a mechanism not replayed."""
+    """The declared noise's scale per coordinate of one release: ``σC/L`` (Gaussian std; the
+    client level: ``σS``, its declared divisor 1) or ``λC/L`` (Laplace scale); 0 for a
+    mechanism not replayed."""
     mechanism, law = report.mechanism, _law(report)
     noise = {"gaussian": getattr(mechanism, "noise_std", 0.0),
              "laplace": getattr(mechanism, "noise_scale", 0.0)}.get(law, 0.0)

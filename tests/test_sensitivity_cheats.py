@@ -123,12 +123,26 @@ def test_with_the_oracle_the_light_tail_side_runs_on_the_residual(tmp_path):  # 
     assert plain["rounds"][(1, 1)]["properties"]["noise-law"]["status"] == "not-tested"
 
 
-@pytest.mark.parametrize(("mechanism", "why"), [
-    (("name='vmf'", "kappa=5000.0"), "direction"),
-    (("name='client-gaussian'", "noise_multiplier=1.0", "clip=1.0"), "client-level"),
-])
-def test_what_cannot_be_replayed_says_why(tmp_path, mechanism, why):  # noqa: ANN001
-    run = _run(tmp_path, 1, {}, "audit.ground_truth=true", mechanism=mechanism)
+def test_with_the_oracle_a_client_level_update_is_replayed(tmp_path):  # noqa: ANN001
+    """A client-level release is its update: the server recomputes the k plain local steps from
+    θ on the oracle's batches, clips their update to S and tests the rest as N(0, (σS)² I) —
+    exact enough that at σ = 0.01 (noise norm ≈ 1.2 S) honest clients pass over 3 local
+    steps; an update scaled × 3 is caught."""
+    run = _run(tmp_path, 2, {0: "scale-update:3"}, "audit.ground_truth=true",
+               "train.local_steps=3",
+               mechanism=("name='client-gaussian'", "noise_multiplier=0.01", "clip=1.0"))
+    assert run["rounds"][(1, 0)]["properties"]["sensitivity"]["status"] == "failed"
+    for c in range(1, CLIENTS):
+        for rnd in (1, 2):
+            sensitivity = run["rounds"][(rnd, c)]["properties"]["sensitivity"]
+            assert sensitivity["status"] == "passed" and sensitivity["useful"], sensitivity
+            assert "ε" in sensitivity["power"]
+
+
+def test_what_cannot_be_replayed_says_why(tmp_path):  # noqa: ANN001
+    run = _run(tmp_path, 1, {}, "audit.ground_truth=true",
+               mechanism=("name='vmf'", "kappa=5000.0"))
+    why = "direction"
     for v in run["rounds"].values():
         sensitivity = v["properties"]["sensitivity"]
         assert sensitivity["status"] == "not-tested"
