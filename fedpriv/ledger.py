@@ -94,7 +94,8 @@ from fedpriv.verification.observed import (
 )
 
 __all__ = ["MIN_ACCOUNTABLE", "NEIGHBOURS", "NOT_OBSERVED", "UNVERIFIED_SIZE", "ClientLedger",
-           "PrivacyLedger", "epsilon_at_noise", "noise_grid", "secret_radius_units"]
+           "PrivacyLedger", "accounted_sampling", "epsilon_at_noise", "noise_grid",
+           "secret_radius_units"]
 
 NEIGHBOURS = {"record": "{relation} one record",
               "client": "replace one client's data (against the server)"}
@@ -148,6 +149,16 @@ infinite (:data:`fedpriv.mechanisms.base.MIN_NOISE`: one release there already h
 _GRID = math.log(1.01)
 _KEPT_ANSWERS = 4096
 """Most :meth:`PrivacyLedger.unaccountable` answers kept (distinct histories and rounds)."""
+
+
+def accounted_sampling(unit: str, size_verified: bool, sample_rate: float,
+                       population: int | None) -> tuple[float, int | None, bool]:
+    """``(q, population, unamplified)`` of a round, for :meth:`~PrivacyLedger.fold` and
+    :meth:`~PrivacyLedger.unaccountable` alike: as claimed at the client level or a verified
+    size, else every record in every release (fixed-size ``m`` of ``n``: ``m`` of ``m``)."""
+    if unit != "record" or size_verified or not sample_rate < 1.0:
+        return sample_rate, population, False
+    return 1.0, (None if population is None else round(sample_rate * population)), True
 
 
 def noise_grid(noise: float) -> float:
@@ -262,16 +273,13 @@ class PrivacyLedger:
         if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
             ledger.accountant.neighbouring = level_relation(unit, self.neighbouring)
-        unamplified = unit == "record" and not size_verified and sample_rate < 1.0
+        rate, size, unamplified = accounted_sampling(unit, size_verified, sample_rate, population)
         if unamplified and ledger.claimed is None:
             ledger.claimed = ledger.accountant.copy()
         if ledger.claimed is not None:
             ledger.claimed.record(release, sample_rate, steps, population)
         ledger.unamplified += unamplified
-        if unamplified:  # every record in every release; a fixed-size batch of m: m of m
-            sample_rate, population = 1.0, (None if population is None
-                                             else round(sample_rate * population))
-        ledger.accountant.record(release, sample_rate, steps, population)
+        ledger.accountant.record(release, rate, steps, size)
         radius = secret_radius_units(self.threat_model, batch_size)
         round_capacity = steps * _log_capacity(release, dim, radius)
         ledger.releases += steps
@@ -298,23 +306,26 @@ class PrivacyLedger:
     def unaccountable(
         self, client_id: int, release: Release, *, steps: int, sample_rate: float,
         batch_size: float, dim: int, unit: str = "record", population: int | None = None,
+        size_verified: bool = True,
     ) -> str | None:
         """Why this round's releases cannot be folded into the client's tallies, in one line
         (None: they can): the run's accountant cannot account the client's ledger with them
         (:func:`fedpriv.accounting.accountable.unaccountable`), or another part of the tally
         fails on them (capacity, MBP bound, client-level ε). Asked before :meth:`fold`, with
-        the same arguments; the ledger is left as it was. The server records a reason as the
-        client's failure (kind ``unaccountable``, docs/trust.md §1)."""
+        the same arguments (``size_verified`` too: :func:`accounted_sampling`); the ledger is
+        left as it was. The server records a reason as the client's failure (kind
+        ``unaccountable``, docs/trust.md §1)."""
         previous = self.clients.get(client_id)
         history = () if previous is None else previous.accountant.events
         try:
-            events = [*history, ReleaseEvent(release, sample_rate, steps, population)]
+            rate, size, _ = accounted_sampling(unit, size_verified, sample_rate, population)
+            events = [*history, ReleaseEvent(release, rate, steps, size)]
         except InputError as exc:
             return f"{exc.key} = {exc.value!r}: expected {exc.allowed}"
         # the answer depends on the history and the round alone, which a round's clients
         # share: computed once per distinct key, not once per reply
-        key: tuple | None = (tuple(events), batch_size, dim, unit,
-                             tuple(self.client_samples.items()))
+        key: tuple | None = (tuple(events), batch_size, dim, unit, size_verified, sample_rate,
+                             population, tuple(self.client_samples.items()))
         try:
             if key in self._accountable:
                 return self._accountable[key]
@@ -322,7 +333,8 @@ class PrivacyLedger:
             key = None
         reason = self._unaccountable(client_id, previous, events, release, steps=steps,
                                      sample_rate=sample_rate, batch_size=batch_size, dim=dim,
-                                     unit=unit, population=population)
+                                     unit=unit, population=population,
+                                     size_verified=size_verified)
         if key is not None:
             if len(self._accountable) >= _KEPT_ANSWERS:
                 self._accountable.clear()
@@ -332,7 +344,7 @@ class PrivacyLedger:
     def _unaccountable(
         self, client_id: int, previous: ClientLedger | None, events: list[ReleaseEvent],
         release: Release, *, steps: int, sample_rate: float, batch_size: float, dim: int,
-        unit: str, population: int | None,
+        unit: str, population: int | None, size_verified: bool,
     ) -> str | None:
         """:meth:`unaccountable`, computed: the accountant, then a trial fold."""
         relation = level_relation(unit, self.neighbouring)
@@ -347,7 +359,8 @@ class PrivacyLedger:
             trial.clients[client_id] = previous
         try:  # on a ledger of its own: fold replaces the client's entry only when it succeeds
             trial.fold(0, client_id, release, steps=steps, sample_rate=sample_rate,
-                       batch_size=batch_size, dim=dim, unit=unit, population=population)
+                       batch_size=batch_size, dim=dim, unit=unit, population=population,
+                       size_verified=size_verified)
         except Exception as exc:  # noqa: BLE001 - any failure to tally a claim is the claim's
             return f"the tally of this declaration fails: {type(exc).__name__}: {exc}"
         return None

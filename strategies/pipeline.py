@@ -41,7 +41,7 @@ from strategies.canary_audit import CanaryAuditor
 from strategies.identity import node_binding, weigh_replies
 from strategies.replies import AcceptedReply, RoundIdentities
 from strategies.reply_verdicts import fold_verdicts
-from strategies.sensitivity_replay import SensitivityReplay
+from strategies.sensitivity_replay import MEMORY_KIND, SensitivityReplay
 from strategies.stages import Reply, Round, RunState
 
 __all__ = ["AuditPipeline"]
@@ -206,7 +206,8 @@ class AuditPipeline:
         """Rebuild what the audit remembers from the store's completed rounds (``--resume``):
         the privacy ledger from the updates (the same releases folded in the same order give
         the same tallies), the node ↔ client bindings from the updates rows, and the replay
-        sketches and canary pools from the ``memory`` rows — under every storage policy,
+        sketches, canary pools and the replay's cross-round evidence (``sensitivity-rounds``)
+        from the ``memory`` rows — under every storage policy,
         exactly the memory of an uninterrupted run."""
         for row in self.store.query("SELECT round, COUNT(DISTINCT client_id) AS sent FROM "
                                     "updates GROUP BY round"):  # clients sent a train message
@@ -239,6 +240,8 @@ class AuditPipeline:
                     self.run.sketches_of(dim).remember(rnd, cid, state)
                 elif kind == "canaries":
                     self.canaries.remember(rnd, cid, state)
+                elif kind == MEMORY_KIND and self.run.replay is not None:
+                    self.run.replay.remember(cid, state)
             except ValueError as exc:  # written for another model, or altered
                 raise StoreError(self.store.run_dir / DB_NAME, f"memory row ({kind}, round "
                                  f"{rnd}, client {cid}): {exc}") from None

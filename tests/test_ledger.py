@@ -119,3 +119,34 @@ def test_a_client_level_fold_ignores_the_size():
     b = ledger.fold(1, 1, client, steps=1, sample_rate=0.5, batch_size=1, dim=1000,
                     unit="client")
     assert a == b
+
+
+@pytest.mark.parametrize("size_verified", [True, False])
+@pytest.mark.parametrize("population", [None, 10**9])
+def test_the_pre_check_asks_the_accountant_about_what_the_fold_accounts(
+    monkeypatch, size_verified, population,
+):
+    """One rule (:func:`fedpriv.ledger.accounted_sampling`): ``unaccountable`` asks the
+    accountant about exactly the events ``fold`` then records — at q = 1 for a size the server
+    did not verify, at the claimed sampling for a verified one — over a second round too."""
+    from fedpriv import ledger as ledger_module
+
+    asked = []
+    original = ledger_module.accountable.unaccountable
+
+    def recording(events, *a, **k):
+        asked.append(list(events))
+        return original(events, *a, **k)
+
+    monkeypatch.setattr(ledger_module.accountable, "unaccountable", recording)
+    gauss = build_mechanism("gaussian", {"noise_multiplier": 1.0}).release(1000)
+    ledger = PrivacyLedger(1e-5)
+    args = {"steps": 5, "sample_rate": 32 / 10**9, "population": population,
+            "batch_size": 32, "dim": 1000, "size_verified": size_verified}
+    for rnd in (1, 2):
+        assert ledger.unaccountable(0, gauss, **args) is None
+        ledger.fold(rnd, 0, gauss, verification="consistent", **args)
+        assert asked[-1] == list(ledger.clients[0].accountant.events)
+        assert {e.sample_rate == 1.0 or e.sample_rate == 32 / 33
+                for e in asked[-1]} == {not size_verified}
+

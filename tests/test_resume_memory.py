@@ -106,6 +106,48 @@ def test_a_resumed_run_remembers_what_the_uninterrupted_run_does(policy: str,
     assert [(f["round"], f["node_id"]) for f in thefts] == [(3, "1001"), (4, "1001")]
 
 
+def test_a_resumed_run_keeps_the_replays_cross_round_evidence(tmp_path: Path) -> None:
+    """Under the oracle (``audit.ground_truth``) the replay's ``sensitivity-rounds`` evidence
+    (its Σ z's and the client's look count, which sets the level) is a memory row: a run
+    stopped after round 2 and resumed stores the verdicts and tallies of the uninterrupted
+    run (issue 42)."""
+    cfg = load_config(QUICKSTART, [*SETTINGS, "rounds=3", "audit.ground_truth=true",
+                                   "audit.store_updates='none'"])
+    whole = _run(cfg, tmp_path / "whole")
+    grid = LocalGrid(client_app, cfg.data.num_clients, stop_at=3)
+    with pytest.raises(Killed):
+        _run(cfg, tmp_path / "run", grid)
+    grid.stop_at = None
+    resumed = _run(cfg, tmp_path / "run", grid, resume=True)
+    assert resumed["status"] == whole["status"] == "completed"
+    a, b = _rows(tmp_path / "whole"), _rows(tmp_path / "run")
+    for key in ("tallies", "failures", "updates", "memory"):
+        assert a[key] == b[key], key
+    rows = [(r, c, s) for r, c, k, s in a["memory"] if k == "sensitivity-rounds"]
+    assert {c for r, c, _ in rows if r == 2} == {0, 1}  # client 2 replays: no fresh θ
+    assert all(s["look"] == [r] for r, c, s in rows if c == 0)  # one look a round
+
+
+def test_the_entries_rebuild_the_replays_evidence():
+    """``SensitivityReplay.memory`` → store encoding → ``remember`` rebuilds the evidence and
+    looks exactly; a row of another shape is a ValueError (the resume's StoreError)."""
+    from fedpriv.audit.tensors import decode_state, encode_state
+    from strategies.sensitivity_replay import SensitivityReplay
+
+    live = SensitivityReplay(None, ("mlp", (1,), 2))  # type: ignore[arg-type]
+    live._evidence = {3: {"signal": (0.1, 2.5, 2), "partition": (-1.0, 7.25, 2)}, 5: {}}
+    live._looks = {3: 2, 5: 1}
+    rebuilt = SensitivityReplay(None, ("mlp", (1,), 2))  # type: ignore[arg-type]
+    for cid in (3, 5):
+        rebuilt.remember(cid, decode_state(encode_state(live.memory(cid)), Path("db"), "row"))
+    assert rebuilt._evidence == live._evidence and rebuilt._looks == live._looks
+    assert live.memory(4) is None
+    for bad in ({"look": np.array([0])}, {"look": np.array([1]), "z_signal": np.zeros(2)},
+                {"look": np.array([1.0])}):
+        with pytest.raises(ValueError, match="sensitivity-rounds"):
+            rebuilt.remember(3, bad)
+
+
 def _same(x: object, y: object) -> bool:
     """Deep equality of plain objects, containers and arrays (bit for bit)."""
     if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):

@@ -26,7 +26,8 @@ CLIENTS = 5
 
 
 def _run(tmp_path: Path, rounds: int, adversaries: dict[int, str], *extra: str,
-         num_clients: int = CLIENTS) -> dict:
+         num_clients: int = CLIENTS, mechanism: tuple[str, ...] = ("noise_multiplier=2.0",),
+         ) -> dict:
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from strategies.server_run import run_federation
@@ -37,7 +38,7 @@ def _run(tmp_path: Path, rounds: int, adversaries: dict[int, str], *extra: str,
                        for c, b in adversaries.items())
     cfg = load_config(QUICKSTART, [f"rounds={rounds}", f"data.num_clients={num_clients}",
                                    "train.local_steps=1", "train.batch_size=16",
-                                   "mechanism.noise_multiplier=2.0", *extra,
+                                   *(f"mechanism.{m}" for m in mechanism), *extra,
                                    f"adversary=[{tables}]"])
     logging.disable(logging.WARNING)
     try:
@@ -82,6 +83,72 @@ def test_with_the_oracle_hidden_steps_and_no_clipping_are_caught_where_visible(t
         failed = [run["rounds"][(r, cheat)]["properties"]["sensitivity"]["status"]
                   for r in (1, 2, 3) if (r, cheat) in run["rounds"]]
         assert "failed" in failed, failed
+
+
+def test_with_the_oracle_laplace_is_replayed_as_its_law(tmp_path):  # noqa: ANN001
+    """The Laplace mechanism's residual is tested as Laplace noise (Gamma ℓ1 norm, Chernoff
+    projections, the ℓ2 light-tail side): honest clients pass at the stated α, with useful power
+    stated in ε; the clipped signal × 10 is caught. At λ = 0.1: ℓ1 clipping leaves a clipped
+    signal of ℓ2 norm far below C·B, so at λ = 2 only a signal × ~80 would be (stated power)."""
+    run = _run(tmp_path, 2, {0: "signal-scale:10"}, "audit.ground_truth=true",
+               mechanism=("name='laplace'", "laplace_scale=0.1"))
+    first = run["rounds"][(1, 0)]
+    assert first["status"] == "inconsistent", first["reason"]
+    assert first["properties"]["sensitivity"]["status"] == "failed"
+    assert "clipped signal" in first["properties"]["sensitivity"]["reason"]
+    for c in range(1, CLIENTS):
+        for rnd in (1, 2):
+            props = run["rounds"][(rnd, c)]["properties"]
+            assert props["sensitivity"]["status"] == "passed", props["sensitivity"]
+            assert "laplace noise" in props["sensitivity"]["reason"]
+            assert "alpha = 5e-07" in props["sensitivity"]["reason"]  # α/2 of verify_alpha
+            assert props["sensitivity"]["useful"] and "ε" in props["sensitivity"]["power"]
+            assert "replayed residual" in props["noise-law"]["reason"], props["noise-law"]
+
+
+def test_with_the_oracle_the_light_tail_side_runs_on_the_residual(tmp_path):  # noqa: ANN001
+    """At σ = 0.5, B = 16 a signal of C·B could hide bounded (or Laplace) noise in the update,
+    so the update's law tests are not applicable; on the replayed residual they run at full
+    power: honest clients' noise law passes; uniform noise of the declared variance fails it
+    (refuted by the update's own side already: the residual's sides then add nothing)."""
+    run = _run(tmp_path, 1, {0: "uniform-noise"}, "audit.ground_truth=true",
+               mechanism=("noise_multiplier=0.5",))
+    law = run["rounds"][(1, 0)]["properties"]["noise-law"]
+    assert law["status"] == "failed" and "lighter tails" in law["reason"], law
+    for c in range(1, CLIENTS):
+        law = run["rounds"][(1, c)]["properties"]["noise-law"]
+        assert law["status"] == "passed" and law["useful"], law
+        assert "replayed residual" in law["reason"]
+    plain = _run(tmp_path / "plain", 1, {}, mechanism=("noise_multiplier=0.5",))
+    assert plain["rounds"][(1, 1)]["properties"]["noise-law"]["status"] == "not-tested"
+
+
+def test_with_the_oracle_a_client_level_update_is_replayed(tmp_path):  # noqa: ANN001
+    """A client-level release is its update: the server recomputes the k plain local steps from
+    θ on the oracle's batches, clips their update to S and tests the rest as N(0, (σS)² I) —
+    exact enough that at σ = 0.01 (noise norm ≈ 1.2 S) honest clients pass over 3 local
+    steps; an update scaled × 3 is caught."""
+    run = _run(tmp_path, 2, {0: "scale-update:3"}, "audit.ground_truth=true",
+               "train.local_steps=3",
+               mechanism=("name='client-gaussian'", "noise_multiplier=0.01", "clip=1.0"))
+    assert run["rounds"][(1, 0)]["properties"]["sensitivity"]["status"] == "failed"
+    for c in range(1, CLIENTS):
+        for rnd in (1, 2):
+            sensitivity = run["rounds"][(rnd, c)]["properties"]["sensitivity"]
+            assert sensitivity["status"] == "passed" and sensitivity["useful"], sensitivity
+            assert "ε" in sensitivity["power"]
+
+
+def test_what_cannot_be_replayed_says_why(tmp_path):  # noqa: ANN001
+    run = _run(tmp_path, 1, {}, "audit.ground_truth=true",
+               mechanism=("name='vmf'", "kappa=5000.0"))
+    why = "direction"
+    for v in run["rounds"].values():
+        sensitivity = v["properties"]["sensitivity"]
+        assert sensitivity["status"] == "not-tested"
+        assert why in sensitivity["reason"] and "per-record sensitivity assumed" in \
+            sensitivity["reason"], sensitivity
+        assert v["label"] != "verified"
 
 
 def test_without_the_oracle_no_sensitivity_cheat_is_verified(tmp_path):  # noqa: ANN001

@@ -123,3 +123,46 @@ def test_step_freshness_holds_its_level_and_catches_cancelled_noise() -> None:
     reused = signal + np.stack([z, z, z, z])
     assert step_freshness_test(reused, S, 1e-6).status == "inconsistent"
     assert step_freshness_test(cancelled[:1], S, 1e-6).status == "consistent"
+
+
+def test_an_honest_laplace_release_passes_at_its_level_and_a_scaled_signal_fails() -> None:
+    """The Laplace residual's tests (Gamma ℓ1 norm, Chernoff-bounded projections): false
+    alarms at α = 0.02 over 1000 honest releases within the binomial allowance; the clipped
+    signal × 10 caught, named."""
+    rng, alpha, n = np.random.default_rng(11), 0.02, 1000
+    alarms = 0
+    for _ in range(n):
+        replayed = _replayed(rng)
+        release = replayed.signal + S * rng.laplace(size=P)
+        v = sensitivity_test(release, replayed, noise_std=S, noise_multiplier=2.0, alpha=alpha,
+                             law="laplace")
+        alarms += v.status == "inconsistent"
+    assert alarms <= _allowed(n, alpha), alarms
+    replayed = _replayed(rng, signal_norm=4.0)
+    cheat = 10 * replayed.signal + S * rng.laplace(size=P)
+    v = sensitivity_test(cheat, replayed, noise_std=S, noise_multiplier=2.0, alpha=1e-6,
+                         law="laplace")
+    assert v.status == "inconsistent" and "(signal:" in v.reason, v.reason
+    assert "z_signal" not in v.statistic  # not the Gaussian cross-round evidence
+
+
+@pytest.mark.parametrize("law", ["gaussian", "laplace"])
+def test_the_residuals_law_holds_its_level_and_catches_the_other_tails(law: str) -> None:
+    """On the replayed residual (no signal) the law's sides at α = 0.02: honest noise within
+    the allowance over 1000 draws; uniform noise (Gaussian's light side), Laplace noise of the
+    declared variance (its heavy side) and Gaussian noise of the Laplace's E|N_i| caught — at
+    the paper MLP's p (at p = 2000 the Laplace side is not applicable at α = 10⁻⁶: it says so)."""
+    from fedpriv.verification.sensitivity import residual_law_test
+
+    rng, alpha, n, P = np.random.default_rng(5), 0.02, 1000, 13_700  # noqa: N806
+    draw = {"gaussian": lambda: S * rng.standard_normal(P),
+            "laplace": lambda: S * rng.laplace(size=P)}[law]
+    alarms = sum(any(v.status == "inconsistent" for v in
+                     residual_law_test([(draw(), 1e-9)], S, law, alpha)) for _ in range(n))
+    assert alarms <= _allowed(n, alpha), alarms
+    others = {"gaussian": {"gaussian-light-tail": np.sqrt(3) * S * rng.uniform(-1, 1, P),
+                           "gaussian-shape": S / np.sqrt(2) * rng.laplace(size=P)},
+              "laplace": {"laplace-shape": np.sqrt(np.pi / 2) * S * rng.standard_normal(P)}}
+    for name, noise in others[law].items():
+        verdicts = {v.test: v for v in residual_law_test([(noise, 1e-9)], S, law, 1e-6)}
+        assert verdicts[name].status == "inconsistent", verdicts[name].reason

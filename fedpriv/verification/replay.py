@@ -53,7 +53,7 @@ from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverif
 
 FRESH = ("fresh-noise",)  # the property the test speaks to (Verdict.speaks_to)
 
-__all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches"]
+__all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches", "distance_from_span"]
 
 SKETCH_WIDTH = 256
 """``m``: rows of the sketch. Power needs ``m − d`` well above the χ quantile's gap (≈ 3.6 at
@@ -141,7 +141,7 @@ class UpdateSketches:
         groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]
         tails, nearest = [], math.inf
         for group in groups:
-            distance, rank = _distance_from_span(new, np.stack(group))
+            distance, rank = distance_from_span(new, np.stack(group))
             free = self.width - rank
             if free < 1:
                 continue
@@ -186,7 +186,7 @@ class UpdateSketches:
         self._seen.setdefault(client_id, []).append((rnd, sketch))
 
 
-def _distance_from_span(vector: np.ndarray, rows: np.ndarray) -> tuple[float, int]:
+def distance_from_span(vector: np.ndarray, rows: np.ndarray) -> tuple[float, int]:
     """``‖P⊥ v‖₂`` for the span of the rows kept and that span's dimension. A QR factorisation
     (O(m·d²)); columns that add almost nothing (``|R_jj| ≤ 10⁻¹⁰ max``) are left out. Any
     subspace computed from the earlier rounds alone keeps the test valid with ``χ_{m − d}``,
