@@ -314,7 +314,7 @@ def _audit_overhead_lines(r: dict[str, Any]) -> list[str]:
              f"(pairs {v['ratio_cpu_pairs_median']}), {v['ratio_wall']} wall"
              for n, v in r["settings"].items()]
     big = r["large"]
-    return [*lines, f"  {big['clients']} clients audited: {_median(big['cpu_s'])} CPU s, "
+    return [*lines, f"  {big['clients']} clients: audited {_median(big['cpu_s'])} CPU s, "
             f"{_median(big['wall_s'])} s per round; off {_median(big.get('off_cpu_s'))} CPU s: "
             f"audit/off {big.get('ratio_cpu')} CPU"]
 
