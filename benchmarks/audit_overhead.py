@@ -10,8 +10,8 @@ alternately (off, audit, off, audit, …: a change of load falls on both), each 
 subprocess, and reports per setting the **CPU seconds per round** (this process's user + system
 time between the ends of rounds 2…R: other jobs on a shared machine barely move it) beside the
 wall seconds, and the ratios audit / off of both — the ratio of the pooled medians and the
-median of the per-pair ratios. Then 10,000 clients audited (issue #30: ≤ 20 s per round on 2
-cores).
+median of the per-pair ratios. Then 10,000 clients, off then audited (issue #30: ≤ 20 s per
+round on 2 cores; issue #37: audit ≤ 1.10× off), with the ratio of their CPU seconds.
 
 Up to 1,000 clients the data are the scikit-learn digits (1,437 records) unless Fashion-MNIST
 is installed (``benchmarks.scaling.data_sets``); 10,000 clients need ~60,000 records: without
@@ -117,7 +117,10 @@ def measure(quick: bool = False, *, smoke: bool = False, pairs_part: bool = True
                 _say(runs[-1])
     big_sets = fashion_or_stand_in()
     big = {"clients": large, "mode": "audit", "skipped": True}
+    big_off = {"clients": large, "mode": "off", "skipped": True}
     if large_part:
+        big_off = inprocess_once(large, "off", large_rounds, data=big_sets)
+        _say(big_off)
         big = inprocess_once(large, "audit", large_rounds, data=big_sets)
         _say(big)
     return {
@@ -128,8 +131,11 @@ def measure(quick: bool = False, *, smoke: bool = False, pairs_part: bool = True
         "large": {"clients": large, "rounds": large_rounds,
                   "cpu_s": big.get("round_cpu_seconds"), "wall_s": big.get("round_seconds"),
                   "per_client_ms": big.get("per_client_ms"), "peak_pss_mib": big.get(
-                      "peak_pss_mib"), "error": big.get("error")},
-        "runs": runs + ([big] if large_part else []),
+                      "peak_pss_mib"), "error": big.get("error"),
+                  "off_cpu_s": big_off.get("round_cpu_seconds"),
+                  "ratio_cpu": _ratio(big.get("round_cpu_seconds"),
+                                      big_off.get("round_cpu_seconds"))},
+        "runs": runs + ([big_off, big] if large_part else []),
     }
 
 

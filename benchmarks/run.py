@@ -16,7 +16,7 @@ per client, peak memory, bytes written per round, audit on vs off; float16 updat
 ``ray_queue`` (Flower's per-node message scan against fedpriv's one pass: one pass alone at 10 to
 10,000 nodes, and seconds and driver CPU seconds per round on Ray at 10 / 100 / 1,000 clients),
 ``audit_overhead`` (auditing off vs on, interleaved, in process: CPU and wall seconds per round
-at 10 / 100 / 1,000 clients and their ratios; 10,000 clients audited), ``html_report``
+at 10 / 100 / 1,000 clients and their ratios; 10,000 clients off and audited), ``html_report``
 (report.html render time and size for 10 to 1,000 clients), ``release_steps`` (steps mode
 against update mode: bytes and server seconds per reply at the quickstart's 20 local steps).
 Each section records its wall time, its CPU time (with the subprocesses it waited for) and the
@@ -317,8 +317,9 @@ def _audit_overhead_lines(r: dict[str, Any]) -> list[str]:
              f"(pairs {v['ratio_cpu_pairs_median']}), {v['ratio_wall']} wall"
              for n, v in r["settings"].items()]
     big = r["large"]
-    return [*lines, f"  {big['clients']} clients audited: {_median(big['cpu_s'])} CPU s, "
-            f"{_median(big['wall_s'])} s per round"]
+    return [*lines, f"  {big['clients']} clients: audited {_median(big['cpu_s'])} CPU s, "
+            f"{_median(big['wall_s'])} s per round; off {_median(big.get('off_cpu_s'))} CPU s: "
+            f"audit/off {big.get('ratio_cpu')} CPU"]
 
 
 def _scaling_lines(r: dict[str, Any]) -> list[str]:

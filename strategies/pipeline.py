@@ -138,7 +138,8 @@ class AuditPipeline:
         machine, 0.36 ms with one)."""
         batch = [Reply(node, msg) for node, msg in replies]
         rnd = Round(server_round, broadcast, names, self.run)
-        with self.store.batch(), threadpool_limits(limits=1, user_api="blas"):
+        with (stages.paused_gc(), self.store.batch(),
+              threadpool_limits(limits=1, user_api="blas")):
             stages.run_round(batch, rnd, audit=self.audit.enabled)
         out = [r.accepted for r in stages.base.live(batch) if r.consistent]
         out, self.unverified_share = weigh_replies(

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "CHAINED", "GENESIS", "ChainBreak", "append", "append_deletions", "canonical",
+    "CHAINED", "GENESIS", "ChainBreak", "PendingChain", "append", "append_deletions",
+    "append_many", "canonical",
     "chain_breaks", "chain_heads", "entry_digest", "final_head", "next_head", "round_heads",
 ]
 
@@ -95,6 +96,78 @@ def append(conn: sqlite3.Connection, table: str, key: Sequence[Any]) -> None:
     transaction that wrote it."""
     row = dict(conn.execute(f"SELECT * FROM {table} WHERE {_where(table)}", tuple(key)).fetchone())
     _insert(conn, table, key, row, row)
+
+
+_KEYS_PER_SELECT = 250
+"""Rows read back by one ``SELECT`` of :func:`append_many` (well under SQLite's limit of
+bound parameters, with three key columns)."""
+
+
+def _rows(conn: sqlite3.Connection, table: str, keys: list[tuple]) -> dict[tuple, dict]:
+    """The rows of ``table`` with these keys, as they stand now, by key."""
+    columns, out = CHAINED[table], {}
+    for start in range(0, len(keys), _KEYS_PER_SELECT):
+        part = keys[start:start + _KEYS_PER_SELECT]
+        if len(columns) == 1:
+            where = f"{columns[0]} IN ({', '.join('?' * len(part))})"
+            values: list[Any] = [k[0] for k in part]
+        else:
+            one = f"({', '.join('?' * len(columns))})"
+            where = f"({', '.join(columns)}) IN (VALUES {', '.join([one] * len(part))})"
+            values = [v for k in part for v in k]
+        for found in conn.execute(f"SELECT * FROM {table} WHERE {where}", values):
+            row = dict(found)
+            out[tuple(row[c] for c in columns)] = row
+    return out
+
+
+def append_many(conn: sqlite3.Connection, entries: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """:func:`append` of every ``(table, key)`` in order, inside the transaction that wrote
+    them: the same entries, in the same order, with the same heads, as one :func:`append`
+    each — but each table's rows read back by a few ``SELECT`` statements, the heads chained in
+    memory from the committed head once, and the entries inserted by one ``executemany``.
+    Each row must stand as it was written (no write to it since: :class:`PendingChain`)."""
+    if not entries:
+        return
+    wanted: dict[str, dict[tuple, None]] = {}
+    for table, key in entries:
+        wanted.setdefault(table, {})[tuple(key)] = None
+    rows = {table: _rows(conn, table, list(keys)) for table, keys in wanted.items()}
+    head, values = final_head(conn)[1], []
+    for table, key in entries:
+        row = rows[table][tuple(key)]
+        digest = entry_digest(table, key, row)
+        head = next_head(head, digest)
+        values.append((table, _json(list(key)), row.get("round"), row.get("client_id"),
+                       digest, head))
+    conn.executemany("INSERT INTO chain (tbl, key_json, round, client_id, digest, head) VALUES "
+                     "(?, ?, ?, ?, ?, ?)", values)
+
+
+class PendingChain:
+    """The chain entries of one store batch, written together (:func:`append_many`) when the
+    batch ends — or earlier, before a row with a pending entry is written again, so that every
+    entry still hashes its row as that write left it."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, tuple]] = []
+        self._keys: set[tuple[str, tuple]] = set()
+
+    def add(self, table: str, key: Sequence[Any]) -> None:
+        """Chain this row (just written) when the batch ends."""
+        entry = (table, tuple(key))
+        self.entries.append(entry)
+        self._keys.add(entry)
+
+    def before_write(self, conn: sqlite3.Connection, table: str, key: Sequence[Any]) -> None:
+        """Called before a write to a row named by its key: flush if its entry is pending."""
+        if (table, tuple(key)) in self._keys:
+            self.flush(conn)
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        """Write the pending entries now."""
+        entries, self.entries, self._keys = self.entries, [], set()
+        append_many(conn, entries)
 
 
 def append_deletions(conn: sqlite3.Connection, rounds: Sequence[int]) -> None:

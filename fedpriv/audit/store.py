@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
-from fedpriv.audit.chain import append, append_deletions
+from fedpriv.audit.chain import PendingChain, append, append_deletions
 from fedpriv.audit.connection import BATCHED, DURABLE, create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
@@ -76,6 +76,7 @@ class AuditStore(StoreReader):
         self._unsynced: dict[int, list[Path]] = {}  # running round -> files not yet fsync'ed
         self._batch: list[tuple[int, Path]] | None = None  # files of the open batch
         self._batch_status: dict[int, str | None] = {}  # round statuses read in the batch
+        self._pending = PendingChain()  # the open batch's chain entries (written at its end)
         self._dirs: set[Path] = set()  # tensor directories known to exist durably
 
     @classmethod
@@ -169,18 +170,34 @@ class AuditStore(StoreReader):
             yield
             return
         with self._lock, self._transaction():
-            self._batch = []
+            self._batch, self._pending = [], PendingChain()
             try:
                 yield
+                self._pending.flush(self._conn)  # the batch's chain entries, in write order
             except BaseException:
                 for _, path in self._batch:
                     path.unlink(missing_ok=True)
                 raise
             finally:
-                written, self._batch = self._batch, None
+                written, self._batch, self._pending = self._batch, None, PendingChain()
                 self._batch_status.clear()
         for rnd, path in written:
             self._unsynced.setdefault(rnd, []).append(path)
+
+    def _chain(self, conn: sqlite3.Connection, table: str, key: list[Any]) -> None:
+        """Chain a row just written (:func:`~fedpriv.audit.chain.append`); inside a
+        :meth:`batch` when the batch ends, all its entries at once and in write order
+        (:class:`~fedpriv.audit.chain.PendingChain`: the same entries and heads)."""
+        if self._batch is None:
+            append(conn, table, key)
+        else:
+            self._pending.add(table, key)
+
+    def _rewrite(self, conn: sqlite3.Connection, table: str, key: list[Any]) -> None:
+        """Before a write to a row named by its key (not a new rowid): a pending entry of the
+        row is chained first, as the row stood."""
+        if self._batch is not None:
+            self._pending.before_write(conn, table, key)
 
     def _status(self, rnd: int) -> str | None:
         """The round's status; inside a batch read once per round (its writes cannot change a
@@ -235,7 +252,7 @@ class AuditStore(StoreReader):
                         "dtypes_json": to_json(info.dtypes), "nbytes": info.nbytes,
                         "created": time.time(),
                     })  # fmt: skip
-                    append(conn, "tensors", [tensor_id])
+                    self._chain(conn, "tensors", [tensor_id])
                 yield conn, tensor_id
         except BaseException:
             if path is not None:
@@ -259,7 +276,7 @@ class AuditStore(StoreReader):
             conn.execute(
                 "UPDATE runs SET status = ?, finished = ?, error = ?", (status, finished, error)
             )
-            append(conn, "runs", [conn.execute("SELECT run_id FROM runs").fetchone()[0]])
+            self._chain(conn, "runs", [conn.execute("SELECT run_id FROM runs").fetchone()[0]])
 
     def set_rounds(self, rounds: int) -> None:
         """Set the stored config's ``rounds`` (``fedpriv simulate --resume RUN --set
@@ -268,7 +285,7 @@ class AuditStore(StoreReader):
             run_id, text = conn.execute("SELECT run_id, config_json FROM runs").fetchone()
             config = {**json.loads(text), "rounds": int(rounds)}
             conn.execute("UPDATE runs SET config_json = ?", (to_json(config),))
-            append(conn, "runs", [run_id])
+            self._chain(conn, "runs", [run_id])
 
     # -- rounds ------------------------------------------------------------------------------
 
@@ -282,8 +299,9 @@ class AuditStore(StoreReader):
                     f"round {rnd} exists already ({row['status']}); "
                     "before resuming a crashed run call discard_incomplete_rounds()"
                 )
+            self._rewrite(conn, "rounds", [rnd])
             insert_row(conn, "rounds", {"round": rnd, "started": time.time(), "status": "running"})
-            append(conn, "rounds", [rnd])
+            self._chain(conn, "rounds", [rnd])
 
     def complete_round(self, rnd: int, metrics: Mapping[str, Any] | None = None) -> None:
         """Make every file of round ``rnd`` durable, then mark the round complete, recording
@@ -302,7 +320,7 @@ class AuditStore(StoreReader):
                 "metrics_json = ? WHERE round = ?",
                 (time.time(), accuracy, loss, to_json(extra), rnd),
             )
-            append(conn, "rounds", [rnd])
+            self._chain(conn, "rounds", [rnd])
 
     def discard_incomplete_rounds(self) -> list[int]:
         """Delete every incomplete round's rows and tensor files (for a resume); return them.
@@ -333,8 +351,9 @@ class AuditStore(StoreReader):
     def write_global(self, rnd: int, arrays: Arrays) -> int:
         """Store the parameters θ broadcast in round ``rnd``; returns the tensor id."""
         with self._with_tensor(rnd, "global", "server", arrays) as (conn, tensor_id):
+            self._rewrite(conn, "globals", [rnd])
             insert_row(conn, "globals", {"round": rnd, "tensor_id": tensor_id})
-            append(conn, "globals", [rnd])
+            self._chain(conn, "globals", [rnd])
         return tensor_id
 
     def write_aggregate(self, rnd: int, arrays: Arrays) -> int:
@@ -343,8 +362,9 @@ class AuditStore(StoreReader):
         round completes: a resumed run continues from the last completed round's aggregate.
         Returns the tensor id."""
         with self._with_tensor(rnd, "aggregate", "server", arrays) as (conn, tensor_id):
+            self._rewrite(conn, "aggregates", [rnd])
             insert_row(conn, "aggregates", {"round": rnd, "tensor_id": tensor_id})
-            append(conn, "aggregates", [rnd])
+            self._chain(conn, "aggregates", [rnd])
         return tensor_id
 
     def write_update(
@@ -367,7 +387,7 @@ class AuditStore(StoreReader):
         row.update(round=rnd, client_id=int(client_id), created=time.time())
         with self._with_tensor(rnd, "update", f"c{client_id}", arrays) as (conn, tensor_id):
             update_id = insert_row(conn, "updates", {**row, "tensor_id": tensor_id})
-            append(conn, "updates", [update_id])
+            self._chain(conn, "updates", [update_id])
         return update_id
 
     def write_memory(
@@ -378,9 +398,10 @@ class AuditStore(StoreReader):
         blob = encode_state(state)
         running = self._check_round(rnd, must_be_open=True) == "running"
         with self._transaction(durable=not running) as conn:
+            self._rewrite(conn, "memory", [rnd, int(client_id), str(kind)])
             conn.execute("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
                          "VALUES (?, ?, ?, ?)", (rnd, int(client_id), str(kind), blob))
-            append(conn, "memory", [rnd, int(client_id), str(kind)])
+            self._chain(conn, "memory", [rnd, int(client_id), str(kind)])
 
     def write_ground_truth(
         self, rnd: int, client_id: int, record_ids: Iterable[Any], arrays: Arrays | None = None
@@ -389,10 +410,11 @@ class AuditStore(StoreReader):
         optionally, arrays such as ``{"images": ..., "labels": ...}`` (images in [0, 1])."""
         ids = to_json([py_value(i) for i in record_ids])
         with self._with_tensor(rnd, "ground_truth", f"c{client_id}", arrays) as (conn, tid):
+            self._rewrite(conn, "ground_truth", [rnd, int(client_id)])
             insert_row(conn, "ground_truth", {
                 "round": rnd, "client_id": int(client_id), "record_ids_json": ids, "tensor_id": tid,
             })  # fmt: skip
-            append(conn, "ground_truth", [rnd, int(client_id)])
+            self._chain(conn, "ground_truth", [rnd, int(client_id)])
 
     def record_failure(
         self,
@@ -412,7 +434,7 @@ class AuditStore(StoreReader):
         running = rnd is not None and self._status(rnd) == "running"
         with self._transaction(durable=not running) as conn:
             failure_id = insert_row(conn, "failures", row)
-            append(conn, "failures", [failure_id])
+            self._chain(conn, "failures", [failure_id])
         return failure_id
 
     def write_tally(self, rnd: int, client_id: int, values: Mapping[str, Any]) -> None:
@@ -431,8 +453,9 @@ class AuditStore(StoreReader):
         )
         running = self._check_round(rnd, must_be_open=False) == "running"
         with self._transaction(durable=not running) as conn:
+            self._rewrite(conn, "tallies", list(keys.values()))
             conn.execute(sql, (*keys.values(), *row.values()))
-            append(conn, "tallies", list(keys.values()))
+            self._chain(conn, "tallies", list(keys.values()))
 
     def write_attack(
         self,
@@ -450,5 +473,5 @@ class AuditStore(StoreReader):
             rnd, "reconstruction", f"c{client_id}", reconstruction, must_be_open=False
         ) as (conn, tensor_id):
             attack_id = insert_row(conn, "attacks", {**row, "tensor_id": tensor_id})
-            append(conn, "attacks", [attack_id])
+            self._chain(conn, "attacks", [attack_id])
         return attack_id

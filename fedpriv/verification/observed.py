@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -122,8 +122,10 @@ class NoiseObservation:
     clip_slack: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-able mapping (the tally keeps it: ``--resume`` folds it again)."""
-        return asdict(self)
+        """A JSON-able mapping (the tally keeps it: ``--resume`` folds it again): what
+        ``dataclasses.asdict`` gives (every field a number or a string), without its deep
+        copy (~80 µs per reply)."""
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> NoiseObservation:
