@@ -105,7 +105,8 @@ def measure(quick: bool = False, *, smoke: bool = False, iterations: int | None 
         for b in batches:
             for m in mechanisms:
                 rows.append(cell(b, m, iterations, k))
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
+                if not smoke:  # progress: a long recording keeps what it measured
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return {"rows": rows, "attack": ATTACK, "iterations": iterations, "restarts": 1,
             "early_stop": EARLY_STOP, "tv_weight": 1e-4, "tune": "off", "local_lr": 0.1,
             "model": "paper-mlp", "data": "sklearn digits 16x16", "threads": 1}
@@ -132,7 +133,7 @@ def markdown(result: dict[str, Any]) -> str:
     lines: list[str] = []
     for steps in dict.fromkeys(r.get("steps", 1) for r in result["rows"]):
         rows = [r for r in result["rows"] if r.get("steps", 1) == steps]
-        mechanisms = list(dict.fromkeys(r["mechanism"] for r in rows))
+        mechanisms = list(dict.fromkeys(r["mechanism"] for r in result["rows"]))
         batches = list(dict.fromkeys(r["batch"] for r in rows))
         lines += [f"K = {steps}:", "",
                   "| batch | " + " | ".join(mechanisms) + " | no-update prior | label prior |",
@@ -143,7 +144,7 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {batch} | " + " | ".join(
                 f"{cells[m]['ssim']:.2f} ({cells[m]['no_update_gain_ssim']:+.2f} / "
                 f"{cells[m]['label_gain_ssim']:+.2f}) {_short(cells[m]['kept'])}"
-                for m in mechanisms)
+                if m in cells else "–" for m in mechanisms)
                 + f" | {first['no_update_prior_ssim']:.2f} | {first['label_prior_ssim']:.2f} |")
         lines += ["", "| batch | " + " | ".join(mechanisms) + " |",
                   "|---" * (len(mechanisms) + 1) + "|"]
@@ -152,7 +153,7 @@ def markdown(result: dict[str, Any]) -> str:
             lines.append(f"| {batch} | " + " | ".join(
                 f"{_log(c['log_value'])} [{_log(c['log_lower'])}] ≤ {c['log_bound']:.2f}; "
                 f"label prior {_log(_log_mp(c['prior_successes'], c))}"
-                for c in (cells[m] for m in mechanisms)) + " |")
+                if c is not None else "–" for c in (cells.get(m) for m in mechanisms)) + " |")
         lines.append("")
     return "\n".join(lines)
 
