@@ -12,8 +12,8 @@
   because IGA's learning-rate schedule depends on the budget.
 * ``cost_per_client_round``: ``audit.attacks = ["strongest"]`` and ``audit.tune = "public"``
   at the quickstart's scale (configs/quickstart.toml: batch 32, 20 local steps at lr 4,
-  Gaussian σ = 1, C = 1, 10 clients, 10 rounds), with the auditor's defaults (early stop 0.01,
-  tuning once per declaration per run): process-CPU seconds of one strongest attack (every
+  Gaussian σ = 1, C = 1, 10 clients, 10 rounds), with the auditor's early stop (0.01):
+  process-CPU seconds of one strongest attack (every
   member, and which were skipped) and of one tuning (the TV grid on a public shadow), at the
   budget itself (2,000 iterations; ``--quick``: 100, scaled linearly to 2,000 as an upper
   bound, since an early stop at a short budget says nothing of a long one), the cost per

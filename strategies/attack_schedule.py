@@ -86,10 +86,10 @@ def attack_job(
 
 class Tuner:
     """The server's tuning of attack settings on its public data (``audit.tune``;
-    :mod:`attacks.tuning`), once per attack and declaration in the run (``audit.tune_scope =
-    "run"``, at the first round that declaration is attacked) or once per round as well
-    (``"round"``, the shadow then trains from each round's θ): clients that declare the same
-    settings share one shadow. It sees views (public protocol state) and the public data,
+    :mod:`attacks.tuning`), once per attacked round, attack and declaration (``audit.tune_scope
+    = "round"``, the shadow trains from each round's θ) or once per attack and declaration in
+    the run (``"run"``, at the first round that declaration is attacked): clients that declare
+    the same settings share one shadow. It sees views (public protocol state) and the public data,
     never a client's records."""
 
     def __init__(self, audit: AuditConfig, public: PublicPrior | None, device: str = "cpu"

@@ -126,10 +126,11 @@ class AuditConfig:
             "(never the attacked client's records), or off: the fixed settings.",
     )
     tune_scope: str = rule(
-        *one_of("run", "round"), default="run",
-        doc="How often the public tuning runs: once per attack and declared setting in the run "
-            "(at the first round it is attacked), or again every round from that round's model "
-            "(the choice moved by at most one grid step across rounds: benchmarks/attack_speed.py).",
+        *one_of("round", "run"), default="round",
+        doc="How often the public tuning runs: in every attacked round from that round's model "
+            "(θ moves the choice: TV 1e-4 at a fresh model, 1e-2 after 100 steps; "
+            "benchmarks/attack_speed.py), or once per attack and declared setting in the run, "
+            "at the first round it is attacked (cheaper, the first round's choice kept).",
     )
     early_stop: float = rule(
         "a number in [0, 0.5] (0 disables the early stop)", lambda v: 0 <= v <= 0.5,
