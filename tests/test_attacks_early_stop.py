@@ -55,3 +55,17 @@ def test_early_stop_keeps_the_reconstruction_and_is_validated():
     assert early.loss <= 1.05 * full.loss
     with pytest.raises(InputError, match="attack.early_stop"):
         run_attack("iga", view, iterations=5, early_stop=0.9)
+
+
+def test_the_audit_passes_its_early_stop_to_the_attacks_that_take_it():
+    from fedpriv.audit.config import AuditConfig
+    from strategies.attack_schedule import attack_job
+
+    x, y = digits([0, 1])
+    view = simulate_view("paper-mlp", x, y)
+    audit = AuditConfig(early_stop=0.05)
+    assert attack_job(audit, "dlg", view, 1, 0).options == {"early_stop": 0.05}
+    assert attack_job(audit, "iga", view, 1, 0).options == {"tv_weight": 1e-4, "early_stop": 0.05}
+    assert attack_job(audit, "strongest", view, 1, 0).options == {"tv_weight": 1e-4,
+                                                                   "early_stop": 0.05}
+    assert attack_job(audit, "analytic", view, 1, 0).options == {}
