@@ -33,7 +33,7 @@ from attacks.estimators.prior import (
     prior_baseline,
     within_class_identification,
 )
-from attacks.registry import STRONGEST, attack_options
+from attacks.registry import attack_options
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import guess_scores, score_reconstruction
@@ -107,7 +107,8 @@ class Tuner:
         if self.public is None:
             return {"mode": "public", "chosen": None,
                     "why": "the server holds no public data: fixed settings"}
-        key = (rnd if self.audit.tune_scope == "round" else None, name, view.model_name, view.batch_size, view.local_steps,
+        when = rnd if self.audit.tune_scope == "round" else None
+        key = (when, name, view.model_name, view.batch_size, view.local_steps,
                view.learning_rate, view.optimizer, view.mechanism,
                tuple(sorted((k, repr(v)) for k, v in view.mechanism_params.items())))
         if key not in self._done:

@@ -13,7 +13,7 @@ from fedpriv.errors import InputError
 
 def _count(optimiser, iterations, converged):
     x = torch.ones(3, requires_grad=True)
-    steps, lrs = [], []
+    steps: list[int] = []
 
     def objective():
         steps.append(1)
