@@ -80,7 +80,8 @@ def shadow_view(view: ServerView, public: PublicPrior, seed: int
 
 
 def tune(name: str, view: ServerView, public: PublicPrior, *, iterations: int, seed: int,
-         device: str = "cpu", grid: tuple[float, ...] = TV_GRID) -> Tuning:
+         device: str = "cpu", grid: tuple[float, ...] = TV_GRID, early_stop: float = 0.0
+         ) -> Tuning:
     """The TV weight of the attack ``name`` that scores best on a shadow of ``view``.
 
     Parameters
@@ -92,8 +93,8 @@ def tune(name: str, view: ServerView, public: PublicPrior, *, iterations: int, s
         settings), to build the shadow.
     public
         The server's public data.
-    iterations, seed, device
-        The attack's budget, seed and device, as the attack itself will run.
+    iterations, seed, device, early_stop
+        The attack's budget, seed, device and early stop, as the attack itself will run.
     grid
         The TV weights tried; ties go to the earlier.
     """
@@ -101,7 +102,7 @@ def tune(name: str, view: ServerView, public: PublicPrior, *, iterations: int, s
     scores = []
     for weight in grid:
         result = run_attack(_TUNED_WITH[name], shadow, iterations=iterations, seed=seed,
-                            device=device, tv_weight=weight)
+                            device=device, tv_weight=weight, early_stop=early_stop)
         scored = score_reconstruction(result.reconstructions, images,
                                       recovered_labels=result.labels, true_labels=labels)
         scores.append(float(scored.summary()["ssim"]))

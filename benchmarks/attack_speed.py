@@ -12,10 +12,18 @@
   because IGA's learning-rate schedule depends on the budget.
 * ``cost_per_client_round``: ``audit.attacks = ["strongest"]`` and ``audit.tune = "public"``
   at the quickstart's scale (configs/quickstart.toml: batch 32, 20 local steps at lr 4,
-  Gaussian σ = 1, C = 1, 10 clients, 10 rounds): process-CPU seconds of one strongest attack
-  (every member) and of one tuning (the TV grid on a public shadow, shared by the clients that
-  declare alike) at a few iterations, scaled linearly to ``audit.iterations`` (2,000; the cost
-  of an iteration does not depend on the budget), and the whole run's attack time on one core.
+  Gaussian σ = 1, C = 1, 10 clients, 10 rounds), with the auditor's early stop (0.01):
+  process-CPU seconds of one strongest attack (every
+  member, and which were skipped) and of one tuning (the TV grid on a public shadow), at the
+  budget itself (2,000 iterations; ``--quick``: 100, scaled linearly to 2,000 as an upper
+  bound, since an early stop at a short budget says nothing of a long one), the cost per
+  attacked client-round with the tuning shared over the run's attacked client-rounds
+  (``tune_scope = "run"``) or over a round's (``"round"``), and the whole run's attack time
+  for a few schedules (``audit.clients``, ``audit.every``).
+* ``tuning_across_rounds``: whether θ moves the tuning (``audit.tune_scope``): the shadow's SSIM
+  at every TV weight of the grid from the fresh θ and from θ after 100 SGD steps (lr 4, batch
+  32) on other digits, for the quickstart's declaration and for a noiseless one (batch 32, one
+  local step), and the weight each picks.
 """
 
 from __future__ import annotations
@@ -104,31 +112,112 @@ def time_to_ssim(
     return out
 
 
+def _quickstart_view(global_params: Any = None, mechanism: str = "gaussian",
+                     local_steps: int = 20, learning_rate: float = 4.0) -> Any:
+    import torch
+
+    from attacks import simulate_view
+
+    x, y = _digits(list(range(32)))
+    params = {"clip": 1.0, "noise_multiplier": 1.0} if mechanism == "gaussian" else {}
+    return simulate_view("paper-mlp", torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64),
+                         local_steps=local_steps, learning_rate=learning_rate,
+                         mechanism=mechanism, mechanism_params=params,
+                         global_params=global_params)
+
+
+def _public() -> Any:
+    from attacks.estimators.prior import PublicPrior
+
+    px, py = _digits(list(range(1000, 1300)))
+    return PublicPrior(px, py)
+
+
+#: Schedules of the quickstart's 10 clients × 10 rounds: (audit.clients, audit.every).
+SCHEDULES = {"every client-round": ("all", 1), "1 client every round": (1, 1),
+             "1 client every 5th round": (1, 5), "all clients every 5th round": ("all", 5)}
+
+
 def cost_per_client_round(iterations: int, budget: int = 2000, clients: int = 10,
                           rounds: int = 10) -> dict[str, Any]:
     """CPU seconds of ``strongest`` and of the tuning at the quickstart's scale (docstring)."""
-    import torch
-
-    from attacks import run_attack, simulate_view
-    from attacks.estimators.prior import PublicPrior
+    from attacks import run_attack
     from attacks.tuning import tune
+    from fedpriv.audit.config import AuditConfig
 
-    x, y = _digits(list(range(32)))
-    view = simulate_view("paper-mlp", torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64),
-                         local_steps=20,
-                         learning_rate=4.0, mechanism="gaussian",
-                         mechanism_params={"clip": 1.0, "noise_multiplier": 1.0})
-    px, py = _digits(list(range(1000, 1300)))
-    public = PublicPrior(px, py)
+    defaults = AuditConfig()
+    view, public = _quickstart_view(), _public()
+    scale = budget / iterations
     start = time.process_time()
-    run_attack("strongest", view, iterations=iterations)
-    attack = (time.process_time() - start) * budget / iterations
+    result = run_attack("strongest", view, iterations=iterations,
+                        early_stop=defaults.early_stop)
+    attack = (time.process_time() - start) * scale
     start = time.process_time()
-    tune("strongest", view, public, iterations=iterations, seed=0)
-    tuning = (time.process_time() - start) * budget / iterations
+    tune("strongest", view, public, iterations=iterations, seed=0,
+         early_stop=defaults.early_stop)
+    tuning = (time.process_time() - start) * scale
+    runs = {}
+    for label, (who, every) in SCHEDULES.items():
+        attacked_rounds = len(range(1, rounds + 1, every))
+        per_round = clients if who == "all" else who
+        runs[label] = {
+            "client_rounds": attacked_rounds * per_round,
+            "cpu_seconds_tune_per_run": attacked_rounds * per_round * attack + tuning,
+            "cpu_seconds_tune_per_round": attacked_rounds * (per_round * attack + tuning),
+        }
     return {"iterations_measured": iterations, "budget": budget,
-            "strongest_cpu_seconds": attack, "tuning_cpu_seconds_per_round": tuning,
-            "quickstart_run_cpu_hours": (clients * rounds * attack + rounds * tuning) / 3600}
+            "scaled_linearly": iterations != budget, "early_stop": defaults.early_stop,
+            "strongest_cpu_seconds": attack, "tuning_cpu_seconds": tuning,
+            "kept": result.settings["chosen"]["attack"],
+            "members": [{"attack": m["attack"], "init": m["options"].get("init"),
+                         "residual": m["residual"], "skipped": "skipped" in m}
+                        for m in result.settings["members"]],
+            "per_client_round_cpu_seconds": {
+                "tune_per_run_all_client_rounds": attack + tuning / (clients * rounds),
+                "tune_per_round": attack + tuning / clients},
+            "quickstart_runs": runs}
+
+
+def _trained(steps: int) -> Any:
+    """θ after ``steps`` SGD steps (lr 4, batch 32) on digits 300…939, never the attacked
+    batch (0…31) nor the public pool (1000…1299)."""
+    import torch
+    import torch.nn.functional as F
+
+    from fedpriv.models import build_model
+
+    torch.manual_seed(0)
+    model = build_model("paper-mlp", (1, 16, 16), num_classes=10)
+    x, y = _digits(list(range(300, 940)))
+    xs, ys = torch.as_tensor(x), torch.as_tensor(y, dtype=torch.int64)
+    opt = torch.optim.SGD(model.parameters(), lr=4.0)
+    for step in range(steps):
+        ids = torch.arange(step * 32, step * 32 + 32) % len(xs)
+        opt.zero_grad()
+        F.cross_entropy(model(xs[ids]), ys[ids]).backward()
+        opt.step()
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def tuning_across_rounds(iterations: int, steps: int = 100) -> dict[str, Any]:
+    """The tuning's grid scores and choice from the fresh θ and a trained one (docstring)."""
+    from attacks.tuning import tune
+    from fedpriv.audit.config import AuditConfig
+
+    early_stop, public = AuditConfig().early_stop, _public()
+    trained = _trained(steps)
+    declarations = {"quickstart (K 20, lr 4, sigma 1)": {},
+                    "noiseless (K 1, lr 0.1)": {"mechanism": "none", "local_steps": 1,
+                                                "learning_rate": 0.1}}
+    out: dict[str, Any] = {}
+    for label, kwargs in declarations.items():
+        for theta, params in (("fresh", None), (f"after {steps} steps", trained)):
+            found = tune("strongest", _quickstart_view(params, **kwargs), public,
+                         iterations=iterations, seed=0, early_stop=early_stop)
+            out[f"{label}, {theta}"] = {
+                "chosen": found.options["tv_weight"],
+                "shadow_ssim": dict(zip(map(str, found.grid), found.shadow_ssim, strict=True))}
+    return out
 
 
 def _digits(indices: list[int]) -> tuple[Any, Any]:
@@ -157,7 +246,9 @@ def measure(quick: bool = False, threads: int = 1, *, smoke: bool = False) -> di
         "iterations_per_second": iterations_per_second(iterations, repeats),
         "time_to_ssim_0.9": time_to_ssim(digits, 1 if quick or smoke else 3,
                                          BUDGETS[:1] if smoke else BUDGETS),
-        "cost_per_client_round": cost_per_client_round(2 if smoke else 20 if quick else 100),
+        "cost_per_client_round": cost_per_client_round(2 if smoke else 100 if quick else 2000),
+        "tuning_across_rounds": tuning_across_rounds(2 if smoke else 100 if quick else 2000,
+                                                     2 if smoke else 100),
         "model": "paper-mlp",
         "data": "sklearn digits 16x16",
         "iterations": iterations,

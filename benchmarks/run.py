@@ -4,7 +4,8 @@
 
 Sections: ``dp_step`` (the cost of DP-SGD per step), ``mechanisms`` (one release per
 mechanism at p = 13,700 and 10⁶), ``attacks`` (IGA/DLG speed, time to SSIM 0.9),
-``attack_reach`` (IGA's SSIM by batch size and mechanism beside the two priors),
+``attack_reach`` (the strongest attack's SSIM by batch size, mechanism and local steps beside
+the two priors),
 ``accounting`` (ε per mechanism and accountant, calibration, ``fedpriv account`` wall time),
 ``capacity`` (log Bayes capacity at p = 13,700 and 10⁷, ``fedpriv compare``), ``vmf_pld`` (the
 VMF PLD at κ = 100 … 10,000: grid chosen, size, seconds, ε against RDP), ``paper_cell``
@@ -360,7 +361,8 @@ def headlines(result: dict[str, Any]) -> list[str]:
                                  for p, row in r.items()],
         "attacks": lambda r: [f"  iterations/s: {r.get('iterations_per_second')}",
                               f"  time to SSIM 0.9: {r.get('time_to_ssim_0.9')}"],
-        "attack_reach": lambda r: [f"  batch {row['batch']} {row['mechanism']}: SSIM "
+        "attack_reach": lambda r: [f"  batch {row['batch']} {row['mechanism']} K "
+                                   f"{row['steps']}: {row['kept']} SSIM "
                                    f"{row['ssim']:.2f} (no-update prior "
                                    f"{row['no_update_prior_ssim']:.2f}, label prior "
                                    f"{row['label_prior_ssim']:.2f})" for row in r["rows"]],

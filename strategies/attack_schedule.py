@@ -33,7 +33,7 @@ from attacks.estimators.prior import (
     prior_baseline,
     within_class_identification,
 )
-from attacks.registry import STRONGEST
+from attacks.registry import attack_options
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import guess_scores, score_reconstruction
@@ -75,7 +75,8 @@ def attack_job(
     is the k-th single-restart run of a Bayesian-privacy estimate.
     """
     seed = audit.seed + 1000 * rnd + client_id + 7919 * run
-    options = {"tv_weight": audit.tv_weight} if name in ("iga", STRONGEST) else {}
+    fixed = {"tv_weight": audit.tv_weight, "early_stop": audit.early_stop}
+    options = {k: v for k, v in fixed.items() if k in attack_options(name)}
     if tuning is not None and tuning.get("chosen"):
         options.update(tuning["chosen"])
     restarts = 1 if run else audit.restarts
@@ -85,8 +86,10 @@ def attack_job(
 
 class Tuner:
     """The server's tuning of attack settings on its public data (``audit.tune``;
-    :mod:`attacks.tuning`), once per round, attack and declaration: clients that declare the
-    same settings share one shadow. It sees views (public protocol state) and the public data,
+    :mod:`attacks.tuning`), once per attacked round, attack and declaration (``audit.tune_scope
+    = "round"``, the shadow trains from each round's θ) or once per attack and declaration in
+    the run (``"run"``, at the first round that declaration is attacked): clients that declare
+    the same settings share one shadow. It sees views (public protocol state) and the public data,
     never a client's records."""
 
     def __init__(self, audit: AuditConfig, public: PublicPrior | None, device: str = "cpu"
@@ -104,14 +107,15 @@ class Tuner:
         if self.public is None:
             return {"mode": "public", "chosen": None,
                     "why": "the server holds no public data: fixed settings"}
-        key = (rnd, name, view.model_name, view.batch_size, view.local_steps,
+        when = rnd if self.audit.tune_scope == "round" else None
+        key = (when, name, view.model_name, view.batch_size, view.local_steps,
                view.learning_rate, view.optimizer, view.mechanism,
                tuple(sorted((k, repr(v)) for k, v in view.mechanism_params.items())))
         if key not in self._done:
             seed = self.audit.seed + 1000 * rnd
             found = tune(name, view, self.public, iterations=self.audit.iterations, seed=seed,
-                         device=self.device)
-            self._done[key] = found.record()
+                         device=self.device, early_stop=self.audit.early_stop)
+            self._done[key] = {**found.record(), "scope": self.audit.tune_scope, "round": rnd}
             log.info("round %d %s tuned on a public shadow: %s (SSIM by TV weight %s)", rnd,
                      name, found.options, dict(zip(found.grid, found.shadow_ssim, strict=True)))
         return self._done[key]

@@ -14,6 +14,7 @@ from attacks import run_attack, score_reconstruction, simulate_view
 from attacks.estimators.prior import PublicPrior, prior_baseline
 from attacks.inversion.analytic import first_layer
 from attacks.inversion.objective import InversionProblem
+from attacks.registry import EXACT_RESIDUAL
 from attacks.view import ServerView
 from fedpriv.errors import InputError
 from fedpriv.models import build_model, register_model
@@ -135,8 +136,22 @@ def test_strongest_keeps_the_least_residual_and_records_every_member():
     assert [(m["attack"], m["options"].get("init")) for m in members] == [
         ("analytic", None), ("dlg", None), ("idlg", None), ("iga", None), ("iga", "analytic")]
     assert all("tv_weight" not in m["options"] for m in members if m["attack"] != "iga")
-    assert result.settings["chosen"]["residual"] == min(m["residual"] for m in members)
+    # the analytic attack is exact at batch 8 (residual ~6e-12): no other member runs
+    assert members[0]["residual"] <= EXACT_RESIDUAL
+    assert all(m["residual"] is None and "exact" in m["skipped"] for m in members[1:])
+    assert result.settings["chosen"] == members[0]
     assert result.attack == "strongest" and _scores(result, x, y)["ssim"] > 0.99
+
+
+def test_strongest_runs_every_member_when_none_is_exact():
+    x, y = digits(list(range(8)))
+    view = simulate_view("paper-mlp", x, y, mechanism="gaussian",
+                         mechanism_params={"clip": 1.0, "noise_multiplier": 1.0})
+    result = run_attack("strongest", view, iterations=20, tv_weight=1e-4, early_stop=0.01)
+    members = result.settings["members"]
+    assert len(members) == 5 and all(m["residual"] is not None for m in members)
+    assert all(m["options"].get("early_stop") == 0.01 for m in members if m["attack"] != "analytic")
+    assert result.settings["chosen"]["residual"] == min(m["residual"] for m in members)
 
 
 # --- issue 39 "done when", at small scale ------------------------------------------------

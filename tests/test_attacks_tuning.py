@@ -105,3 +105,18 @@ def test_one_shadow_per_round_and_declaration(view, public, monkeypatch):
     tuner("iga", view, 2)
     assert len(calls) == 2
     assert tuner("dlg", view, 1) is None  # nothing to tune
+
+
+def test_tune_scope_run_tunes_once_per_declaration_in_the_run(view, public, monkeypatch):
+    calls = []
+    monkeypatch.setattr(attack_schedule, "tune",
+                        lambda *a, **k: calls.append(k) or tune(*a, **k))
+    audit = AuditConfig(attacks=["iga"], iterations=2, game_trials=0, tune_scope="run")
+    assert AuditConfig().tune_scope == "round"  # θ moves the choice (benchmarks/attack_speed.py)
+    tuner = attack_schedule.Tuner(audit, public)
+    first = tuner("iga", view, 1)
+    assert tuner("iga", view, 2) == first and tuner("iga", view, 7) == first
+    assert len(calls) == 1 and first["round"] == 1 and first["scope"] == "run"
+    assert calls[0]["early_stop"] == audit.early_stop
+    tuner("iga", dataclasses.replace(view, local_steps=3), 2)  # another declaration
+    assert len(calls) == 2

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from attacks.inversion.dlg import dlg
 from attacks.inversion.matching import AnalyticLabels, GradientMatcher
-from attacks.inversion.optimisers import LBFGS_OPTIONS
+from attacks.inversion.optimisers import EARLY_STOP, LBFGS_OPTIONS
 from attacks.registry import attack
 
 __all__ = ["idlg"]
@@ -20,13 +20,14 @@ __all__ = ["idlg"]
 
 @attack("idlg", **LBFGS_OPTIONS)
 def idlg(
-    lr: float = 1.0, history_size: int = 100, line_search: str | None = None
+    lr: float = 1.0, history_size: int = 100, line_search: str | None = None,
+    early_stop: float = EARLY_STOP,
 ) -> GradientMatcher:
     """iDLG: analytic labels, then L-BFGS on the images; best restart by loss.
 
     Parameters
     ----------
-    lr, history_size, line_search
-        ``torch.optim.LBFGS`` settings, as for :func:`attacks.inversion.dlg.dlg`.
+    lr, history_size, line_search, early_stop
+        As for :func:`attacks.inversion.dlg.dlg`.
     """
-    return replace(dlg(lr, history_size, line_search), labels=AnalyticLabels())
+    return replace(dlg(lr, history_size, line_search, early_stop), labels=AnalyticLabels())

@@ -21,7 +21,7 @@ from attacks.inversion.matching import (
     uniform_images,
 )
 from attacks.inversion.objective import TotalVariation, cosine_distance
-from attacks.inversion.optimisers import SignedAdam
+from attacks.inversion.optimisers import EARLY_STOP, SignedAdam, check_early_stop
 from attacks.registry import attack
 from fedpriv.errors import InputError
 from fedpriv.validate import check_nonnegative, check_positive
@@ -48,9 +48,11 @@ def check_init(key: str, value: object) -> str:
     return value  # type: ignore[return-value]
 
 
-@attack("iga", tv_weight=check_nonnegative, lr=check_positive, init=check_init)
+@attack("iga", tv_weight=check_nonnegative, lr=check_positive, init=check_init,
+        early_stop=check_early_stop)
 def iga(
-    tv_weight: float = TV_WEIGHT, lr: float | None = None, init: str = "uniform"
+    tv_weight: float = TV_WEIGHT, lr: float | None = None, init: str = "uniform",
+    early_stop: float = EARLY_STOP,
 ) -> GradientMatcher:
     """Inverting gradients with analytic labels; best restart by cosine matching loss.
 
@@ -65,6 +67,10 @@ def iga(
         analytic first-layer solution, :mod:`attacks.inversion.analytic`, with the clip
         weights that best explain the release for it; uniform where the model has no first
         linear layer).
+    early_stop
+        When the float64 matching distance falls by less than this share of itself in
+        :data:`~attacks.inversion.optimisers.CHECK_EVERY` iterations, bring the next
+        learning-rate decay forward, and stop after the last; 0 (default) runs the budget.
     """
     return GradientMatcher(
         initialise=STARTS[init],
@@ -74,4 +80,5 @@ def iga(
         optimiser=SignedAdam(START_LR[init] if lr is None else lr),
         regularisers=(TotalVariation(tv_weight),),
         boxed=True,
+        early_stop=early_stop,
     )

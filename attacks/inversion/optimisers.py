@@ -2,7 +2,10 @@
 
 Each minimises an objective over the dummy variables (images first) for a fixed number of
 iterations, calling ``project`` after every step (the matcher's projection onto the data
-range when it is ``boxed``, otherwise nothing).
+range when it is ``boxed``, otherwise nothing). With a ``converged`` test (the matcher's early
+stop, ``audit.early_stop``), asked every :data:`CHECK_EVERY` iterations, L-BFGS stops when it
+says so; signed Adam first brings its next learning-rate decay forward and stops only when it
+has converged after the last one, so a plateau at a large step is not taken for the end.
 """
 
 from __future__ import annotations
@@ -13,11 +16,29 @@ from dataclasses import dataclass
 import torch
 
 from fedpriv.errors import InputError
-from fedpriv.validate import check_int_range, check_positive
+from fedpriv.validate import check_in_range, check_int_range, check_positive
 
-__all__ = ["LBFGS", "LBFGS_OPTIONS", "SignedAdam"]
+__all__ = ["CHECK_EVERY", "EARLY_STOP", "LBFGS", "LBFGS_OPTIONS", "SignedAdam", "check_early_stop"]
 
 _DECAY_POINTS = (3 / 8, 5 / 8, 7 / 8)
+#: Iterations between two asks of the ``converged`` test (each costs about one float64
+#: evaluation of the matching distance).
+CHECK_EVERY = 100
+Converged = Callable[[], bool]
+
+
+#: The default early stop of the optimisation attacks (``audit.early_stop``): off in the library
+#: (a call runs its whole budget, as published); the auditor's default is set in its config.
+EARLY_STOP = 0.0
+
+
+def check_early_stop(key: str, value: object) -> float:
+    """``early_stop``: a relative decrease in [0, 0.5] (0 disables the early stop)."""
+    return check_in_range(key, value, 0.0, 0.5, "0 disables the early stop")
+
+
+def _due(iteration: int, converged: Converged | None) -> bool:
+    return converged is not None and (iteration + 1) % CHECK_EVERY == 0 and converged()
 
 
 def check_line_search(key: str, value: object) -> str | None:
@@ -33,7 +54,7 @@ def check_history_size(key: str, value: object) -> int:
 
 
 LBFGS_OPTIONS = {"lr": check_positive, "history_size": check_history_size,
-                 "line_search": check_line_search}
+                 "line_search": check_line_search, "early_stop": check_early_stop}
 
 
 @dataclass(frozen=True)
@@ -52,8 +73,10 @@ class LBFGS:
         variables: list[torch.Tensor],
         iterations: int,
         project: Callable[[], None],
+        converged: Converged | None = None,
     ) -> None:
-        """``iterations`` L-BFGS steps on the exact gradient of ``objective``."""
+        """``iterations`` L-BFGS steps on the exact gradient of ``objective``; fewer when
+        ``converged`` says so (module docstring)."""
         opt = torch.optim.LBFGS(variables, max_iter=1, lr=self.lr,
                                 history_size=self.history_size, line_search_fn=self.line_search)
 
@@ -63,9 +86,11 @@ class LBFGS:
                 var.grad = grad
             return loss
 
-        for _ in range(iterations):
+        for i in range(iterations):
             opt.step(closure)
             project()
+            if _due(i, converged):
+                return
 
 
 @dataclass(frozen=True)
@@ -81,15 +106,28 @@ class SignedAdam:
         variables: list[torch.Tensor],
         iterations: int,
         project: Callable[[], None],
+        converged: Converged | None = None,
     ) -> None:
-        """``iterations`` Adam steps on sign(∇ ``objective``) with the step-decay schedule."""
+        """``iterations`` Adam steps on sign(∇ ``objective``) with the step-decay schedule;
+        fewer when ``converged`` says so after the last decay (module docstring)."""
         opt = torch.optim.Adam(variables, lr=self.lr)
         milestones = [int(iterations * f) for f in _DECAY_POINTS]
-        schedule = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=milestones, gamma=0.1)
-        for _ in range(iterations):
+        for i in range(iterations):
+            while milestones and i >= milestones[0]:  # as MultiStepLR(gamma=0.1)
+                milestones.pop(0)
+                _decay(opt)
             grads = torch.autograd.grad(objective(), variables)
             for var, grad in zip(variables, grads, strict=True):
                 var.grad = grad.sign()
             opt.step()
-            schedule.step()
             project()
+            if _due(i, converged):
+                if not milestones:
+                    return
+                milestones.pop(0)  # converged at this step size: the next decay now
+                _decay(opt)
+
+
+def _decay(opt: torch.optim.Optimizer) -> None:
+    for group in opt.param_groups:
+        group["lr"] *= 0.1

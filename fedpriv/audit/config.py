@@ -125,6 +125,20 @@ class AuditConfig:
             "public evaluation split with the round's model and the client's declared settings "
             "(never the attacked client's records), or off: the fixed settings.",
     )
+    tune_scope: str = rule(
+        *one_of("round", "run"), default="round",
+        doc="How often the public tuning runs: in every attacked round from that round's model "
+            "(θ moves the choice: TV 1e-4 at a fresh model, 1e-2 after 100 steps; "
+            "benchmarks/attack_speed.py), or once per attack and declared setting in the run, "
+            "at the first round it is attacked (cheaper, the first round's choice kept).",
+    )
+    early_stop: float = rule(
+        "a number in [0, 0.5] (0 disables the early stop)", lambda v: 0 <= v <= 0.5,
+        default=0.01,
+        doc="Optimisation attacks stop when their float64 matching residual falls by less than "
+            "this share of itself in 100 iterations (IGA first brings its next learning-rate "
+            "decay forward); 0 runs every iteration.",
+    )
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
                      doc="The attacks' seed.")
     executor: str = rule(*one_of("inline", "ray"), default="inline",
