@@ -250,6 +250,7 @@ class PrivacyLedger:
         accuracy: float | None = None, unit: str = "record", verified: bool | None = None,
         observation: NoiseObservation | str | None = None, population: int | None = None,
         size_verified: bool = True, noise_verified: bool = False,
+        observed_bound: float | None = None,
     ) -> dict[str, Any]:
         """Add one round's ``steps`` releases, sampled at ``sample_rate`` (Poisson, or fixed-size
         from ``population`` records); return the cumulative tally row (the audit store's
@@ -261,7 +262,7 @@ class PrivacyLedger:
         ``unit`` the unit of privacy (``"record"`` or ``"client"``, :data:`NEIGHBOURS`);
         ``observation`` what the update showed of its noise
         (:class:`~fedpriv.verification.observed.NoiseObservation`, or why nothing; None: not
-        observed), folded into ``epsilon_observed``;
+        observed), folded into ``epsilon_observed`` (its bound ``observed_bound`` if found already);
         ``verified`` whether every ε-relevant property of the round passed with useful power
         (:mod:`fedpriv.verification.properties`; None: a consistent verdict is taken as
         verified, the rule before per-property verdicts);
@@ -303,7 +304,8 @@ class PrivacyLedger:
         ledger.unverified |= verification != "consistent" or (verified is False
                                                               and not noise_verified)
         ledger.noise_only |= noise_verified
-        bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation)
+        bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation,
+                                    observed_bound)
         row = self._row(ledger, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)

@@ -168,7 +168,8 @@ def test_flwr_run_prints_the_run_directory_and_epsilon_table_and_refuses_in_one_
         assert "No additional application dependencies needed installation" in log
         summary = log[log.index("fedpriv run summary:"):]
         assert re.search(r"client\s+mechanism\s+rounds\s+epsilon", summary)
-        assert re.search(r"^\s+1\s+gaussian\s+2\s+[\d.]+", summary, re.MULTILINE)
+        # one log record per line of the table: "INFO strategies.server_app:   1 gaussian 2 …"
+        assert re.search(r"server_app:\s+1\s+gaussian\s+2\s+[\d.]+", summary)
         assert "ended finished:completed" in done.stdout
 
         done = flwr_run("configs/adversaries.toml", tmp_path / "adv")

@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pytest
 from pld_support import assert_pessimistic_close
-from scipy import stats
+from scipy import optimize, stats
 
 from fedpriv.accounting import ReleaseEvent
 from fedpriv.ledger import PrivacyLedger, epsilon_at_noise, noise_grid
@@ -22,7 +22,10 @@ from fedpriv.verification.observed import (
     NoiseObservation,
     ObservedNoise,
     gaussian_noise_lcb,
+    gaussian_noise_lcbs,
     laplace_noise_lcb,
+    lower_bounds,
+    round_bounds,
     round_level,
     round_observation,
 )
@@ -307,3 +310,59 @@ def test_a_run_observes_every_accepted_reply(tmp_path):
                                 observation=round_observation(
                                     json.loads(row["epsilon_observed_json"])))
     assert tally["epsilon_observed"]["value"] == clients[0]["epsilon_observed"]["value"]
+
+
+def _tail_excess(sigma: float, x: float, p: int, b: float, beta: float) -> float:
+    return float(stats.ncx2.sf((x / sigma) ** 2, p, (b / sigma) ** 2)) - beta
+
+
+def test_a_declarations_bounds_found_together_are_each_replys_own_and_conservative():
+    # issue 37 item 2: the batch's bounds are the per-reply ones bit for bit (element-wise
+    # arithmetic), within 10⁻⁹ of brentq's at 10⁻¹³ (the bound before), never inside the set
+    rng = np.random.default_rng(37)
+    for p, b in ((1, 0.5), (3, 16.0), (150, 4.0), (13_700, 16.0)):
+        norms = b + rng.uniform(-0.5, 2.0, 200) * math.sqrt(p)
+        norms[:3] = (0.0, b, math.nan)  # within what the signal alone makes: 0
+        batch = gaussian_noise_lcbs(norms, dim=p, steps=1, signal=b, beta=1e-3)
+        one = [gaussian_noise_lcb(x, dim=p, steps=1, signal=b, beta=1e-3) for x in norms]
+        assert batch.tolist() == one and batch[:3].tolist() == [0.0, 0.0, 0.0]
+        for x, sigma in zip(norms[3:], batch[3:], strict=True):
+            if sigma == 0.0:
+                continue
+            assert stats.ncx2.sf((x / sigma) ** 2, p, (b / sigma) ** 2) <= 1e-3
+            exact = optimize.brentq(_tail_excess, sigma * 0.5, sigma * 2.0, args=(x, p, b, 1e-3),
+                                    xtol=1e-14, rtol=1e-13)
+            assert exact * (1 - 1e-8) <= sigma <= exact
+    k_many = gaussian_noise_lcbs([3.0, 10.0], dim=5, steps=4, signal=2.0, beta=0.1)
+    assert k_many.tolist() == [gaussian_noise_lcb(x, dim=5, steps=4, signal=2.0, beta=0.1)
+                               for x in (3.0, 10.0)]
+
+
+def test_a_rounds_observations_grouped_give_each_observations_bound():
+    rng = np.random.default_rng(38)
+    kinds = [("gaussian", 13_700, 1, 16, 1.0), ("gaussian", 150, 1, 400, 0.04),
+             ("gaussian", 150, 1, 20, 1.0), ("gaussian", 150, 1, 300, 0.05),
+             ("gaussian", 150, 3, 16, 1.0), ("laplace", 150, 1, 16, 1.0)]  # B's law per reply
+    items = []
+    for _ in range(60):
+        law, p, k, trials, rate = kinds[rng.integers(len(kinds))]
+        norm = float(rng.uniform(0.5, 3.0) * (math.sqrt(p) if law == "gaussian" else p))
+        items.append((NoiseObservation(law, norm, p, k, trials, rate, 1e-6),
+                      round_level(0.05, int(rng.integers(1, 3)))))
+    items.append((NoiseObservation("gaussian", 5.0, 0, 1, 16, 1.0), 0.01))  # fails: None
+    found = lower_bounds(items)
+    assert found[:-1] == [obs.lower_bound(beta) for obs, beta in items[:-1]]
+    assert found[-1] is None
+
+
+def test_a_rounds_bounds_are_what_each_client_would_fold():
+    # round_bounds: each client's own level (its rounds so far), None where add must decide
+    obs = NoiseObservation("gaussian", 120.0, 13_700, 1, 16, 1.0, 1e-6)
+    later, other_law = ObservedNoise(), ObservedNoise()
+    later.add(obs)
+    other_law.add(NoiseObservation("laplace", 900.0, 150, 1, 16, 1.0))
+    found = round_bounds([(1, None, obs), (2, later, obs), (3, other_law, obs), (1, None, obs),
+                          (4, None, "not observable: a replayed update"), (5, None, None)])
+    fresh, second = ObservedNoise(), ObservedNoise()
+    second.add(obs)
+    assert found == [fresh.add(obs), second.add(obs), None, None, None, None]

@@ -1,10 +1,12 @@
 """Stage 9, ledger fold: each reply's verdict summarised with its per-property verdicts and
 label (:func:`~strategies.reply_verdicts.verdict_summary`), and its releases folded into the
-client's privacy ledger — cumulative ε at δ, log Bayes capacity, MBP/ABP bounds; an undeclared
-reply tallied with no guarantee. A fold that fails (all or nothing) turns the reply down."""
+client's privacy ledger — cumulative ε at δ, log Bayes capacity, MBP/ABP bounds (the noise bounds
+of ``epsilon_observed`` of replies sharing a declaration found at once); an undeclared reply
+tallied with no guarantee. A fold that fails (all or nothing) turns the reply down."""
 
 from __future__ import annotations
 
+from fedpriv.verification.observed import round_bounds
 from strategies.replies import Rejection
 from strategies.reply_verdicts import fold_verdicts, verdict_summary
 from strategies.stages.base import Reply, Round, live, reject
@@ -14,7 +16,11 @@ __all__ = ["fold"]
 
 def fold(batch: list[Reply], rnd: Round) -> None:
     run = rnd.run
-    for reply in live(batch):
+    replies = live(batch)
+    bounds = round_bounds([  # the noise bounds of a declaration's replies found together
+        (r.client_id, getattr(run.ledger.clients.get(r.client_id), "observed", None),
+         r.observation if r.report is not None else None) for r in replies])
+    for reply, bound in zip(replies, bounds, strict=True):
         report, cid = reply.report, reply.client_id
         assert reply.verdict is not None
         if report is None:
@@ -28,7 +34,8 @@ def fold(batch: list[Reply], rnd: Round) -> None:
                 rnd.number, cid, reply.release, steps=report.releases,
                 **report.release_sampling, batch_size=report.secret_batch, dim=reply.dim,
                 **fold_verdicts(reply.summary), accuracy=run.accuracy(report, reply.dim),
-                unit=report.mechanism.level, observation=reply.observation)
+                unit=report.mechanism.level, observation=reply.observation,
+                observed_bound=bound)
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
             run.written.discard(cid)
             reject(run, rnd.number, Rejection(reply.node, cid, "unaccountable",
