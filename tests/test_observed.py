@@ -14,7 +14,8 @@ from pld_support import assert_pessimistic_close
 from scipy import optimize, stats
 
 from fedpriv.accounting import ReleaseEvent
-from fedpriv.ledger import PrivacyLedger, epsilon_at_noise, noise_grid
+from fedpriv.accounting.at_noise import epsilon_at_noise, noise_grid
+from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.mechanisms.gaussian import GaussianRelease
 from fedpriv.verification import client_update, record_count
