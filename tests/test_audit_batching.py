@@ -31,6 +31,9 @@ class _Recorder:
             self.commits.append(self.level)
         return self._conn.execute(sql, *args)
 
+    def executemany(self, sql, rows):
+        return self._conn.executemany(sql, rows)
+
     def close(self):
         self._conn.close()
 

@@ -337,3 +337,6 @@ def test_plain_sgd_steps_bit_for_bit_as_torch_optim_sgd(dtype):
     assert not isinstance(LocalOptimizer(momentum=0.9).build(ours.parameters(), 0.1), PlainSGD)
     assert not isinstance(LocalOptimizer(weight_decay=0.1).build(ours.parameters(), 0.1),
                           PlainSGD)
+    stepper.zero_grad(), reference.zero_grad()  # as torch.optim's: every .grad cleared
+    assert all(a.grad is None and b.grad is None
+               for a, b in zip(ours.parameters(), theirs.parameters(), strict=True))

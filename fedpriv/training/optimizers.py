@@ -97,6 +97,18 @@ class PlainSGD:
         with torch.no_grad():
             torch._foreach_add_(stepped, grads, alpha=-self.lr)
 
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's ``.grad``, as ``torch.optim.Optimizer.zero_grad`` does (a
+        loop written against ``torch.optim`` runs unchanged)."""
+        for p in self.params:
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.detach_()
+                p.grad.zero_()
+
 
 def local_optimizer(train: TrainConfig) -> LocalOptimizer:
     """The :class:`LocalOptimizer` the ``[train]`` settings describe."""
