@@ -137,7 +137,8 @@ def check_declaration(declaration: Declaration) -> Verdict:
     problems = _problems(declaration)
     if problems:  # p = 0: impossible under the declaration
         return Verdict("declaration", "inconsistent", "; ".join(problems), p_value=0.0)
-    return Verdict("declaration", "consistent", "plausible (local size n is declared, not checked)")
+    return Verdict("declaration", "consistent", "plausible: the declared settings agree with "
+                   "one another (the size n is checked by size-sampling where the server knows it)")
 
 
 def check_batch_sizes(
