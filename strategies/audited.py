@@ -138,8 +138,9 @@ class AuditedStrategy(AuditingStrategy):
     def _flower_dp_metrics(self, store: AuditStore, server_round: int) -> dict[str, Any]:
         """The round's metrics of Flower's DP wrapper and mods (empty without them)."""
         sampled = self.auditor.ledger.client_samples.get(server_round, (0, 0))[0]
+        wanted = self.cfg.audit.enabled and self.flower_dp.wrapper is not None  # read only there
         rows = store.query("SELECT status, mechanism, mechanism_params_json FROM updates "
-                           "WHERE round = ?", (server_round,)) if self.cfg.audit.enabled else None
+                           "WHERE round = ?", (server_round,)) if wanted else None
         return self.flower_dp.round_metrics(server_round, node_clients=self.auditor.node_clients,
                                             sampled=sampled, updates=rows)
 

@@ -59,6 +59,7 @@ from fedpriv.verification.sensitivity import (
     steps_sensitivity,
 )
 from fedpriv.verification.steps import compose_sgd
+from fedpriv.verification.update import flatten
 
 __all__ = ["MEMORY_KIND", "PARTITION_RECORDS", "REPLAY_TOLERANCE", "SensitivityReplay"]
 
@@ -111,11 +112,9 @@ class SensitivityReplay:
         """The replay of a run: its partition from ``config`` (None: unknown)."""
         partitions, strategy = None, getattr(config, "strategy", None)
         if config is not None:
-            from fedpriv.data import partition_indices
+            from fedpriv.data.partition import client_partitions
 
-            d = config.data
-            partitions = partition_indices(dataset.train_y.numpy(), d.num_clients, d.partition,
-                                           d.dirichlet_alpha, config.seed)
+            partitions = client_partitions(config.data, dataset.train_y.numpy(), config.seed)
         return cls(dataset, model, partitions, delta=audit.delta, accountant=audit.accountant,
                    proximal=float(getattr(strategy, "proximal_mu", None) or 0.0))
 
@@ -131,7 +130,7 @@ class SensitivityReplay:
         checks = self.sensitivity(client_id, report, broadcast, recovered, releases, offset,
                                   alpha, law_tests=not refuted)
         if releases is not None and _law(report) == "gaussian" and not refuted:
-            s = report.mechanism.noise_std / report.declaration().batch_size
+            s = _scale(report)
             if s > 0 and math.isfinite(s):
                 checks.append(step_freshness_test(np.asarray(releases), s, alpha))
         return with_preconditions(verdict, checks)
@@ -333,7 +332,7 @@ class SensitivityReplay:
         mechanism = report.mechanism
         d = report.declaration()
         s, law = _scale(report), _law(report)
-        theta = np.concatenate([np.asarray(b, np.float64).ravel() for b in broadcast])
+        theta = flatten(broadcast)
         batches = report.oracle.record_ids
         at = self._epsilon_at(report)
         sigma = mechanism.release(1).parameter

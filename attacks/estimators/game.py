@@ -226,10 +226,6 @@ def candidates_log_capacity(mechanism: Mechanism, dim: int, candidates: int,
     return one * releases
 
 
-def _log_bound(mechanism: Mechanism, dim: int, candidates: int) -> float:
-    return candidates_log_capacity(mechanism, dim, candidates)
-
-
 def identification_game(
     view: ServerView, mechanism: Mechanism, batch: tuple[np.ndarray, np.ndarray],
     pool: tuple[np.ndarray, np.ndarray], settings: GameSettings,
@@ -277,6 +273,6 @@ def identification_game(
     rng = np.random.default_rng(settings.seed)
     wins = play_identification(cands, settings.trials, rng, law, scale)
     leakage = identification_leakage(wins, settings.trials, len(cands),
-                                     _log_bound(mechanism, noise.size, len(cands)),
+                                     candidates_log_capacity(mechanism, noise.size, len(cands)),
                                      settings.confidence, scale_beta=SCALE_BETA)
     return PlayedGame(leakage, law, declared, scale)

@@ -89,7 +89,7 @@ class PublicPrior:
         rows = np.asarray(self.labels) == label
         if not rows.any():
             return self.mean
-        return np.asarray(self.images, dtype=np.float64)[rows].mean(axis=0)
+        return np.asarray(self.images[rows], dtype=np.float64).mean(axis=0)
 
     def look_alikes(self, label: int, count: int, rng: np.random.Generator) -> np.ndarray:
         """``count`` public images of ``label`` drawn without replacement (the whole public set
@@ -98,7 +98,7 @@ class PublicPrior:
         if rows.size == 0:
             rows = np.arange(len(self.labels))
         picks = rng.choice(rows, size=min(count, rows.size), replace=False)
-        return np.asarray(self.images, dtype=np.float64)[np.sort(picks)]
+        return np.asarray(self.images[np.sort(picks)], dtype=np.float64)  # the rows, not the pool
 
     def nearest(self, truth: np.ndarray) -> np.ndarray:
         """For each true image the public image of minimum MSE (the oracle's pick)."""

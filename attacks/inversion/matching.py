@@ -265,7 +265,7 @@ class GradientMatcher:
         def distance(precise: bool = False) -> torch.Tensor:
             weights = None if log_w is None else (WEIGHT_STEP * log_w).exp()
             grads = problem.gradient(x, trial_labels.targets(), weights, precise=precise)
-            target = [t.double() for t in problem.target] if precise else problem.target
+            target = problem.at_precision(precise).target  # float64's kept by the problem
             return self.distance(grads, target)
 
         def objective() -> torch.Tensor:

@@ -17,12 +17,12 @@ unbounded, and warns where ``LocalDpMod``'s ``sensitivity`` is not its clipping 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fedpriv.accounting.central import central_epsilon, central_sampling
+from fedpriv.jsonio import optional_loads
 
 __all__ = ["CLIP_ONLY", "SERVER_NOISE", "annotate_clients", "central_block", "flower_rounds"]
 
@@ -43,7 +43,7 @@ def flower_rounds(rounds: Sequence[Mapping[str, Any]], key: str) -> list[tuple[i
     """``(round, metrics[key])`` of the completed rounds that recorded ``key``."""
     out = []
     for row in rounds:
-        metrics = json.loads(row.get("metrics_json") or "null") or {}
+        metrics = optional_loads(row.get("metrics_json")) or {}
         if metrics.get(key) is not None:
             out.append((int(row["round"]), metrics[key]))
     return out

@@ -14,7 +14,8 @@ import numpy.typing as npt
 
 from fedpriv.errors import InputError
 
-__all__ = ["client_sizes", "dirichlet_partition", "iid_partition", "partition_indices"]
+__all__ = ["client_partitions", "client_sizes", "dirichlet_partition", "iid_partition",
+           "partition_indices"]
 
 
 def iid_partition(n: int, num_clients: int, seed: int) -> list[np.ndarray]:
@@ -60,10 +61,15 @@ def partition_indices(
     raise InputError("data.partition", scheme, "one of ['dirichlet', 'iid']")
 
 
-def client_sizes(data: Any, labels: npt.ArrayLike, seed: int) -> list[int]:
-    """Every client's local size under the run's ``[data]`` (a ``DataConfig``): what the
+def client_partitions(data: Any, labels: npt.ArrayLike, seed: int) -> list[np.ndarray]:
+    """Every client's record indices under the run's ``[data]`` (a ``DataConfig``): what the
     ClientApp's partition gives it (``clients/local_data.py``: the same function on the same
-    labels and seed), and what the server, the calibration and the sweep count on."""
-    parts = partition_indices(labels, data.num_clients, data.partition, data.dirichlet_alpha,
-                              seed)
-    return [len(p) for p in parts]
+    labels and seed), and what the server's oracle replay reads."""
+    return partition_indices(labels, data.num_clients, data.partition, data.dirichlet_alpha,
+                             seed)
+
+
+def client_sizes(data: Any, labels: npt.ArrayLike, seed: int) -> list[int]:
+    """Every client's local size (:func:`client_partitions`): what the server, the
+    calibration and the sweep count on."""
+    return [len(p) for p in client_partitions(data, labels, seed)]

@@ -39,7 +39,7 @@ def accountable(batch: list[Reply], rnd: Round) -> None:
     for reply in declared(batch):
         report, cid = reply.report, reply.client_id
         assert report is not None
-        reply.dim = int(sum(a.size for a in reply.accepted.arrays))
+        reply.dim = run.dim  # conform refused any reply whose shapes are not θ's
         why = None
         if report.oracle is not None and any(
             i >= size for batch_ids in report.oracle.record_ids for i in batch_ids
