@@ -186,10 +186,11 @@ def test_central_block_samples_as_the_strategy_sampled(neighbouring):
     sampled one (shift 2C at q = m/(N+1)); replace-one, the mixture pair at m/N, no larger than
     the 2C pair Poisson-sampled at m/N. A round with 2 of the 3 updates aggregated has σ·2/3 on
     the sum; a round that released nothing adds nothing."""
-    from fedpriv.audit.report_central import central_block
+    from fedpriv.audit.report_central import central_block, round_metrics
 
     rounds = [_round(1), _round(2), _round(3, aggregated=2), _round(4, released=False)]
-    block = central_block(rounds, {"audit": {"delta": DELTA, "neighbouring": neighbouring}})
+    block = central_block(round_metrics(rounds),
+                          {"audit": {"delta": DELTA, "neighbouring": neighbouring}})
     assert block["releases"] == 3 and block["noise_multiplier_effective"] == pytest.approx(2 / 3)
     assert block["sampling"] == "fixed-size: 3 of 10 clients without replacement"
     q = 3 / 11 if neighbouring == "add-remove" else 3 / 10

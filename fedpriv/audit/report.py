@@ -30,7 +30,7 @@ from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
 from fedpriv.audit.report_attack import attack_scores_summary
-from fedpriv.audit.report_central import annotate_clients, central_block
+from fedpriv.audit.report_central import annotate_clients, central_block, round_metrics
 from fedpriv.audit.report_game import client_game, game_family
 from fedpriv.audit.report_trust import (
     epsilon_bounds,
@@ -268,6 +268,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
     become its ``integrity`` entry."""
     run = store.run_info()
     rounds = store.query("SELECT * FROM rounds WHERE status = 'completed' ORDER BY round")
+    metrics = round_metrics(rounds)
     updates, tallies, attacks = (
         _by_client(_completed(store, t)) for t in ("updates", "tallies", "attacks")
     )
@@ -281,8 +282,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "rounds": len(rounds), "completed_rounds": [r["round"] for r in rounds],
         "incomplete_rounds": store.incomplete_rounds(),
         "accuracy": [r["accuracy"] for r in rounds], "loss": [r["loss"] for r in rounds],
-        "unverified_share": [(optional_loads(r["metrics_json"]) or {}).get("unverified_share")
-                             for r in rounds],
+        "unverified_share": [m.get("unverified_share") for _, m in metrics],
         "clients": [
             _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c],
                     partial(client_game, c, flagged=flagged)) for c in clients
@@ -294,8 +294,8 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "storage": storage_summary(store, run["config"]), "chain": head_summary(store),
     }  # fmt: skip
     _central_to_the_last_round(report["clients"], tallies)
-    report["central"] = central_block(rounds, run["config"])  # Flower's DP wrappers
-    annotate_clients(report["clients"], rounds, report["central"])
+    report["central"] = central_block(metrics, run["config"])  # Flower's DP wrappers
+    annotate_clients(report["clients"], metrics, report["central"])
     report["epsilon_bounds"] = epsilon_bounds(report["clients"], tallies)
     for client in report["clients"]:
         client["vacuous"] = vacuous_bounds(client, run["config"])

@@ -24,9 +24,12 @@ from typing import Any
 from fedpriv.accounting.central import central_epsilon, central_sampling
 from fedpriv.jsonio import optional_loads
 
-__all__ = ["CLIP_ONLY", "SERVER_NOISE", "annotate_clients", "central_block", "flower_rounds"]
+__all__ = ["CLIP_ONLY", "SERVER_NOISE", "annotate_clients", "central_block", "flower_rounds",
+           "round_metrics"]
 
 Row = dict[str, Any]
+#: ``(round, metrics)`` of completed rounds, each round's ``metrics_json`` parsed once.
+RoundMetrics = Sequence[tuple[int, Mapping[str, Any]]]
 
 SERVER_NOISE = ("server-side noise protects nothing against the server: it sees every raw "
                 "update before the noise is added to the aggregate (the central epsilon is "
@@ -39,14 +42,15 @@ ASSUMPTION = ("the aggregate is the mean of the aggregated updates with equal we
               "the mean)")
 
 
-def flower_rounds(rounds: Sequence[Mapping[str, Any]], key: str) -> list[tuple[int, Any]]:
+def round_metrics(rounds: Sequence[Mapping[str, Any]]) -> list[tuple[int, Mapping[str, Any]]]:
+    """``(round, metrics)`` of each ``rounds`` row, its ``metrics_json`` parsed (``{}`` where
+    none): the report parses it once and passes it on."""
+    return [(int(row["round"]), optional_loads(row.get("metrics_json")) or {}) for row in rounds]
+
+
+def flower_rounds(metrics: RoundMetrics, key: str) -> list[tuple[int, Any]]:
     """``(round, metrics[key])`` of the completed rounds that recorded ``key``."""
-    out = []
-    for row in rounds:
-        metrics = optional_loads(row.get("metrics_json")) or {}
-        if metrics.get(key) is not None:
-            out.append((int(row["round"]), metrics[key]))
-    return out
+    return [(rnd, values[key]) for rnd, values in metrics if values.get(key) is not None]
 
 
 def _release(r: Mapping[str, Any]) -> tuple[Any, int, int] | None:
@@ -61,10 +65,10 @@ def _release(r: Mapping[str, Any]) -> tuple[Any, int, int] | None:
     return GaussianRelease(sigma), sampled, int(r["population"])
 
 
-def central_block(rounds: Sequence[Mapping[str, Any]], config: Mapping[str, Any]) -> Row | None:
+def central_block(metrics: RoundMetrics, config: Mapping[str, Any]) -> Row | None:
     """The ``central`` block of a run behind Flower's DP wrapper (module docstring), None for
-    any other run."""
-    recorded = flower_rounds(rounds, "flower_dp")
+    any other run; ``metrics`` are its completed rounds' (:func:`round_metrics`)."""
+    recorded = flower_rounds(metrics, "flower_dp")
     if not recorded:
         return None
     audit = config.get("audit") or {}
@@ -134,13 +138,12 @@ def _number(value: Any) -> str:
     return "unbounded" if value is None or not math.isfinite(value) else f"{value:.4g}"
 
 
-def annotate_clients(clients: list[Row], rounds: Sequence[Mapping[str, Any]],
-                     central: Row | None) -> None:
+def annotate_clients(clients: list[Row], metrics: RoundMetrics, central: Row | None) -> None:
     """Add ``flower_mod`` (what the client's Flower mod declared, last), ``epsilon_reason`` (why
     its ε against the server is unbounded, in a run with a DP wrapper or Flower's mods) and
     ``warnings`` to each client entry, in a run with Flower's DP wrapper or mods only."""
     mods: dict[int, Mapping[str, Any]] = {}
-    for _, declared in flower_rounds(rounds, "flower_mods"):
+    for _, declared in flower_rounds(metrics, "flower_mods"):
         for cid, mod in declared.items():
             mods[int(cid)] = mod
     if central is None and not mods:
