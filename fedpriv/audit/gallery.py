@@ -45,6 +45,10 @@ SCORE_KEYS = (
     "identification_log_lower",
     "identification_log_bound",
 )
+#: The columns of :data:`SCORE_KEYS` (and the candidates) that come from the attack's scores.
+_FLAT_SHOWN = ("support_ssim", "prior_ssim", "no_update_prior_ssim", "no_update_gain_ssim",
+               "identification_log_value", "identification_log_lower",
+               "identification_log_bound", "identification_candidates")
 _PIXELS = 64  # an image's height on the page, about
 log = logging.getLogger(__name__)
 Row = Mapping[str, Any]
@@ -126,17 +130,12 @@ def _best_per_client_round(attacks: Sequence[Row]) -> list[Row]:
 
 def _scores(attack: Row, tally: Row | None) -> dict[str, Any]:
     """The row's score columns with the priors', the gains' and the identification score's
-    (:func:`fedpriv.audit.report_attack.attack_scores_summary`)."""
-    from fedpriv.audit.report_attack import attack_scores_summary
+    (:func:`fedpriv.audit.report_attack.flat_scores`)."""
+    from fedpriv.audit.report_attack import flat_scores
 
-    extra = attack_scores_summary(attack, tally)
-    prior, no_update = extra["prior"] or {}, extra["no_update_prior"] or {}
-    found = extra["identification"] or {}
-    return {**{k: attack.get(k) for k in SCORE_KEYS}, "support_ssim": extra["support_ssim"],
-            "prior_ssim": prior.get("ssim"), "no_update_prior_ssim": no_update.get("ssim"),
-            "no_update_gain_ssim": (extra["no_update_gain"] or {}).get("ssim"),
-            **{f"identification_{k}": found.get(k) for k in ("log_value", "log_lower",
-                                                             "log_bound", "candidates")}}
+    flat = flat_scores(attack, tally)
+    return {**{k: attack.get(k) for k in SCORE_KEYS},
+            **{k: flat[k] for k in _FLAT_SHOWN}}
 
 
 def _trials(attack: Row) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
-from fedpriv.audit.report_attack import attack_scores_summary
+from fedpriv.audit.report_attack import FLAT_SCORE_KEYS, attack_scores_summary, flat_scores
 from fedpriv.audit.report_central import annotate_clients, central_block, round_metrics
 from fedpriv.audit.report_game import client_game, game_family
 from fedpriv.audit.report_trust import (
@@ -125,7 +125,7 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
     for rnd in sorted(set(status) | set(tally) | {a["round"] for a in attacks}):
         row = tally.get(rnd, {})
         best = _best([a for a in attacks if a["round"] == rnd])
-        scores = attack_scores_summary(best, row) if best is not None else {}
+        scores = flat_scores(best, row)
         series.append({
             "round": rnd, "update_status": status.get(rnd), "epsilon": row.get("epsilon"),
             "log_capacity_round": row.get("log_capacity_round"),
@@ -134,11 +134,8 @@ def _per_round(updates: list[Row], tallies: list[Row], attacks: list[Row],
             "mbp_estimate": row.get("mbp_estimate"), "abp_estimate": row.get("abp_estimate"),
             "ssim": None if best is None else best["ssim"],
             "prior_ssim": _prior_ssim(best),
-            "gain_ssim": None if best is None else best["gain_ssim"],
-            "no_update_prior_ssim": (scores.get("no_update_prior") or {}).get("ssim"),
-            "no_update_gain_ssim": (scores.get("no_update_gain") or {}).get("ssim"),
-            "support_ssim": scores.get("support_ssim"),
-            "identification_log_lower": (scores.get("identification") or {}).get("log_lower"),
+            **{k: scores[k] for k in ("gain_ssim", "no_update_prior_ssim", "no_update_gain_ssim",
+                                      "support_ssim", "identification_log_lower")},
             "empirical_leakage": game([a for a in attacks if a["round"] == rnd])[
                 "empirical_leakage"],
             **_trust(row),
@@ -313,32 +310,16 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
 #: support SSIM and its within-class identification score beside the round's log C
 #: (``identification_*``; docs/leakage.md).
 ATTACK_CSV_COLUMNS = ("attack", "attack_ssim", "attack_psnr", "attack_support_ssim",
-                      "prior_baseline", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr",
-                      "no_update_prior_ssim", "no_update_prior_psnr", "no_update_gain_ssim",
-                      "no_update_gain_psnr", "identification_candidates",
-                      "identification_log_value", "identification_log_lower",
-                      "identification_log_upper", "identification_log_bound")
+                      *(k for k in FLAT_SCORE_KEYS if k != "support_ssim"))
 
 
 def _attack_csv(attack: Row | None, tally: Row | None = None) -> Row:
     if attack is None:
         return dict.fromkeys(ATTACK_CSV_COLUMNS)
-    scores = attack_scores_summary(attack, tally)
-    prior = scores["prior"] or {}
-    no_update, no_update_gain = scores["no_update_prior"] or {}, scores["no_update_gain"] or {}
-    found = scores["identification"] or {}
+    scores = flat_scores(attack, tally)
+    support = scores.pop("support_ssim")
     return {"attack": attack["attack"], "attack_ssim": attack["ssim"],
-            "attack_psnr": attack["psnr"], "attack_support_ssim": scores["support_ssim"],
-            "prior_baseline": prior.get("baseline"),
-            "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
-            "gain_ssim": attack["gain_ssim"], "gain_psnr": attack["gain_psnr"],
-            "no_update_prior_ssim": no_update.get("ssim"),
-            "no_update_prior_psnr": no_update.get("psnr"),
-            "no_update_gain_ssim": no_update_gain.get("ssim"),
-            "no_update_gain_psnr": no_update_gain.get("psnr"),
-            "identification_candidates": found.get("candidates"),
-            **{f"identification_{k}": found.get(k)
-               for k in ("log_value", "log_lower", "log_upper", "log_bound")}}
+            "attack_psnr": attack["psnr"], "attack_support_ssim": support, **scores}
 
 
 def _write_tallies_csv(store: AuditStore, path: Path) -> None:

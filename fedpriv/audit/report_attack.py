@@ -25,9 +25,16 @@ from fedpriv.audit.schema import OLD_PRIOR_NAMES as OLD_NAMES
 from fedpriv.jsonio import optional_loads
 from fedpriv.leakage.game import identification_leakage
 
-__all__ = ["attack_scores_summary", "identification_summary"]
+__all__ = ["FLAT_SCORE_KEYS", "attack_scores_summary", "flat_scores", "identification_summary"]
 
 Row = dict[str, Any]
+#: The keys of :func:`flat_scores`, in tallies.csv's column order.
+FLAT_SCORE_KEYS = (
+    "support_ssim", "prior_baseline", "prior_ssim", "prior_psnr", "gain_ssim", "gain_psnr",
+    "no_update_prior_ssim", "no_update_prior_psnr", "no_update_gain_ssim", "no_update_gain_psnr",
+    "identification_candidates", "identification_log_value", "identification_log_lower",
+    "identification_log_upper", "identification_log_bound",
+)  # fmt: skip
 
 
 def _named(prior: Row | None) -> Row | None:
@@ -92,3 +99,24 @@ def attack_scores_summary(attack: Row, tally: Row | None = None) -> Row:
                                                                **no_update},
             "no_update_gain": no_update_gain, "support_ssim": scores.get("support_ssim"),
             "identification": identification_summary(scores.get("identification"), tally)}
+
+
+def flat_scores(attack: Row | None, tally: Row | None = None) -> Row:
+    """:func:`attack_scores_summary` of ``attack`` flattened to one level (keys
+    :data:`FLAT_SCORE_KEYS`: ``prior_ssim``, ``identification_log_lower``, ...), as tables show
+    it; None throughout for no attack. The gains are the attack row's own columns."""
+    if attack is None:
+        return dict.fromkeys(FLAT_SCORE_KEYS)
+    scores = attack_scores_summary(attack, tally)
+    prior, found = scores["prior"] or {}, scores["identification"] or {}
+    no_update, no_update_gain = scores["no_update_prior"] or {}, scores["no_update_gain"] or {}
+    return {"support_ssim": scores["support_ssim"], "prior_baseline": prior.get("baseline"),
+            "prior_ssim": prior.get("ssim"), "prior_psnr": prior.get("psnr"),
+            "gain_ssim": attack.get("gain_ssim"), "gain_psnr": attack.get("gain_psnr"),
+            "no_update_prior_ssim": no_update.get("ssim"),
+            "no_update_prior_psnr": no_update.get("psnr"),
+            "no_update_gain_ssim": no_update_gain.get("ssim"),
+            "no_update_gain_psnr": no_update_gain.get("psnr"),
+            "identification_candidates": found.get("candidates"),
+            **{f"identification_{k}": found.get(k)
+               for k in ("log_value", "log_lower", "log_upper", "log_bound")}}
