@@ -110,8 +110,8 @@ def planned_epsilon(cfg: Config) -> float:
     of clients."""
     from fedpriv.accounting import ClientAccountant
 
-    cfg = calibrate_target(cfg)
-    sizes, dim = _sizes_and_dim(cfg)
+    sizes, dim = _sizes_and_dim(cfg)  # calibration changes neither the data nor the model
+    cfg = calibrated(cfg, sizes, dim)
     worst = 0.0
     for client in _largest_rates(cfg, sizes):
         name, params = cfg.mechanism.for_client(client)
