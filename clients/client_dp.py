@@ -45,14 +45,20 @@ from fedpriv.mechanisms.client_gaussian import ClientGaussianMechanism
 from fedpriv.protocol import REPORT_RECORD, ClientReport
 from fedpriv.seeding import derive_seed
 
-__all__ = ["CLIENT_DP_STREAM", "declare_release", "fedpriv_client_dp_mod", "privatize_arrays",
-           "update_generator"]
+__all__ = ["CLIENT_DP_STREAM", "declare_release", "fedpriv_client_dp_mod", "is_train",
+           "privatize_arrays", "update_generator"]
 
 CLIENT_DP_STREAM = "client-update-noise"
 """The seeding stream of the update's noise (:func:`fedpriv.seeding.derive_seed`)."""
 _ERROR_CODE = 0  # Flower's simulation answers a failed ClientApp with code 0 too
 
 Mod = Callable[[Message, Context, Callable[[Message, Context], Message]], Message]
+
+
+def is_train(msg: Message) -> bool:
+    """Whether ``msg`` is a train message (``train`` or ``train.<action>``): the only kind a DP
+    mod privatises or declares."""
+    return msg.metadata.message_type.split(".")[0] == MessageType.TRAIN
 
 
 def update_generator(seed: int | None, partition_id: int, server_round: int) -> np.random.Generator:
@@ -151,7 +157,7 @@ def fedpriv_client_dp_mod(clip: float, noise_multiplier: float, seed: int | None
 
     def mod(msg: Message, context: Context,
             call_next: Callable[[Message, Context], Message]) -> Message:
-        if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
+        if not is_train(msg):
             return call_next(msg, context)
         records = msg.content.array_records
         if len(records) != 1:

@@ -35,11 +35,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from flwr.app import ConfigRecord, Context, Message, MessageType
+from flwr.app import ConfigRecord, Context, Message
 
-from clients.client_dp import declare_release
+from clients.client_dp import declare_release, is_train
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import build_mechanism
+from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.protocol import FLOWER_DP_RECORD
 
 __all__ = ["declare_fixed_clipping", "declare_local_dp", "local_dp_noise_std"]
@@ -53,16 +53,12 @@ def local_dp_noise_std(sensitivity: float, epsilon: float, delta: float) -> floa
     return float(sensitivity * math.sqrt(2 * math.log(1.25 / delta)) / epsilon)
 
 
-def _is_train(msg: Message) -> bool:
-    return msg.metadata.message_type.split(".")[0] == MessageType.TRAIN
-
-
-def _declared(msg: Message, reply: Message, context: Context, clip: float, sigma: float,
+def _declared(msg: Message, reply: Message, context: Context, mechanism: Mechanism,
               stated: dict[str, Any], name: str) -> Message:
-    """``reply`` with the report of ``client-gaussian(clip, σ)`` and the mod's parameters."""
+    """``reply`` with the report of ``mechanism`` (``client-gaussian``) and the mod's
+    parameters."""
     if reply.has_error():
         return reply
-    mechanism = build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": sigma})
     out = declare_release(msg, reply, context, mechanism, name=name)  # type: ignore[arg-type]
     if not out.has_error():
         out.content[FLOWER_DP_RECORD] = ConfigRecord(stated)
@@ -89,17 +85,17 @@ def declare_local_dp(local_dp: Any) -> Mod:
         raise InputError("local_dp", f"epsilon={epsilon}, delta={delta}",
                          "epsilon > 0 and 0 < delta < 1.25: Flower's noise std is then finite")
     std = local_dp_noise_std(sensitivity, epsilon, delta)
-    sigma = std / clip
-    build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": sigma})  # checked now
+    # checked now, and built once for every reply
+    mechanism = build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": std / clip})
     stated = {"mod": "LocalDpMod", "clipping_norm": clip, "sensitivity": sensitivity,
               "epsilon": epsilon, "delta": delta, "noise_std": std}
 
     def mod(msg: Message, context: Context,
             call_next: Callable[[Message, Context], Message]) -> Message:
-        if not _is_train(msg):
+        if not is_train(msg):
             return call_next(msg, context)
         reply = local_dp(msg, context, call_next)
-        return _declared(msg, reply, context, clip, sigma, stated, "declare_local_dp")
+        return _declared(msg, reply, context, mechanism, stated, "declare_local_dp")
 
     return mod
 
@@ -114,7 +110,7 @@ def declare_fixed_clipping(fixed_clipping: Mod | None = None) -> Mod:
 
     def mod(msg: Message, context: Context,
             call_next: Callable[[Message, Context], Message]) -> Message:
-        if not _is_train(msg):
+        if not is_train(msg):
             return call_next(msg, context)
         reply = inner(msg, context, call_next)
         if reply.has_error():
@@ -122,6 +118,7 @@ def declare_fixed_clipping(fixed_clipping: Mod | None = None) -> Mod:
         config = next(iter(msg.content.config_records.values()))
         clip = float(config[KEY_CLIPPING_NORM])  # fixedclipping_mod refused a message without
         stated = {"mod": "fixedclipping_mod", "clipping_norm": clip}
-        return _declared(msg, reply, context, clip, 0.0, stated, "declare_fixed_clipping")
+        mechanism = build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": 0.0})
+        return _declared(msg, reply, context, mechanism, stated, "declare_fixed_clipping")
 
     return mod
