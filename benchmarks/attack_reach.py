@@ -48,17 +48,12 @@ def cell(batch: int, mechanism: str, iterations: int, steps: int = 1) -> dict[st
     kept and its identification score."""
     import math
 
-    import torch
-    from sklearn.datasets import load_digits
-
     from attacks import run_attack, simulate_view
     from attacks.estimators.prior import Identification, PublicPrior
-    from fedpriv.data.datasets import upsample_digits
+    from fedpriv.data.datasets import scikit_digits
     from strategies.attack_schedule import attack_scores
 
-    bunch = load_digits()
-    x = upsample_digits(bunch.images[:batch])
-    y = torch.as_tensor(bunch.target[:batch], dtype=torch.int64)
+    x, y = scikit_digits(slice(batch))
     name, params = MECHANISMS[mechanism]
     view = simulate_view("paper-mlp", x, y, mechanism=name, mechanism_params=params, seed=0,
                          local_steps=steps)
@@ -66,7 +61,8 @@ def cell(batch: int, mechanism: str, iterations: int, steps: int = 1) -> dict[st
     result = run_attack(ATTACK, view, iterations=iterations, seed=0, early_stop=EARLY_STOP)
     seconds = time.process_time() - start
     kept = result.settings["chosen"]
-    public = PublicPrior(upsample_digits(bunch.images[PUBLIC]).numpy(), bunch.target[PUBLIC])
+    public_x, public_y = scikit_digits(PUBLIC)
+    public = PublicPrior(public_x.numpy(), public_y.numpy())
     row, _ = attack_scores(result, x.numpy(), y.numpy(), public, view)
     prior, found = row["prior"], row["estimate"]["identification"]
     log_c = found["log_capacity"]

@@ -221,13 +221,10 @@ def tuning_across_rounds(iterations: int, steps: int = 100) -> dict[str, Any]:
 
 
 def _digits(indices: list[int]) -> tuple[Any, Any]:
-    import numpy as np
-    from sklearn.datasets import load_digits
+    from fedpriv.data.datasets import scikit_digits
 
-    from fedpriv.data.datasets import upsample_digits
-
-    bunch = load_digits()
-    return upsample_digits(bunch.images[indices]).numpy(), np.asarray(bunch.target[indices])
+    x, y = scikit_digits(indices)
+    return x.numpy(), y.numpy()
 
 
 def _median(values: list[float]) -> float | None:

@@ -74,13 +74,9 @@ MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(2**30), "MALLOC_TRIM_THRESHOLD_": st
 
 
 def _data(batch: int = BATCH) -> tuple[torch.Tensor, torch.Tensor]:
-    from sklearn.datasets import load_digits
+    from fedpriv.data.datasets import scikit_digits
 
-    from fedpriv.data.datasets import upsample_digits
-
-    bunch = load_digits()
-    x = upsample_digits(bunch.images[:batch])
-    return x, torch.as_tensor(bunch.target[:batch], dtype=torch.int64)
+    return scikit_digits(slice(batch))
 
 
 def _model() -> torch.nn.Module:

@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from fedpriv.data.idx import find_idx_set, read_idx
 from fedpriv.errors import InputError
 
-__all__ = ["DATASETS", "SHAPES", "Dataset", "load_dataset"]
+__all__ = ["DATASETS", "SHAPES", "Dataset", "load_dataset", "scikit_digits"]
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,28 @@ def upsample_digits(images: np.ndarray) -> torch.Tensor:
     return x.clamp_(0.0, 1.0)
 
 
-def _digits(root: str, download: bool, seed: int, test_fraction: float) -> Dataset:
+def scikit_digits(
+    indices: Sequence[int] | slice = slice(None),
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """scikit-learn's digits at ``indices`` of its bundled order (no split), upsampled
+    (:func:`upsample_digits`), and their labels (int64): the whole set for ``digits``, fixed
+    records for the benchmarks."""
     from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
 
     bunch = load_digits()
-    idx = np.arange(len(bunch.target))
+    labels = torch.as_tensor(bunch.target[indices], dtype=torch.int64)
+    return upsample_digits(bunch.images[indices]), labels
+
+
+def _digits(root: str, download: bool, seed: int, test_fraction: float) -> Dataset:
+    from sklearn.model_selection import train_test_split
+
+    x, y = scikit_digits()
+    idx = np.arange(len(y))
     train_idx, test_idx = train_test_split(
         idx, test_size=_test_count(test_fraction, len(idx), 10), random_state=seed,
-        stratify=bunch.target,
+        stratify=y.numpy(),
     )
-    x = upsample_digits(bunch.images)
-    y = torch.as_tensor(bunch.target, dtype=torch.int64)
     return Dataset("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx], 10)
 
 
