@@ -114,6 +114,38 @@ def test_rejects_a_layer_used_twice():
         linear_per_example_gradients(model, torch.rand(3, 10), torch.tensor([0, 1, 2]))
 
 
+@pytest.mark.parametrize("norm_ord", [1, 2])
+@pytest.mark.parametrize("per_layer", [False, True])
+@pytest.mark.parametrize("make", [_paper_mlp, _biased_mlp])
+def test_ghost_clipped_sum_is_bit_for_bit_the_sum_parameter_by_parameter(norm_ord, per_layer,
+                                                                           make):
+    """A layer's weight and bias share ``δ``: its norm and (flat clipping) its weighted rows
+    are formed once for both, in float32 giving every bit that forming them for each
+    parameter gives (the computation before issue 37 shared them)."""
+    model = make()
+    x, y = _batch(37, torch.float32, seed=9)
+    factors = linear_factors(model, x, y)
+    norm = torch.linalg.vector_norm
+    blocks = torch.stack([norm(d, ord=norm_ord, dim=1) if a is None
+                          else norm(d, ord=norm_ord, dim=1).mul_(norm(a, ord=norm_ord, dim=1))
+                          for d, a in zip(factors.errors, factors.inputs, strict=True)], dim=1)
+    if per_layer:
+        bounds = blocks.median(dim=0).values.tolist()
+        scales = torch.div(blocks.new_tensor(bounds), blocks).clamp_(max=1.0).split(1, dim=1)
+    else:
+        bounds = [float(norm(blocks, ord=norm_ord, dim=1).median())]
+        scales = [torch.div(bounds[0], norm(blocks, ord=norm_ord, dim=1, keepdim=True))
+                  .clamp_(max=1.0)] * blocks.shape[1]
+    out = blocks.new_empty(sum(factors.widths))
+    for d, a, s, part in zip(factors.errors, factors.inputs, scales,
+                             out.split(factors.widths), strict=True):
+        if a is None:
+            torch.sum(d * s, dim=0, out=part)
+        else:
+            torch.mm((d * s).T, a, out=part.view(d.shape[1], a.shape[1]))
+    assert torch.equal(ghost_clipped_sum(factors, bounds, norm_ord), out)
+
+
 def test_ghost_rejects_wrong_number_of_bounds():
     model = _paper_mlp()
     x, y = _batch(4, torch.float32)

@@ -112,6 +112,13 @@ class ParameterLayout:
         """The modules that hold the parameters, each once, in order."""
         return list(dict.fromkeys(module for module, _, _ in self.owners))
 
+    @cached_property
+    def slots(self) -> tuple[tuple[int, bool], ...]:
+        """For each parameter, the index of its module in :attr:`layers` and whether it is the
+        module's ``weight`` (else its bias): where its factors are found."""
+        index = {module: k for k, module in enumerate(self.layers)}
+        return tuple((index[module], name == "weight") for module, name, _ in self.owners)
+
 
 def parameter_layout(model: nn.Module) -> ParameterLayout:
     """The :class:`ParameterLayout` of ``model``."""
@@ -136,37 +143,42 @@ def is_all_linear(model: nn.Module) -> bool:
 
 def _run_recording(
     model: nn.Module, layers: list[nn.Module], x: torch.Tensor, y: torch.Tensor, loss: Loss
-) -> tuple[dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
-    """The losses ``loss(model(x), y)``, and per layer every ``(input, output)`` of its
-    ``forward`` during that pass.
+) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+    """The losses ``loss(model(x), y)``, and per layer the input (detached) and the output of
+    its one ``forward`` call during that pass.
 
     Each layer's ``forward`` is wrapped for the pass (an instance attribute, removed — or the
     layer's own instance attribute put back — afterwards, whatever happens), not hooked:
     ``register_forward_hook`` sends each call through ``Module.__call__``'s slow path and
     registers and removes a handle per layer per batch: ≈ 20 µs a step of the paper MLP inside
-    a DP-SGD loop on a 2-CPU machine.
-    The wrapper sees what ``forward`` itself takes and returns (after forward pre-hooks, before
-    forward hooks), which is what ``z = a Wᵀ + b`` relates."""
-    seen: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
-    own = {m: m.__dict__["forward"] for m in layers if "forward" in m.__dict__}
-    for module in layers:
-        calls, forward = seen[module], module.forward
+    a DP-SGD loop on a 2-CPU machine. The attribute is set with ``object.__setattr__``:
+    ``Module.__setattr__`` only adds checks that ``forward`` is no parameter, buffer or
+    submodule (≈ 1 µs a layer). The wrapper sees what ``forward`` itself takes and returns
+    (after forward pre-hooks, before forward hooks), which is what ``z = a Wᵀ + b`` relates.
 
-        def recording(inputs: torch.Tensor, *args: object, _forward=forward, _calls=calls,
-                      **kwargs: object) -> torch.Tensor:
+    Raises ``ValueError`` unless every layer ran exactly once, on ``(B, in)`` inputs."""
+    calls: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in layers]
+    own = [module.__dict__.get("forward") for module in layers]
+    for module, seen in zip(layers, calls, strict=True):
+
+        def recording(inputs: torch.Tensor, *args: object, _forward=module.forward,
+                      _seen=seen.append, **kwargs: object) -> torch.Tensor:
             out = _forward(inputs, *args, **kwargs)
-            _calls.append((inputs.detach(), out))
+            _seen((inputs.detach(), out))
             return out
 
-        module.forward = recording
+        object.__setattr__(module, "forward", recording)
     try:
         losses = loss(model(x), y)
     finally:
-        for module in layers:
-            del module.forward
-            if module in own:
-                module.forward = own[module]
-    return seen, losses
+        for module, forward in zip(layers, own, strict=True):
+            if forward is None:
+                object.__delattr__(module, "forward")
+            else:
+                object.__setattr__(module, "forward", forward)
+    if any(len(seen) != 1 or seen[0][0].dim() != 2 for seen in calls):
+        raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
+    return [seen[0][0] for seen in calls], [seen[0][1] for seen in calls], losses
 
 
 def _grads_of_sum(losses: torch.Tensor, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -210,17 +222,11 @@ def linear_factors(
                                  "linear")
         raise ValueError("linear factors: a parameter shared by two modules (tied weights) has "
                          "no rank-one per-example gradient")
-    layers = layout.layers
-    seen, losses = _run_recording(model, layers, x, y, loss)
-    for calls in seen.values():
-        if len(calls) != 1 or calls[0][0].dim() != 2:
-            raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
-    outputs = [seen[m][0][1] for m in layers]
-    grads = _grads_of_sum(losses, outputs)
-    errors = dict(zip(layers, grads, strict=True))
+    inputs, outputs, losses = _run_recording(model, layout.layers, x, y, loss)
+    errors = _grads_of_sum(losses, outputs)
     return LinearFactors(
-        errors=[errors[m] for m, _, _ in owners],
-        inputs=[seen[m][0][0] if name == "weight" else None for m, name, _ in owners],
+        errors=[errors[k] for k, _ in layout.slots],
+        inputs=[inputs[k] if weight else None for k, weight in layout.slots],
         losses=losses.detach(),
     )
 
