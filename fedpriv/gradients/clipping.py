@@ -18,6 +18,7 @@ Which bound and norm apply is the mechanism's choice (:class:`fedpriv.mechanisms
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -27,6 +28,17 @@ if TYPE_CHECKING:
     from fedpriv.gradients.linear import LinearFactors
 
 __all__ = ["clip_factors", "clip_flat", "clip_per_layer", "clipped_sum", "ghost_clipped_sum"]
+
+
+@lru_cache(maxsize=64)
+def _numerator(bound: float, dtype: torch.dtype, device: torch.device) -> Tensor:
+    """``bound`` as a 0-dim tensor, made once per dtype and device: the numerator of
+    ``torch.div(C, norms)``. A Python number there is wrapped into a new tensor at every call
+    (≈ 1 µs alone, ≈ 2–7 µs inside a DP step of the paper MLP); the quotient is the same
+    correctly rounded one (``C`` is converted to the norms' dtype either way). Never written to."""
+    import torch
+
+    return torch.tensor(bound, dtype=dtype, device=device)
 
 
 def clip_factors(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
@@ -50,7 +62,7 @@ def clip_factors(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
     # torch.div, not ``bound / norms``: torch evaluates a scalar over a tensor as
     # ``reciprocal(norms) * bound``, which is not correctly rounded (a row at exactly the bound
     # would be scaled by 1 - 2^-53 instead of being left as it is)
-    return torch.div(bound, norms).clamp(max=1.0)
+    return torch.div(_numerator(bound, norms.dtype, norms.device), norms).clamp(max=1.0)
 
 
 def clip_flat(grads: Tensor, bound: float, norm_ord: int = 2) -> Tensor:
@@ -153,7 +165,7 @@ def ghost_clipped_sum(
     norms = torch.stack(block, dim=1)
     if len(bounds) == 1:
         total = vector_norm(norms, ord=norm_ord, dim=1, keepdim=True)
-        scale = torch.div(bounds[0], total).clamp_(max=1.0)
+        scale = torch.div(_numerator(bounds[0], total.dtype, total.device), total).clamp_(max=1.0)
         weighted: dict[int, torch.Tensor] = {}  # δ ⊙ s, once per layer
         rows = []
         for d in errors:
