@@ -249,3 +249,32 @@ def test_recording_leaves_the_layers_as_they_were():
     got, _ = linear_per_example_gradients(single, flat, y)
     expected, _ = per_example_gradients(single, flat, y)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_a_recorder_held_over_several_batches_gives_the_per_batch_factors():
+    """One :class:`LayerRecorder` entered for several batches (as ``local_train`` holds it for
+    its call) gives every batch the floats a recording of that batch alone gives, and leaves
+    the layers as they were when it is left, also after an error inside."""
+    from fedpriv.gradients.linear import LayerRecorder
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.training import local_train
+
+    model = _biased_mlp()
+    layout = parameter_layout(model)
+    batches = [_batch(b, torch.float32, seed=10 + b) for b in (3, 8, 5)]
+    alone = [linear_factors(model, x, y, layout=layout) for x, y in batches]
+    with LayerRecorder(layout.layers) as recorder:
+        held = [linear_factors(model, x, y, layout=layout, recorder=recorder)
+                for x, y in batches]
+    for a, b in zip(alone, held, strict=True):
+        assert all(torch.equal(u, v) for u, v in zip(a.errors, b.errors, strict=True))
+        assert all(u is v is None or torch.equal(u, v)
+                   for u, v in zip(a.inputs, b.inputs, strict=True))
+    assert not any("forward" in m.__dict__ for m in layout.layers)
+    with pytest.raises(RuntimeError, match="inside"), LayerRecorder(layout.layers):
+        raise RuntimeError("inside")
+    assert not any("forward" in m.__dict__ for m in layout.layers)
+    x, y = _batch(20, torch.float32, seed=11)
+    local_train(model, x, y, build_mechanism("gaussian", {}), lr=0.1, local_steps=2,
+                batch_size=5, sampling="fixed", generator=torch.Generator().manual_seed(0))
+    assert not any("forward" in m.__dict__ for m in layout.layers)
