@@ -145,20 +145,29 @@ def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[
     return step
 
 
+def _recorded(model: torch.nn.Module) -> tuple[Any, Any]:
+    """``model``'s layout and an entered recorder of its layers, held for the life of this
+    throwaway model as :func:`fedpriv.training.local_train` holds them for its call."""
+    from fedpriv.gradients.linear import LayerRecorder, parameter_layout
+
+    layout = parameter_layout(model)
+    return layout, LayerRecorder(layout.layers).__enter__()
+
+
 def _ghost_step(model, x, y, mech, torch_sgd: bool = False) -> Callable[[], None]:
     """The production release: :func:`fedpriv.training.private_release` (ghost clipping for a
     clipping mechanism on the paper MLP), then the update (:func:`_sgd_update`). The model is
-    walked once, not per step, as :func:`fedpriv.training.local_train` walks it once per call."""
-    from fedpriv.gradients.linear import parameter_layout
+    walked once and its layers are recorded by one recorder (:func:`_recorded`), not per step,
+    as :func:`fedpriv.training.local_train` does once per call."""
     from fedpriv.mechanisms import make_generator
     from fedpriv.training import private_release
 
-    gen, layout = make_generator(0, 0, 0), parameter_layout(model)
+    gen, (layout, recorder) = make_generator(0, 0, 0), _recorded(model)
     update = _sgd_update(model, torch_sgd)
 
     def step() -> None:
         update(private_release(model, x, y, mech, gen, batch_size=float(x.shape[0]),
-                               layout=layout)[0])
+                               layout=layout, recorder=recorder)[0])
 
     return step
 
@@ -363,7 +372,6 @@ def stages(repeats: int, batch: int) -> dict[str, Any]:
     norms and one weighted product per layer), then the release (noise), then the update.
     ``noise_draw`` is the draw of ``p`` standard normals alone (torch's CPU generator)."""
     from fedpriv.gradients import gradient_source
-    from fedpriv.gradients.linear import parameter_layout
     from fedpriv.mechanisms import build_mechanism, make_generator
     from fedpriv.training import private_release
 
@@ -371,16 +379,18 @@ def stages(repeats: int, batch: int) -> dict[str, Any]:
     mech, gen = build_mechanism("gaussian", {}), make_generator(0, 0, 0)
     dim = sum(p.numel() for p in _model().parameters())
     models = [_model() for _ in range(3)]
-    layouts = [parameter_layout(m) for m in models]
+    held = [_recorded(m) for m in models]
     runs = {
         "plain_forward_backward": _plain_forward_backward(_model(), x, y),
         "plain": _plain_step(_model(), x, y),
         "noise_draw": lambda: torch.empty(dim).normal_(generator=gen),
-        "source": lambda: gradient_source(models[0], x, y, layout=layouts[0]),
-        "clipped_sum": lambda: gradient_source(models[1], x, y, layout=layouts[1]).clipped_sum(
+        "source": lambda: gradient_source(models[0], x, y, layout=held[0][0],
+                                          recorder=held[0][1]),
+        "clipped_sum": lambda: gradient_source(models[1], x, y, layout=held[1][0],
+                                               recorder=held[1][1]).clipped_sum(
             mech.clip_bounds, mech.norm_ord),
         "release": lambda: private_release(models[2], x, y, mech, gen, batch_size=float(batch),
-                                           layout=layouts[2]),
+                                           layout=held[2][0], recorder=held[2][1]),
         "dp_ghost": _ghost_step(_model(), x, y, mech),
     }
     times = timed_in_runs(runs, repeats, RUN_LENGTH, warmup=3)

@@ -114,6 +114,38 @@ def test_rejects_a_layer_used_twice():
         linear_per_example_gradients(model, torch.rand(3, 10), torch.tensor([0, 1, 2]))
 
 
+@pytest.mark.parametrize("norm_ord", [1, 2])
+@pytest.mark.parametrize("per_layer", [False, True])
+@pytest.mark.parametrize("make", [_paper_mlp, _biased_mlp])
+def test_ghost_clipped_sum_is_bit_for_bit_the_sum_parameter_by_parameter(norm_ord, per_layer,
+                                                                           make):
+    """A layer's weight and bias share ``δ``: its norm and (flat clipping) its weighted rows
+    are formed once for both, in float32 giving every bit that forming them for each
+    parameter gives (the computation before issue 37 shared them)."""
+    model = make()
+    x, y = _batch(37, torch.float32, seed=9)
+    factors = linear_factors(model, x, y)
+    norm = torch.linalg.vector_norm
+    blocks = torch.stack([norm(d, ord=norm_ord, dim=1) if a is None
+                          else norm(d, ord=norm_ord, dim=1).mul_(norm(a, ord=norm_ord, dim=1))
+                          for d, a in zip(factors.errors, factors.inputs, strict=True)], dim=1)
+    if per_layer:
+        bounds = blocks.median(dim=0).values.tolist()
+        scales = torch.div(blocks.new_tensor(bounds), blocks).clamp_(max=1.0).split(1, dim=1)
+    else:
+        bounds = [float(norm(blocks, ord=norm_ord, dim=1).median())]
+        scales = [torch.div(bounds[0], norm(blocks, ord=norm_ord, dim=1, keepdim=True))
+                  .clamp_(max=1.0)] * blocks.shape[1]
+    out = blocks.new_empty(sum(factors.widths))
+    for d, a, s, part in zip(factors.errors, factors.inputs, scales,
+                             out.split(factors.widths), strict=True):
+        if a is None:
+            torch.sum(d * s, dim=0, out=part)
+        else:
+            torch.mm((d * s).T, a, out=part.view(d.shape[1], a.shape[1]))
+    assert torch.equal(ghost_clipped_sum(factors, bounds, norm_ord), out)
+
+
 def test_ghost_rejects_wrong_number_of_bounds():
     model = _paper_mlp()
     x, y = _batch(4, torch.float32)
@@ -217,3 +249,32 @@ def test_recording_leaves_the_layers_as_they_were():
     got, _ = linear_per_example_gradients(single, flat, y)
     expected, _ = per_example_gradients(single, flat, y)
     torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+
+
+def test_a_recorder_held_over_several_batches_gives_the_per_batch_factors():
+    """One :class:`LayerRecorder` entered for several batches (as ``local_train`` holds it for
+    its call) gives every batch the floats a recording of that batch alone gives, and leaves
+    the layers as they were when it is left, also after an error inside."""
+    from fedpriv.gradients.linear import LayerRecorder
+    from fedpriv.mechanisms import build_mechanism
+    from fedpriv.training import local_train
+
+    model = _biased_mlp()
+    layout = parameter_layout(model)
+    batches = [_batch(b, torch.float32, seed=10 + b) for b in (3, 8, 5)]
+    alone = [linear_factors(model, x, y, layout=layout) for x, y in batches]
+    with LayerRecorder(layout.layers) as recorder:
+        held = [linear_factors(model, x, y, layout=layout, recorder=recorder)
+                for x, y in batches]
+    for a, b in zip(alone, held, strict=True):
+        assert all(torch.equal(u, v) for u, v in zip(a.errors, b.errors, strict=True))
+        assert all(u is v is None or torch.equal(u, v)
+                   for u, v in zip(a.inputs, b.inputs, strict=True))
+    assert not any("forward" in m.__dict__ for m in layout.layers)
+    with pytest.raises(RuntimeError, match="inside"), LayerRecorder(layout.layers):
+        raise RuntimeError("inside")
+    assert not any("forward" in m.__dict__ for m in layout.layers)
+    x, y = _batch(20, torch.float32, seed=11)
+    local_train(model, x, y, build_mechanism("gaussian", {}), lr=0.1, local_steps=2,
+                batch_size=5, sampling="fixed", generator=torch.Generator().manual_seed(0))
+    assert not any("forward" in m.__dict__ for m in layout.layers)

@@ -42,7 +42,7 @@ from torch import nn
 from fedpriv.gradients.loss import Loss, cross_entropy
 
 __all__ = [
-    "LinearFactors", "Owner", "ParameterLayout", "is_all_linear", "linear_factors",
+    "LayerRecorder", "LinearFactors", "Owner", "ParameterLayout", "is_all_linear", "linear_factors",
     "linear_per_example_gradients", "materialise", "parameter_layout",
 ]
 
@@ -112,6 +112,13 @@ class ParameterLayout:
         """The modules that hold the parameters, each once, in order."""
         return list(dict.fromkeys(module for module, _, _ in self.owners))
 
+    @cached_property
+    def slots(self) -> tuple[tuple[int, bool], ...]:
+        """For each parameter, the index of its module in :attr:`layers` and whether it is the
+        module's ``weight`` (else its bias): where its factors are found."""
+        index = {module: k for k, module in enumerate(self.layers)}
+        return tuple((index[module], name == "weight") for module, name, _ in self.owners)
+
 
 def parameter_layout(model: nn.Module) -> ParameterLayout:
     """The :class:`ParameterLayout` of ``model``."""
@@ -134,39 +141,63 @@ def is_all_linear(model: nn.Module) -> bool:
     return parameter_layout(model).all_linear
 
 
-def _run_recording(
-    model: nn.Module, layers: list[nn.Module], x: torch.Tensor, y: torch.Tensor, loss: Loss
-) -> tuple[dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]], torch.Tensor]:
-    """The losses ``loss(model(x), y)``, and per layer every ``(input, output)`` of its
-    ``forward`` during that pass.
+class LayerRecorder:
+    """Records the input and output of each layer's ``forward`` call in a model's forward pass,
+    for as long as it is entered (``with``): one recorder can serve every batch of a
+    local-training call, so the layers are wrapped once per call, not once per batch
+    (≈ 6 µs a step of the paper MLP inside a DP-SGD loop on a 2-CPU machine).
 
-    Each layer's ``forward`` is wrapped for the pass (an instance attribute, removed — or the
-    layer's own instance attribute put back — afterwards, whatever happens), not hooked:
+    Each layer's ``forward`` is wrapped (an instance attribute, removed — or the layer's own
+    instance attribute put back — on leaving, whatever happens), not hooked:
     ``register_forward_hook`` sends each call through ``Module.__call__``'s slow path and
-    registers and removes a handle per layer per batch: ≈ 20 µs a step of the paper MLP inside
-    a DP-SGD loop on a 2-CPU machine.
-    The wrapper sees what ``forward`` itself takes and returns (after forward pre-hooks, before
-    forward hooks), which is what ``z = a Wᵀ + b`` relates."""
-    seen: dict[nn.Module, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in layers}
-    own = {m: m.__dict__["forward"] for m in layers if "forward" in m.__dict__}
-    for module in layers:
-        calls, forward = seen[module], module.forward
+    registers and removes a handle per layer: ≈ 20 µs a step. The attribute is set with
+    ``object.__setattr__``: ``Module.__setattr__`` only adds checks that ``forward`` is no
+    parameter, buffer or submodule. The wrapper sees what ``forward`` itself takes and returns
+    (after forward pre-hooks, before forward hooks), which is what ``z = a Wᵀ + b`` relates.
+    While it is entered, every call of a layer is recorded: the model is not to be run
+    elsewhere (another thread) meanwhile."""
 
-        def recording(inputs: torch.Tensor, *args: object, _forward=forward, _calls=calls,
-                      **kwargs: object) -> torch.Tensor:
-            out = _forward(inputs, *args, **kwargs)
-            _calls.append((inputs.detach(), out))
-            return out
+    def __init__(self, layers: list[nn.Module]) -> None:
+        self.layers = layers
+        self._calls: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in layers]
+        self._own: list[object] = []
 
-        module.forward = recording
-    try:
+    def __enter__(self) -> LayerRecorder:
+        self._own = [module.__dict__.get("forward") for module in self.layers]
+        for module, seen in zip(self.layers, self._calls, strict=True):
+
+            def recording(inputs: torch.Tensor, *args: object, _forward=module.forward,
+                          _seen=seen.append, **kwargs: object) -> torch.Tensor:
+                out = _forward(inputs, *args, **kwargs)
+                _seen((inputs.detach(), out))
+                return out
+
+            object.__setattr__(module, "forward", recording)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module, forward in zip(self.layers, self._own, strict=True):
+            if forward is None:
+                object.__delattr__(module, "forward")
+            else:
+                object.__setattr__(module, "forward", forward)
+        for seen in self._calls:
+            seen.clear()
+
+    def run(
+        self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor], torch.Tensor]:
+        """The losses ``loss(model(x), y)``, and per layer the input (detached) and the output
+        of its one ``forward`` call in that pass. Raises ``ValueError`` unless every layer ran
+        exactly once, on ``(B, in)`` inputs."""
+        calls = self._calls
+        for seen in calls:
+            seen.clear()
         losses = loss(model(x), y)
-    finally:
-        for module in layers:
-            del module.forward
-            if module in own:
-                module.forward = own[module]
-    return seen, losses
+        if any(len(seen) != 1 or seen[0][0].dim() != 2 for seen in calls):
+            raise ValueError("linear factors: each linear layer must run once, on (B, in) "
+                             "inputs")
+        return [seen[0][0] for seen in calls], [seen[0][1] for seen in calls], losses
 
 
 def _grads_of_sum(losses: torch.Tensor, outputs: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
@@ -190,16 +221,17 @@ def _grads_of_sum(losses: torch.Tensor, outputs: list[torch.Tensor]) -> tuple[to
 
 def linear_factors(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy,
-    *, layout: ParameterLayout | None = None,
+    *, layout: ParameterLayout | None = None, recorder: LayerRecorder | None = None,
 ) -> LinearFactors:
     """Inputs ``a`` and errors ``δ = ∂ℓ_i/∂z_i`` of every linear layer, and the per-example
     losses ``ℓ_i`` (:mod:`fedpriv.gradients.loss`; cross-entropy by default).
 
-    One forward pass (each layer's ``forward`` recorded: :func:`_run_recording`) and one
-    backward pass to
-    the layers' outputs only: the weight gradients are never formed, the clipped sum weights
-    the factors instead. ``layout``: ``model``'s :func:`parameter_layout`, when the caller
-    already walked the model.
+    One forward pass (each layer's ``forward`` recorded: :class:`LayerRecorder`) and one
+    backward pass to the layers' outputs only: the weight gradients are never formed, the
+    clipped sum weights the factors instead. ``layout``: ``model``'s :func:`parameter_layout`,
+    when the caller already walked the model; ``recorder``: an entered
+    :class:`LayerRecorder` of ``layout.layers``, when the caller records several batches
+    (else one is entered for this batch).
     """
     layout = parameter_layout(model) if layout is None else layout
     owners = layout.owners
@@ -210,17 +242,15 @@ def linear_factors(
                                  "linear")
         raise ValueError("linear factors: a parameter shared by two modules (tied weights) has "
                          "no rank-one per-example gradient")
-    layers = layout.layers
-    seen, losses = _run_recording(model, layers, x, y, loss)
-    for calls in seen.values():
-        if len(calls) != 1 or calls[0][0].dim() != 2:
-            raise ValueError("linear factors: each linear layer must run once, on (B, in) inputs")
-    outputs = [seen[m][0][1] for m in layers]
-    grads = _grads_of_sum(losses, outputs)
-    errors = dict(zip(layers, grads, strict=True))
+    if recorder is None:
+        with LayerRecorder(layout.layers) as recorder:
+            inputs, outputs, losses = recorder.run(model, x, y, loss)
+    else:
+        inputs, outputs, losses = recorder.run(model, x, y, loss)
+    errors = _grads_of_sum(losses, outputs)
     return LinearFactors(
-        errors=[errors[m] for m, _, _ in owners],
-        inputs=[seen[m][0][0] if name == "weight" else None for m, name, _ in owners],
+        errors=[errors[k] for k, _ in layout.slots],
+        inputs=[inputs[k] if weight else None for k, weight in layout.slots],
         losses=losses.detach(),
     )
 

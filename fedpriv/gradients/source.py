@@ -23,6 +23,7 @@ from torch import nn
 
 from fedpriv.gradients.clipping import clipped_sum, ghost_clipped_sum
 from fedpriv.gradients.linear import (
+    LayerRecorder,
     LinearFactors,
     ParameterLayout,
     linear_factors,
@@ -101,7 +102,7 @@ class LinearFactorGradients(GradientSource):
 
 def gradient_source(
     model: nn.Module, x: torch.Tensor, y: torch.Tensor, loss: Loss = cross_entropy,
-    *, layout: ParameterLayout | None = None,
+    *, layout: ParameterLayout | None = None, recorder: LayerRecorder | None = None,
 ) -> GradientSource:
     """The batch's gradient source of the per-example ``loss`` (cross-entropy by default):
     factors for an all-linear model, else ``vmap`` gradients.
@@ -110,13 +111,16 @@ def gradient_source(
     every sum is zero and the mechanism still adds its noise. ``layout``: ``model``'s
     :func:`~fedpriv.gradients.linear.parameter_layout`, when the caller walked the model once
     for several batches (:func:`fedpriv.training.local_train`); else one walk per batch.
+    ``recorder``: an entered :class:`~fedpriv.gradients.linear.LayerRecorder` of an all-linear
+    model's layers, when the caller records several batches (else one per batch).
     """
     layout = parameter_layout(model) if layout is None else layout
     sizes = layout.sizes
     if x.shape[0] == 0:
         return PerExampleGradients(x.new_zeros((0, sum(sizes))), x.new_zeros((0,)), sizes)
     if layout.all_linear:
-        return LinearFactorGradients(linear_factors(model, x, y, loss, layout=layout), sizes)
+        return LinearFactorGradients(
+            linear_factors(model, x, y, loss, layout=layout, recorder=recorder), sizes)
     grads, losses = vmap_per_example_gradients(model, x, y, loss)
     return PerExampleGradients(grads, losses, sizes)
 

@@ -16,6 +16,7 @@ offered for comparison with published code, and the report labels the sampling u
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,7 +24,7 @@ import torch
 from torch import nn
 
 from fedpriv.gradients import CanaryGradients, Loss, cross_entropy, gradient_source
-from fedpriv.gradients.linear import ParameterLayout, parameter_layout
+from fedpriv.gradients.linear import LayerRecorder, ParameterLayout, parameter_layout
 from fedpriv.protocol import sampling_rate
 from fedpriv.training.optimizers import LocalOptimizer
 
@@ -70,12 +71,14 @@ def private_release(
     canaries: torch.Tensor | None = None,
     loss: Loss = cross_entropy,
     layout: ParameterLayout | None = None,
+    recorder: LayerRecorder | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The mechanism's release for the batch ``(x, y)`` (with ``canaries`` added to its sum),
     and the per-example losses (``loss``: :mod:`fedpriv.gradients.loss`). ``layout``:
-    ``model``'s :func:`~fedpriv.gradients.linear.parameter_layout`, walked once by a caller
-    that takes several steps (:func:`gradient_source`)."""
-    source = gradient_source(model, x, y, loss, layout=layout)
+    ``model``'s :func:`~fedpriv.gradients.linear.parameter_layout`, walked once, and
+    ``recorder``: its layers' entered recorder (all-linear models), held by a caller that takes
+    several steps (:func:`gradient_source`)."""
+    source = gradient_source(model, x, y, loss, layout=layout, recorder=recorder)
     if canaries is not None:
         source = CanaryGradients(source, canaries)
     release = mechanism.privatize(source, generator, batch_size=batch_size)
@@ -151,21 +154,23 @@ def local_train(
     losses = []
     anchor = _flat(params) if proximal_mu else None
     stepper = (optimizer or LocalOptimizer()).build(params, lr)
-    for _ in range(local_steps):
-        idx = sample_batch(n, batch_size, sampling, generator)
-        release, batch_losses = private_release(
-            model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
-            canaries=canaries, loss=loss, layout=layout,
-        )
-        if keep_releases:
-            result.releases.append(release.detach().to(params[0].dtype).clone())
-        if anchor is not None:
-            release = release + proximal_mu * (_flat(params) - anchor)
-        _set_gradients(params, release)
-        stepper.step()
-        losses.append(batch_losses)
-        result.batch_sizes.append(int(idx.numel()))
-        result.batch_indices.append(ids[idx.cpu()].tolist())
+    # an all-linear model's layers are recorded for the whole call, not wrapped at every step
+    with LayerRecorder(layout.layers) if layout.all_linear else nullcontext() as recorder:
+        for _ in range(local_steps):
+            idx = sample_batch(n, batch_size, sampling, generator)
+            release, batch_losses = private_release(
+                model, x[idx], y[idx], mechanism, generator, batch_size=float(expected),
+                canaries=canaries, loss=loss, layout=layout, recorder=recorder,
+            )
+            if keep_releases:
+                result.releases.append(release.detach().to(params[0].dtype).clone())
+            if anchor is not None:
+                release = release + proximal_mu * (_flat(params) - anchor)
+            _set_gradients(params, release)
+            stepper.step()
+            losses.append(batch_losses)
+            result.batch_sizes.append(int(idx.numel()))
+            result.batch_indices.append(ids[idx.cpu()].tolist())
     all_losses = torch.cat(losses)
     result.loss = float(all_losses.mean()) if all_losses.numel() else float("nan")
     return result
