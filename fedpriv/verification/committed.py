@@ -1,0 +1,174 @@
+"""Committed noise, re-drawn exactly: the simulation oracle's deterministic sensitivity check
+(test ``"committed-noise"``, issue 42).
+
+fedpriv's client draws every batch and every noise vector of a round from one seeded CPU stream
+(:func:`fedpriv.seeding.make_generator` ``(run seed, partition id, round, "noise")``: each
+step's batch by :func:`fedpriv.training.sample_batch`, then its mechanism's noise; a
+client-level update's noise from :func:`fedpriv.seeding.update_generator`) and, with the
+labelled simulation oracle on, says so in its report (``noise-stream`` =
+:data:`~fedpriv.seeding.SEEDED_NOISE`; :class:`fedpriv.protocol.GroundTruthOracle`). In
+simulation the server knows the run seed and the client's partition, so it re-draws those
+streams (:func:`redraw`) — the batches with the client's own sampling function, the noise with
+the mechanism's own draw (:meth:`fedpriv.mechanisms.base.ClippedMechanism.draw_noise`,
+:meth:`fedpriv.mechanisms.client_gaussian.ClientGaussianMechanism.privatize_update`) — and
+holds the client to them (:func:`committed_test`):
+
+* the oracle's record ids of every step must be the batch the stream samples (order kept);
+* each release ``r_t`` less its replayed clipped signal ``S_t``
+  (:mod:`fedpriv.verification.sensitivity`) less the re-drawn noise ``N_t/L`` must be within
+  the rounding bound: ``‖r_t − S_t − N_t/L‖₂ ≤ e_t + 3u·‖r_t‖₂``, ``e_t`` the replay's own
+  slack (the client's float32 clipped sum and update against the server's float64, the update's
+  round-off bound) and ``3u·‖r_t‖₂`` the float32 rounding of ``(Σḡ + N)/L`` itself, ``u`` the
+  unit round-off of the client's dtype (two roundings of at most ``u`` relative each, per
+  coordinate: ``(2u + u²)(1 + u)|r_{t,i}| ≤ 3u|r_{t,i}|``).
+
+Under the declaration (fedpriv's own client, honest) the remainder *is* rounding, so the check
+never fails: its false-alarm rate is 0 given the round-off bound (no α is spent; the verdict
+is deterministic, ``alpha = None``). Its power: any deviation of the release from the declared
+clipped signal plus the committed noise with an ℓ2 norm above the bound — about
+``10⁻⁴·B·C/L``, i.e. ``10⁻⁴·B/(σ√p)`` of the noise's norm — is caught with probability 1:
+a signal × 1.001, one hidden step, one record unclipped by a margin, a noise drawn otherwise.
+The statistical replay (:func:`fedpriv.verification.sensitivity.sensitivity_test`) still runs
+and states the power in ε; this check speaks to the same property (``sensitivity``).
+
+Where no seeded noise is declared (a user's own client, a CUDA generator, no oracle), nothing
+is re-drawn and the statistical replay stands alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF
+from fedpriv.verification.verdict import Verdict
+
+if TYPE_CHECKING:
+    from fedpriv.mechanisms import Mechanism
+
+__all__ = ["COMMITTED_TEST", "ROUNDING_FACTOR", "Redrawn", "committed_test", "redraw"]
+
+COMMITTED_TEST = "committed-noise"
+"""The verdict's test name (it speaks to ``sensitivity``)."""
+ROUNDING_FACTOR = 3.0
+"""``(Σḡ + N)/L`` rounded twice in the client's dtype: at most ``3u·|r_i|`` per coordinate."""
+
+
+@dataclass(frozen=True)
+class Redrawn:
+    """A client-round's committed draws as the server re-drew them.
+
+    Attributes
+    ----------
+    batches
+        Each local step's sampled positions in the client's partition (int64 arrays).
+    noises
+        Each release's noise over its divisor, ``N_t/L`` (float64, flat): one per local step,
+        or the update's one at the client level.
+    """
+
+    batches: tuple[np.ndarray, ...]
+    noises: tuple[np.ndarray, ...]
+
+
+def redraw(mechanism: Mechanism, *, seed: int, client_id: int, server_round: int,
+           local_size: int, batch_size: float, sampling: str, steps: int,
+           shapes: Sequence[tuple[int, ...]], dtype: np.dtype, divisor: float) -> Redrawn:
+    """Re-draw a client-round's batches and noise from the seeded streams, in the client's
+    order (module docstring).
+
+    Parameters
+    ----------
+    mechanism
+        The declared mechanism (record level: additive; client level: ``client-gaussian``).
+    seed, client_id, server_round
+        The run seed, the client's partition id and the round (the streams' keys).
+    local_size, batch_size, sampling
+        ``n`` (the partition's size as the server knows it), ``L`` and the sampling, as the
+        client's :func:`~fedpriv.training.sample_batch` takes them.
+    steps
+        The declared local steps ``k``.
+    shapes, dtype
+        The model's parameter shapes (in order) and the dtype the client trained in.
+    divisor
+        ``L`` each record-level release's sum is divided by (1 at the client level).
+    """
+    import torch
+
+    from fedpriv.seeding import make_generator, update_generator
+    from fedpriv.training.dpsgd import sample_batch
+
+    generator = make_generator(seed, client_id, server_round)  # the CPU stream
+    size = int(batch_size) if sampling == "fixed" else batch_size
+    like = torch.zeros(sum(math.prod(s) for s in shapes), dtype=getattr(torch, np.dtype(dtype).name))
+    batches, noises = [], []
+    for _ in range(steps):
+        batches.append(sample_batch(local_size, size, sampling, generator).numpy())
+        if mechanism.level == "record":
+            noises.append(mechanism.draw_noise(like, generator).numpy().astype(np.float64)
+                          / divisor)
+    if mechanism.level == "client":
+        zeros = [np.zeros(s) for s in shapes]
+        update = mechanism.privatize_update(zeros, update_generator(seed, client_id,
+                                                                   server_round))
+        noises.append(np.concatenate([a.reshape(-1) for a in update]))
+    return Redrawn(tuple(batches), tuple(noises))
+
+
+def committed_test(residuals: Sequence[tuple[np.ndarray, float]], releases: Sequence[np.ndarray],
+                   redrawn: Redrawn, partition: np.ndarray,
+                   record_ids: Sequence[Sequence[int]], noise_std: float, *,
+                   unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF) -> Verdict:
+    """Test ``"committed-noise"`` of one client-round (module docstring): deterministic.
+
+    Parameters
+    ----------
+    residuals
+        Each release's ``(r_t − S_t, e_t)``: less its replayed clipped signal, with the
+        replay's ℓ2 rounding slack (:mod:`fedpriv.verification.sensitivity`).
+    releases
+        Each release ``r_t`` as the server recovered it (float64), for the rounding bound.
+    redrawn
+        The committed draws (:func:`redraw`).
+    partition
+        The client's record ids in its partition's order (positions → ids).
+    record_ids
+        The oracle's record ids of each local step.
+    noise_std
+        The declared noise's scale per coordinate of one release (``σC/L``; Laplace ``λC/L``;
+        client level ``σS``), to state the bound in noise stds.
+    """
+    from fedpriv.verification.sensitivity import SPEAKS_TO
+
+    for t, (positions, ids) in enumerate(zip(redrawn.batches, record_ids, strict=True)):
+        if np.asarray(partition)[positions].tolist() != list(ids):
+            return Verdict(COMMITTED_TEST, "inconsistent",
+                           f"the oracle's records of step {t + 1} are not the batch the "
+                           "committed seeded stream samples", p_value=0.0, speaks_to=SPEAKS_TO)
+    excess, worst, bound_worst = -math.inf, 0, 0.0
+    for t, ((residual, slack), release, noise) in enumerate(
+            zip(residuals, releases, redrawn.noises, strict=True)):
+        remainder = float(np.linalg.norm(np.asarray(residual, np.float64) - noise))
+        bound = slack + ROUNDING_FACTOR * unit_roundoff * float(np.linalg.norm(release))
+        if remainder - bound > excess:
+            excess, worst, bound_worst = remainder - bound, t, bound
+    remainder = excess + bound_worst
+    k = len(redrawn.noises)
+    stat = {"remainder_in_noise": remainder / noise_std,
+            "bound_in_noise": bound_worst / noise_std, "releases": float(k)}
+    where = f" (release {worst + 1} of {k})" if k > 1 else ""
+    if excess > 0:
+        return Verdict(COMMITTED_TEST, "inconsistent",
+                       f"the release less its replayed clipped signal and its committed noise "
+                       f"is {remainder / noise_std:.3g} noise stds, beyond the rounding bound "
+                       f"{bound_worst / noise_std:.3g}{where}: not the declared clipped signal "
+                       "plus the seeded noise", p_value=0.0, statistic=stat,
+                       speaks_to=SPEAKS_TO)
+    return Verdict(COMMITTED_TEST, "consistent",
+                   f"the release is its replayed clipped signal plus the committed seeded noise "
+                   f"to within rounding ({remainder / noise_std:.3g} ≤ {bound_worst / noise_std:.3g}"
+                   f" noise stds{where})", p_value=1.0, statistic=stat, speaks_to=SPEAKS_TO)
