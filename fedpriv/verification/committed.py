@@ -104,7 +104,7 @@ def redraw(mechanism: Mechanism, *, seed: int, client_id: int, server_round: int
 
     generator = make_generator(seed, client_id, server_round)  # the CPU stream
     size = int(batch_size) if sampling == "fixed" else batch_size
-    like = torch.zeros(sum(math.prod(s) for s in shapes), dtype=getattr(torch, np.dtype(dtype).name))
+    like = torch.from_numpy(np.zeros(sum(math.prod(s) for s in shapes), dtype))
     batches, noises = [], []
     for _ in range(steps):
         batches.append(sample_batch(local_size, size, sampling, generator).numpy())
@@ -168,7 +168,8 @@ def committed_test(residuals: Sequence[tuple[np.ndarray, float]], releases: Sequ
                        f"{bound_worst / noise_std:.3g}{where}: not the declared clipped signal "
                        "plus the seeded noise", p_value=0.0, statistic=stat,
                        speaks_to=SPEAKS_TO)
+    within = f"{remainder / noise_std:.3g} ≤ {bound_worst / noise_std:.3g} noise stds{where}"
     return Verdict(COMMITTED_TEST, "consistent",
-                   f"the release is its replayed clipped signal plus the committed seeded noise "
-                   f"to within rounding ({remainder / noise_std:.3g} ≤ {bound_worst / noise_std:.3g}"
-                   f" noise stds{where})", p_value=1.0, statistic=stat, speaks_to=SPEAKS_TO)
+                   "the release is its replayed clipped signal plus the committed seeded noise "
+                   f"to within rounding ({within})", p_value=1.0, statistic=stat,
+                   speaks_to=SPEAKS_TO)
