@@ -148,7 +148,7 @@ def committed_test(residuals: Sequence[tuple[np.ndarray, float]], releases: Sequ
         if np.asarray(partition)[positions].tolist() != list(ids):
             return Verdict(COMMITTED_TEST, "inconsistent",
                            f"the oracle's records of step {t + 1} are not the batch the "
-                           "committed seeded stream samples", p_value=0.0, speaks_to=SPEAKS_TO)
+                           "seeded stream samples", p_value=0.0, speaks_to=SPEAKS_TO)
     excess, worst, bound_worst = -math.inf, 0, 0.0
     for t, ((residual, slack), release, noise) in enumerate(
             zip(residuals, releases, redrawn.noises, strict=True)):
@@ -163,13 +163,12 @@ def committed_test(residuals: Sequence[tuple[np.ndarray, float]], releases: Sequ
     where = f" (release {worst + 1} of {k})" if k > 1 else ""
     if excess > 0:
         return Verdict(COMMITTED_TEST, "inconsistent",
-                       f"the release less its replayed clipped signal and its committed noise "
-                       f"is {remainder / noise_std:.3g} noise stds, beyond the rounding bound "
-                       f"{bound_worst / noise_std:.3g}{where}: not the declared clipped signal "
-                       "plus the seeded noise", p_value=0.0, statistic=stat,
+                       f"release − replayed signal − committed noise = "
+                       f"{remainder / noise_std:.3g} noise stds > rounding "
+                       f"{bound_worst / noise_std:.3g}{where}", p_value=0.0, statistic=stat,
                        speaks_to=SPEAKS_TO)
     within = f"{remainder / noise_std:.3g} ≤ {bound_worst / noise_std:.3g} noise stds{where}"
     return Verdict(COMMITTED_TEST, "consistent",
-                   "the release is its replayed clipped signal plus the committed seeded noise "
-                   f"to within rounding ({within})", p_value=1.0, statistic=stat,
+                   f"release − replayed signal − committed noise within rounding ({within})",
+                   p_value=1.0, statistic=stat,
                    speaks_to=SPEAKS_TO)
