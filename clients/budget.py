@@ -6,7 +6,7 @@ for that node, in simulation (Ray actors serve many nodes; the state is per node
 deployment (the SuperNode keeps it), and the count is enough because a client's mechanism, rate
 and steps are fixed for a run. What ``context.state`` does not survive is a new Flower run — a
 ``--resume`` — or a restarted SuperNode; for those the server sends, with every train message,
-the releases its ledger accounted per client (:data:`fedpriv.protocol.RELEASES_KEY`), and the
+the releases its ledger accounted per client (:data:`fedpriv.budget.RELEASES_KEY`), and the
 client counts the larger of the two. A client can only be made more careful by it.
 
 Every round the client counts, trains or not, what it released: a reply the server rejects was
@@ -22,9 +22,8 @@ from flwr.app import ConfigRecord, Context
 
 from fedpriv.accounting.sampling import level_relation
 from fedpriv.audit.config import AuditConfig
-from fedpriv.budget import BudgetCheck, check_budget
+from fedpriv.budget import RELEASES_KEY, BudgetCheck, check_budget, decode_releases
 from fedpriv.mechanisms import Mechanism
-from fedpriv.protocol import RELEASES_KEY, decode_releases
 
 __all__ = ["STATE", "budget_check", "record_releases", "releases_so_far"]
 

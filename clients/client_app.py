@@ -18,7 +18,8 @@ loads its parameters. Training runs on the config's ``device``
   protocol version): partition id, steps, learning rate, expected batch size, sampling rate,
   the declared mechanism (the object it trains with) and the local optimiser's settings; the
   record ids of each batch only when the simulation-only ground-truth oracle is on
-  (``audit.ground_truth``); the client's ε budget, if it has one.
+  (``audit.ground_truth``), with the seeded stream its batches and noise came from
+  (:data:`fedpriv.seeding.SEEDED_NOISE`, on the CPU); the client's ε budget, if it has one.
 
 The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, Adam,
 or AdamW) steps on each privatised gradient as Opacus does and is created afresh every round
@@ -47,7 +48,7 @@ from flwr.clientapp import ClientApp
 
 from clients.adversaries import adversary_mod
 from clients.budget import budget_check, record_releases, releases_so_far
-from clients.client_dp import privatize_arrays, update_generator
+from clients.client_dp import privatize_arrays
 from clients.local_data import client_data
 from clients.release_hook import releasing
 from clients.step_releases import steps_record
@@ -58,7 +59,7 @@ from fedpriv.instructions import instructed_report
 from fedpriv.mechanisms import Mechanism
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, STEPS_RECORD, GroundTruthOracle, server_config
-from fedpriv.seeding import make_generator
+from fedpriv.seeding import SEEDED_NOISE, make_generator, update_generator
 from fedpriv.training import local_optimizer, local_train
 
 __all__ = ["app"]
@@ -142,7 +143,10 @@ def train(msg: Message, context: Context) -> Message:
     record_releases(context, released + report.releases)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     if oracle:
-        report = replace(report, oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices))))
+        # the batches and the noise came from the seeded CPU stream: the server may re-draw them
+        seeded = SEEDED_NOISE if generator.device.type == "cpu" else None
+        report = replace(report, oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices)),
+                                                          noise_stream=seeded))
     arrays = ArrayRecord(model.state_dict())
     if report.client_level:  # plain local steps above; now the update is privatised
         arrays = privatize_arrays(mechanism, msg.content["arrays"], arrays,

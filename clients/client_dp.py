@@ -43,13 +43,10 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Error, Message, 
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.mechanisms.client_gaussian import ClientGaussianMechanism
 from fedpriv.protocol import REPORT_RECORD, ClientReport
-from fedpriv.seeding import derive_seed
+from fedpriv.seeding import update_generator
 
-__all__ = ["CLIENT_DP_STREAM", "declare_release", "fedpriv_client_dp_mod", "is_train",
-           "privatize_arrays", "update_generator"]
+__all__ = ["declare_release", "fedpriv_client_dp_mod", "is_train", "privatize_arrays"]
 
-CLIENT_DP_STREAM = "client-update-noise"
-"""The seeding stream of the update's noise (:func:`fedpriv.seeding.derive_seed`)."""
 _ERROR_CODE = 0  # Flower's simulation answers a failed ClientApp with code 0 too
 
 Mod = Callable[[Message, Context, Callable[[Message, Context], Message]], Message]
@@ -59,14 +56,6 @@ def is_train(msg: Message) -> bool:
     """Whether ``msg`` is a train message (``train`` or ``train.<action>``): the only kind a DP
     mod privatises or declares."""
     return msg.metadata.message_type.split(".")[0] == MessageType.TRAIN
-
-
-def update_generator(seed: int | None, partition_id: int, server_round: int) -> np.random.Generator:
-    """The generator of one client-round's update noise: derived from ``seed`` (reproducible),
-    or fresh operating-system entropy when ``seed`` is None."""
-    if seed is None:
-        return np.random.default_rng()
-    return np.random.default_rng(derive_seed(seed, partition_id, server_round, CLIENT_DP_STREAM))
 
 
 def privatize_arrays(

@@ -15,12 +15,21 @@ Flower-free and stateless: the ClientApp keeps the count of its releases between
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from fedpriv.accounting import Release, ReleaseEvent, epsilon
 from fedpriv.validate import check_dim, check_positive
 
-__all__ = ["BudgetCheck", "check_budget"]
+__all__ = [
+    "RELEASES_KEY", "BudgetCheck", "check_budget", "decode_releases", "encode_releases",
+]
+
+RELEASES_KEY = "fedpriv-releases"
+"""Train-config key (server → client) of the releases the auditor accounted per client, sent
+when clients have ε budgets (:func:`encode_releases`)."""
 
 
 @dataclass(frozen=True)
@@ -90,3 +99,23 @@ def check_budget(
     eps = epsilon([ReleaseEvent(release, sample_rate, total, population)], delta,
                   accountant=accountant, neighbouring=neighbouring).epsilon
     return BudgetCheck(b, eps, int(released), int(steps), delta, accountant)
+
+
+def encode_releases(releases: Mapping[int, int]) -> str:
+    """The train-config value of :data:`RELEASES_KEY`: ``{client id: releases}`` as JSON."""
+    return json.dumps({str(cid): int(n) for cid, n in releases.items()}, sort_keys=True)
+
+
+def decode_releases(text: Any, client_id: int) -> int:
+    """The releases the server accounted for ``client_id`` (0 when it names none).
+
+    Raises
+    ------
+    ValueError
+        ``text`` is not such a JSON object of counts ``>= 0``.
+    """
+    value = json.loads(text) if isinstance(text, str) else None
+    count = value.get(str(client_id), 0) if isinstance(value, dict) else None
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"{RELEASES_KEY} = {text!r:.80}: expected a JSON object of counts >= 0")
+    return count

@@ -15,7 +15,7 @@ travels only when the labelled, simulation-only ground-truth oracle is on (``ora
 
 A client with an ε budget that declines a round says so in the report (``declined``) and sends
 nothing else. The one thing the server tells such clients beyond the config is how many releases
-it accounted for each (:data:`RELEASES_KEY`).
+it accounted for each (:data:`fedpriv.budget.RELEASES_KEY`).
 
 The protocol is versioned (:data:`PROTOCOL_VERSION`; docs/protocol.md): the server sends its
 version in every train config (:data:`PROTOCOL_KEY`) and a report echoes the version it was
@@ -50,15 +50,12 @@ __all__ = [
     "CONFIG_KEY",
     "PROTOCOL_KEY",
     "PROTOCOL_VERSION",
-    "RELEASES_KEY",
     "REPORT_RECORD",
     "STEPS_RECORD",
     "ClientReport",
     "GroundTruthOracle",
     "ProtocolError",
     "ReplyError",
-    "decode_releases",
-    "encode_releases",
     "finite_number",
     "optimizer_conflict",
     "reply_int",
@@ -80,9 +77,6 @@ FLOWER_DP_RECORD = "flower-dp"
 STEPS_RECORD = "step-releases"
 """Name of the reply's second ArrayRecord in steps mode (``audit.release = "steps"``): every
 local step's release, per parameter tensor stacked along a leading step axis (docs/protocol.md)."""
-RELEASES_KEY = "fedpriv-releases"
-"""Train-config key (server → client) of the releases the auditor accounted per client, sent
-when clients have ε budgets (:func:`encode_releases`)."""
 MAX_LOCAL_STEPS = 100_000
 """Most local steps a round may take (``train.local_steps`` and a reply's ``steps``)."""
 MAX_LOCAL_EXAMPLES = 1_000_000_000
@@ -152,10 +146,15 @@ def server_config(config: Mapping[str, Any] | None, where: str = "train") -> str
 @dataclass(frozen=True)
 class GroundTruthOracle:
     """What the simulation-only ground-truth oracle adds to a reply: the record ids of each
-    local batch (hence their sizes). It defeats the secrecy of the batch that Poisson
+    local batch (hence their sizes) and, optionally, the seeded stream its noise came from. It
+    defeats the secrecy of the batch that Poisson
     amplification assumes: with it on, the auditor holds batch membership."""
 
     record_ids: tuple[tuple[int, ...], ...]
+    noise_stream: str | None = None
+    """:data:`fedpriv.seeding.SEEDED_NOISE` when the batches and the noise were drawn from the
+    run's seeded CPU stream (fedpriv's own client says so): the server then re-draws the
+    committed noise exactly (:mod:`fedpriv.verification.committed`). None: not said."""
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:
@@ -304,6 +303,8 @@ class ClientReport:
         }
         if self.oracle is not None:
             out["record-ids"] = json.dumps([list(b) for b in self.oracle.record_ids])
+            if self.oracle.noise_stream is not None:
+                out["noise-stream"] = self.oracle.noise_stream
         if self.epsilon_budget is not None:
             out["epsilon-budget"] = self.epsilon_budget
         if self.declined is not None:
@@ -354,10 +355,14 @@ class ClientReport:
         steps = reply_int("steps", get("steps"), 1, MAX_LOCAL_STEPS)
         oracle = None
         if "record-ids" in config:
-            oracle = _oracle(_json("record-ids", config["record-ids"]))
+            oracle = _oracle(_json("record-ids", config["record-ids"]),
+                             config.get("noise-stream"))
             if len(oracle.record_ids) != steps:
                 raise ReplyError("record-ids", f"{len(oracle.record_ids)} batches",
                                  f"one batch per local step ({steps})")
+        elif "noise-stream" in config:
+            raise ReplyError("noise-stream", config["noise-stream"],
+                             "nothing without record-ids (the simulation oracle's)")
         return cls(
             partition_id=reply_int("partition-id", get("partition-id"), 0, 2**31 - 1),
             server_round=reply_int("server-round", get("server-round"), 1, 2**31 - 1),
@@ -468,7 +473,7 @@ def _reason(value: Any) -> str:
     return value
 
 
-def _oracle(batches: Any) -> GroundTruthOracle:
+def _oracle(batches: Any, noise_stream: Any = None) -> GroundTruthOracle:
     ok = isinstance(batches, list) and all(
         isinstance(b, list) and all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
                                     for i in b)
@@ -476,24 +481,9 @@ def _oracle(batches: Any) -> GroundTruthOracle:
     )
     if not ok:
         raise ReplyError("record-ids", batches, "a list of lists of record ids >= 0")
-    return GroundTruthOracle(tuple(tuple(b) for b in batches))
+    from fedpriv.seeding import SEEDED_NOISE
 
+    if noise_stream not in (None, SEEDED_NOISE):
+        raise ReplyError("noise-stream", noise_stream, f"{SEEDED_NOISE!r} or absent")
+    return GroundTruthOracle(tuple(tuple(b) for b in batches), noise_stream)
 
-def encode_releases(releases: Mapping[int, int]) -> str:
-    """The train-config value of :data:`RELEASES_KEY`: ``{client id: releases}`` as JSON."""
-    return json.dumps({str(cid): int(n) for cid, n in releases.items()}, sort_keys=True)
-
-
-def decode_releases(text: Any, client_id: int) -> int:
-    """The releases the server accounted for ``client_id`` (0 when it names none).
-
-    Raises
-    ------
-    ValueError
-        ``text`` is not such a JSON object of counts ``>= 0``.
-    """
-    value = json.loads(text) if isinstance(text, str) else None
-    count = value.get(str(client_id), 0) if isinstance(value, dict) else None
-    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
-        raise ValueError(f"{RELEASES_KEY} = {text!r:.80}: expected a JSON object of counts >= 0")
-    return count

@@ -19,8 +19,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import Result, Strategy
 
+from fedpriv.budget import RELEASES_KEY, encode_releases
 from fedpriv.errors import InputError
-from fedpriv.protocol import RELEASES_KEY, encode_releases
 from strategies.pipeline import AuditPipeline
 from strategies.replies import conform
 

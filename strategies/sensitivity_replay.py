@@ -23,7 +23,11 @@
 * the noise law's sides on the replayed residual, at full power
   (:func:`fedpriv.verification.sensitivity.residual_law_test`, speaking to ``noise-law``);
 * ``"step-freshness"`` in steps mode (:func:`fedpriv.verification.sensitivity.
-  step_freshness_test`), with or without the oracle.
+  step_freshness_test`), with or without the oracle;
+* ``"committed-noise"`` where the replay ran and the client declares its noise drawn from the
+  run's seeded stream (``noise-stream``; fedpriv's own client): the batches and the noise
+  re-drawn exactly and the release held to its replayed signal plus that noise within rounding
+  (:mod:`fedpriv.verification.committed`: deterministic, speaking to ``sensitivity``).
 
 Both enter as preconditions (:func:`fedpriv.verification.with_preconditions`): they can refute a
 round, and the labels read them (``fedpriv/verification/properties.py``). Never raises: what a
@@ -48,7 +52,9 @@ from fedpriv.data import Dataset
 from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.mechanisms.laplace import LaplaceMechanism
 from fedpriv.protocol import ClientReport
+from fedpriv.seeding import SEEDED_NOISE
 from fedpriv.verification import ClientUpdate, Verdict, unverifiable, with_preconditions
+from fedpriv.verification.committed import committed_test
 from fedpriv.verification.sensitivity import (
     SPEAKS_TO,
     ReplayedRelease,
@@ -60,6 +66,7 @@ from fedpriv.verification.sensitivity import (
 )
 from fedpriv.verification.steps import compose_sgd
 from fedpriv.verification.update import flatten
+from strategies.committed_redraw import redraw
 
 __all__ = ["MEMORY_KIND", "PARTITION_RECORDS", "REPLAY_TOLERANCE", "SensitivityReplay"]
 
@@ -88,6 +95,9 @@ class SensitivityReplay:
         ``(name, input_shape, num_classes)`` of the run's model.
     partitions
         Each client's record ids (the simulation's partition), or None when unknown.
+    seed
+        The run's seed (:mod:`fedpriv.seeding`), to re-draw committed noise; None: not
+        re-drawn.
     delta, accountant
         The run's δ and accountant. The power is stated in ε through the RDP accountant
         whatever ``accountant`` is (the ratio of RDP ε's at the run's δ; ~10⁻⁴ s against
@@ -96,9 +106,10 @@ class SensitivityReplay:
 
     def __init__(self, dataset: Dataset, model: tuple[str, tuple[int, ...], int],
                  partitions: Sequence[np.ndarray] | None = None, *, delta: float = 1e-5,
-                 accountant: str = "rdp", proximal: float = 0.0) -> None:
+                 accountant: str = "rdp", proximal: float = 0.0,
+                 seed: int | None = None) -> None:
         self.dataset, self.model = dataset, model
-        self.partitions = partitions
+        self.partitions, self.seed = partitions, seed
         self.delta, self.accountant = delta, accountant
         self.proximal = proximal  # FedProx's μ (strategy.proximal_mu), which clients add
         # per client: direction -> (Σ z, Σ z², n) of its replayed releases, and its looks; kept
@@ -116,7 +127,8 @@ class SensitivityReplay:
 
             partitions = client_partitions(config.data, dataset.train_y.numpy(), config.seed)
         return cls(dataset, model, partitions, delta=audit.delta, accountant=audit.accountant,
-                   proximal=float(getattr(strategy, "proximal_mu", None) or 0.0))
+                   proximal=float(getattr(strategy, "proximal_mu", None) or 0.0),
+                   seed=None if config is None else config.seed)
 
     # -- the pipeline's one call -----------------------------------------------------------
 
@@ -140,16 +152,18 @@ class SensitivityReplay:
                     releases: np.ndarray | None, offset: np.ndarray | None = None,
                     alpha: float = 1e-6, *, law_tests: bool = True) -> list[Verdict]:
         """The ``sensitivity`` verdict of one client-round (at ``α/2``) and, once replayed,
-        the noise law's sides on the residual (at ``α``, with ``law_tests``) and, Gaussian, the
+        the noise law's sides on the residual (at ``α``, with ``law_tests``), the committed
+        noise re-drawn where the client declares it (deterministic) and, Gaussian, the
         client's ``sensitivity-rounds`` (at ``α/2`` over the run); never raises."""
         why = self._not_replayed(report, recovered, releases)
         if why is not None:
             return [unverifiable("sensitivity", f"{ASSUMED}: {why}", speaks_to=SPEAKS_TO)]
         law = _law(report)
         try:
-            verdict, tested, residuals = self._replay(client_id, report, broadcast, recovered,
-                                                      releases, offset, alpha / 2.0)
+            verdict, tested, residuals, released = self._replay(
+                client_id, report, broadcast, recovered, releases, offset, alpha / 2.0)
             shape = residual_law_test(residuals, _scale(report), law, alpha) if law_tests else []
+            shape += self._committed(client_id, report, broadcast, residuals, released)
         except Exception as exc:  # noqa: BLE001 - a hostile reply's replay is its failure
             log.warning("replay of client %d failed: %s: %s", client_id, type(exc).__name__, exc)
             return [unverifiable("sensitivity", f"{ASSUMED}: the replay failed "
@@ -165,6 +179,25 @@ class SensitivityReplay:
             return [verdict, *shape]
         look = self._looks[client_id] = self._looks.get(client_id, 0) + 1
         return [verdict, *shape, cumulative_test(evidence, look, alpha / 2.0)]
+
+    def _committed(self, client_id: int, report: ClientReport, broadcast: Sequence[np.ndarray],
+                   residuals: list[tuple[np.ndarray, float]],
+                   released: list[np.ndarray]) -> list[Verdict]:
+        """``[committed-noise]`` where the client declares its noise drawn from the run's
+        seeded stream and the server knows the seed and its partition, else ``[]``."""
+        oracle = report.oracle
+        if oracle is None or oracle.noise_stream != SEEDED_NOISE or self.seed is None \
+                or self.partitions is None or not 0 <= client_id < len(self.partitions):
+            return []
+        partition = np.asarray(self.partitions[client_id])
+        redrawn = redraw(report.mechanism, seed=self.seed, client_id=client_id,
+                         server_round=report.server_round, local_size=len(partition),
+                         batch_size=report.batch_size, sampling=report.sampling,
+                         steps=report.local_steps, shapes=[np.shape(a) for a in broadcast],
+                         dtype=np.asarray(broadcast[0]).dtype,
+                         divisor=1.0 if report.client_level else report.divisor)
+        return [committed_test(residuals, released, redrawn, partition,
+                               oracle.record_ids, _scale(report))]
 
     # -- memory (--resume) ---------------------------------------------------------------------
 
@@ -326,9 +359,10 @@ class SensitivityReplay:
     def _replay(self, client_id: int, report: ClientReport, broadcast: Sequence[np.ndarray],
                 recovered: ClientUpdate | Verdict, releases: np.ndarray | None,
                 offset: np.ndarray | None, alpha: float,
-                ) -> tuple[Verdict, list[Verdict], list[tuple[np.ndarray, float]]]:
-        """The round's ``sensitivity`` verdict at ``alpha``, every replayed release's, and each
-        release's residual with its rounding slack (ℓ2)."""
+                ) -> tuple[Verdict, list[Verdict], list[tuple[np.ndarray, float]],
+                           list[np.ndarray]]:
+        """The round's ``sensitivity`` verdict at ``alpha``, every replayed release's, each
+        release's residual with its rounding slack (ℓ2), and each release."""
         mechanism = report.mechanism
         d = report.declaration()
         s, law = _scale(report), _law(report)
@@ -341,7 +375,7 @@ class SensitivityReplay:
             release, replayed = self._client_update(report, theta, recovered)
             one = sensitivity_test(release, replayed, noise_std=s, noise_multiplier=sigma,
                                    alpha=alpha, epsilon_at=at)
-            return one, [one], [(release - replayed.signal, replayed.slack)]
+            return one, [one], [(release - replayed.signal, replayed.slack)], [release]
         if releases is None:  # update mode, one step: the recovered release
             assert isinstance(recovered, ClientUpdate)
             replayed = self._signal(client_id, report, theta, batches[0])
@@ -352,11 +386,11 @@ class SensitivityReplay:
                                                             slack),
                                    noise_std=s, noise_multiplier=sigma, alpha=alpha,
                                    epsilon_at=at, law=law)
-            return one, [one], [(release - replayed.signal, slack)]
+            return one, [one], [(release - replayed.signal, slack)], [release]
         rows = np.asarray(releases)
         k = rows.shape[0]
         plain = d.optimizer.momentum == 0 and d.optimizer.weight_decay == 0
-        verdicts, residuals, current = [], [], theta
+        verdicts, residuals, released, current = [], [], [], theta
         for t in range(k):
             if t > 0:  # θ_t from the earlier step releases (the declared optimiser)
                 current = (current - d.lr * np.asarray(rows[t - 1], np.float64) if plain else
@@ -369,7 +403,8 @@ class SensitivityReplay:
                                              noise_multiplier=sigma, alpha=alpha / k,
                                              epsilon_at=at, law=law))
             residuals.append((release - replayed.signal, replayed.slack))
-        return steps_sensitivity(verdicts, alpha), verdicts, residuals
+            released.append(release)
+        return steps_sensitivity(verdicts, alpha), verdicts, residuals, released
 
 
 def _law(report: ClientReport) -> str | None:

@@ -17,13 +17,20 @@ The outcome is one of
 * ``vetoed`` — a round's aggregation failed for everyone; ``run-fails`` — the run raised.
 
 ``python tests/adversary_outcomes.py [behaviour ...]`` prints the table (cheat → outcome,
-status, aggregated rounds, ε) for a note.
+status, aggregated rounds, ε) for a note; ``python tests/adversary_outcomes.py --markdown``
+writes docs/trust.md's generated tables (between their marker comments: :func:`regenerate`) —
+that table for every behaviour, and issue 42's sensitivity cheats by σ with the oracle
+(:func:`sigma_table`) — and ``--check`` only says whether the page differs (exit 1).
 """
 
 from __future__ import annotations
 
+import json
+import re
+import statistics
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,15 +91,11 @@ SCENARIOS: dict[str, Scenario] = {
     # issue 42: per-record sensitivity, invisible to every test of the update's noise; without
     # the oracle never verified (noise-verified: sensitivity assumed) ...
     "hidden-steps": Scenario(expected=frozenset({"labelled"})),
-    # ... and with it replayed: the signal less its replay is not the declared noise (σ = 0.5:
-    # hidden steps leave a push the replay sees; at σ = 2 they may not, the report says)
+    # ... and with it replayed: the release less its replayed signal and its committed noise,
+    # re-drawn from the client's declared seeded stream, is not rounding (committed-noise)
     "signal-scale@oracle": Scenario(("audit.ground_truth=true",), behaviour="signal-scale"),
-    "hidden-steps@oracle": Scenario(("audit.ground_truth=true", "mechanism.noise_multiplier=0.5"),
-                                    behaviour="hidden-steps",
-                                    expected=frozenset({"caught", "partly caught"})),
-    "no-clip@oracle": Scenario(("audit.ground_truth=true", "mechanism.noise_multiplier=0.5"),
-                               behaviour="no-clip",
-                               expected=frozenset({"caught", "partly caught"})),
+    "hidden-steps@oracle": Scenario(("audit.ground_truth=true",), behaviour="hidden-steps"),
+    "no-clip@oracle": Scenario(("audit.ground_truth=true",), behaviour="no-clip"),
     # steps mode: +z at one step, −z at the next (issue 42 item 6)
     "cancel-steps": Scenario(("audit.release=steps", "train.local_steps=4")),
 }
@@ -182,18 +185,145 @@ def run_behaviour(behaviour: str, run_dir: Path, *, app=None) -> Outcome:  # noq
                    honest)
 
 
-def main(names: list[str]) -> None:
-    """Print the table for ``names`` (every behaviour when empty)."""
+def _line(outcome: Outcome) -> str:
+    return outcome.row() + (f" {outcome.detail[:120]}" if outcome.detail else "")
+
+
+def outcomes_table() -> str:
+    """The Markdown table of every behaviour's outcome (:data:`SCENARIOS`, in order)."""
+    lines = [HEADER]
+    for name in SCENARIOS:
+        with tempfile.TemporaryDirectory() as tmp:
+            lines.append(_line(run_behaviour(name, Path(tmp) / "run")))
+    return "\n".join(lines)
+
+
+# issue 42's sensitivity cheats, each on its own client beside two honest ones, with the oracle
+SIGMAS = (2.0, 1.0, 0.5)
+SENSITIVITY_CHEATS = {"signal-scale:10": "signal × 10", "hidden-steps:5": "5 hidden steps at σ/√5",
+                      "hidden-steps:3": "3 hidden steps at σ/√3", "no-clip": "no clipping"}
+SIGMA_HONEST = 2
+_POWER = re.compile(r"clipped signal × ([0-9.e+inf]+) \(ε × ([0-9.e+inf]+)\)")
+_BOUND = re.compile(r"≤ ([0-9.e+-]+) noise stds")
+
+
+def _first_caught(verdicts: dict[int, dict]) -> str:
+    """The first round a cheat was ``inconsistent`` and the checks that failed, or its label."""
+    for rnd in sorted(verdicts):
+        v = verdicts[rnd]
+        if v["status"] == "inconsistent":
+            failed = [p["test"] for p in v["parts"] if p["status"] == "inconsistent"]
+            return f"round {rnd} ({', '.join(failed)})"
+    return f"not caught (`{verdicts[max(verdicts)].get('label')}`)"
+
+
+def sigma_row(sigma: float, run_dir: Path, *, app=None) -> str:  # noqa: ANN001
+    """One row of :func:`sigma_table`: the four cheats on clients 0–3 and two honest clients,
+    at noise multiplier ``sigma``, batch 16, C = 1, one local step, :data:`ROUNDS` rounds."""
+    from clients.client_app import app as client_app
+    from fedpriv.audit import AuditStore
+    from strategies.server_run import run_federation
+    from workflows.config import load_config
+
+    cheats = list(SENSITIVITY_CHEATS)
+    clients = len(cheats) + SIGMA_HONEST
+    tables = ", ".join(f"{{clients = [{c}], behaviour = '{b.split(':')[0]}'"
+                       + (f", factor = {b.split(':')[1]}" if ":" in b else "") + "}"
+                       for c, b in enumerate(cheats))
+    cfg = load_config(QUICKSTART, [f"rounds={ROUNDS}", f"data.num_clients={clients}",
+                                   "train.local_steps=1", "train.batch_size=16",
+                                   "mechanism.clip=1.0", f"mechanism.noise_multiplier={sigma}",
+                                   "audit.ground_truth=true", f"adversary=[{tables}]"])
+    run_federation(LocalGrid(app or client_app, clients), cfg, run_dir)
+    with AuditStore.open(run_dir, readonly=True) as store:
+        rows = store.query("SELECT round, client_id, verification_json FROM tallies "
+                           "WHERE verification_json IS NOT NULL")
+    verdicts: dict[int, dict[int, dict]] = {}
+    for row in rows:
+        verdicts.setdefault(row["client_id"], {})[row["round"]] = json.loads(
+            row["verification_json"])
+    honest = [v for c in range(len(cheats), clients) for v in verdicts[c].values()]
+    factors, ratios, bounds = [], [], []
+    for v in honest:
+        power = _POWER.search(v["properties"]["sensitivity"]["power"] or "")
+        bound = next((_BOUND.search(p["reason"]) for p in v["parts"]
+                      if p["test"] == "committed-noise"), None)
+        if power:
+            factors.append(float(power[1]))
+            ratios.append(float(power[2]))
+        if bound:
+            bounds.append(float(bound[1]))
+    stated = (f"× {statistics.median(factors):.2g} (ε × {statistics.median(ratios):.2g})"
+              if factors else "-")
+    exact = f"{max(bounds):.2g} noise stds" if bounds else "-"
+    cells = [_first_caught(verdicts[c]) for c in range(len(cheats))]
+    label = "2 (issue 42's probe)" if sigma == 2.0 else f"{sigma:g}"
+    return f"| {label} | " + " | ".join([*cells, stated, exact]) + " |"
+
+
+def sigma_table() -> str:
+    """The Markdown table of issue 42's sensitivity cheats by σ, with the oracle (docs/trust.md
+    §2): the first round each was refuted and by which checks; for the honest clients, the
+    median smallest signal scaling the statistical replay catches (and its ε-ratio) and the
+    committed-noise check's largest rounding bound (any larger deviation is caught)."""
+    header = ("| σ (B = 16) | " + " | ".join(SENSITIVITY_CHEATS.values())
+              + " | honest: smallest signal scaling the statistical replay catches (ε-ratio) "
+              "| honest: committed-noise bound (largest) |\n"
+              + "| --- " * (len(SENSITIVITY_CHEATS) + 3) + "|")
+    lines = [header]
+    for sigma in SIGMAS:
+        with tempfile.TemporaryDirectory() as tmp:
+            lines.append(sigma_row(sigma, Path(tmp) / "run"))
+    return "\n".join(lines)
+
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "trust.md"
+TABLES: dict[str, Callable[[], str]] = {"sensitivity-cheats-by-sigma": sigma_table,
+                                        "adversary-outcomes": outcomes_table}
+"""docs/trust.md's generated tables by marker name, and what makes each."""
+
+
+def markers(name: str) -> tuple[str, str]:
+    """The comments that open and close the generated table ``name`` in docs/trust.md."""
+    return (f"<!-- generated by `python tests/adversary_outcomes.py --markdown`: {name} -->",
+            f"<!-- end of generated {name} -->")
+
+
+def regenerate(text: str, tables: dict[str, str]) -> str:
+    """``text`` with each generated table ``name`` replaced by ``tables[name]``. ValueError
+    when its markers are missing."""
+    for name, table in tables.items():
+        start, end = markers(name)
+        if text.count(start) != 1 or text.count(end) != 1 or text.index(start) > text.index(end):
+            raise ValueError(f"docs/trust.md: the markers of generated table {name!r} are "
+                             "missing or out of order")
+        head, rest = text.split(start)
+        tail = rest.split(end)[1]
+        text = f"{head}{start}\n{table}\n{end}{tail}"
+    return text
+
+
+def main(argv: list[str]) -> int:
+    """Print the outcome table for the behaviours named (every one when none); with
+    ``--markdown`` write docs/trust.md's generated tables, with ``--check`` only compare."""
     import logging
 
     logging.disable(logging.WARNING)
+    if "--markdown" in argv or "--check" in argv:
+        text = DOC.read_text(encoding="utf-8")
+        new = regenerate(text, {name: make() for name, make in TABLES.items()})
+        if "--check" in argv:
+            print("docs/trust.md is up to date" if new == text else "docs/trust.md differs")
+            return 0 if new == text else 1
+        DOC.write_text(new, encoding="utf-8")
+        return 0
     print(HEADER)
-    for name in names or SCENARIOS:
+    for name in argv or SCENARIOS:
         with tempfile.TemporaryDirectory() as tmp:
-            outcome = run_behaviour(name, Path(tmp) / "run")
-        print(outcome.row() + (f" {outcome.detail[:120]}" if outcome.detail else ""), flush=True)
+            print(_line(run_behaviour(name, Path(tmp) / "run")), flush=True)
+    return 0
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

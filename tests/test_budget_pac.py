@@ -18,11 +18,11 @@ from reliability_support import QUICKSTART, Killed, LocalGrid
 from clients.client_app import app
 from clients.local_data import client_data
 from fedpriv.accounting import NoGuarantee
-from fedpriv.budget import check_budget
+from fedpriv.budget import check_budget, decode_releases, encode_releases
 from fedpriv.commands.account import account
 from fedpriv.errors import InputError
 from fedpriv.mechanisms import build_mechanism, make_release
-from fedpriv.protocol import ClientReport, ReplyError, decode_releases, encode_releases
+from fedpriv.protocol import ClientReport, ReplyError
 from strategies.server_run import run_federation
 from workflows.config import load_config
 

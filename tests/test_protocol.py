@@ -90,6 +90,23 @@ def test_a_report_without_a_version_is_version_1_and_writes_its_version():
     assert ClientReport.from_config(report.to_config()) == report
 
 
+def test_the_seeded_noise_stream_travels_with_the_oracle_only():
+    """``noise-stream`` (fedpriv/verification/committed.py) is read beside ``record-ids``, round
+    trips, and is refused naming the field with another value or without the oracle."""
+    from fedpriv.seeding import SEEDED_NOISE
+
+    seeded = ClientReport.from_config(_report(**{"record-ids": "[[1, 2]]",
+                                                 "noise-stream": SEEDED_NOISE}))
+    assert seeded.oracle is not None and seeded.oracle.noise_stream == SEEDED_NOISE
+    assert ClientReport.from_config(seeded.to_config()) == seeded
+    plain = ClientReport.from_config(_report(**{"record-ids": "[[1, 2]]"}))
+    assert plain.oracle.noise_stream is None and "noise-stream" not in plain.to_config()
+    for fields in ({"record-ids": "[[1]]", "noise-stream": "numpy"},
+                   {"noise-stream": SEEDED_NOISE}):
+        with pytest.raises(ReplyError, match="'noise-stream'"):
+            ClientReport.from_config(_report(**fields))
+
+
 @pytest.mark.parametrize("version", [2, 0, "1", True])
 def test_a_report_of_another_version_names_both(version):
     with pytest.raises(ReplyError) as caught:

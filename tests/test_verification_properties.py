@@ -3,6 +3,8 @@ power figures behind them (fedpriv/verification/power.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -107,6 +109,15 @@ def test_a_replay_of_too_little_power_or_a_failed_one_does_not_verify() -> None:
                    statistic={"detectable_epsilon_ratio": 3.0}, speaks_to=("sensitivity",))
     props = property_verdicts(combine_verdicts([weak, *_others_passed()]))
     assert props["sensitivity"].status == "not-tested" and "power too low" in \
+        props["sensitivity"].reason
+    exact = Verdict("committed-noise", "consistent", "within rounding", p_value=1.0,
+                    statistic={"bound_in_noise": 0.001}, speaks_to=("sensitivity",))
+    props = property_verdicts(combine_verdicts([weak, exact, *_others_passed()]))
+    assert props["sensitivity"].status == "passed" and props["sensitivity"].useful
+    assert "beyond 0.001 noise stds caught with probability 1" in props["sensitivity"].power
+    refuted = dataclasses.replace(exact, status="inconsistent", reason="14 noise stds")
+    props = property_verdicts(combine_verdicts([weak, refuted, *_others_passed()]))
+    assert props["sensitivity"].status == "failed" and "14 noise stds" in \
         props["sensitivity"].reason
     bad = Verdict("sensitivity", "inconsistent", "signal x 10", p_value=1e-30, alpha=1e-6,
                   speaks_to=("sensitivity",))

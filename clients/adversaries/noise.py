@@ -66,7 +66,7 @@ class StandIn:
 
 def honest_noise(inner: Any) -> Noise:
     """The mechanism's own noise, drawn from the training generator."""
-    return lambda total, generator, step: inner._release(torch.zeros_like(total), generator, 1.0)
+    return lambda total, generator, step: inner.draw_noise(total, generator)
 
 
 def _seeded(turn: Turn, round_key: int, step: int, stream: str, total: torch.Tensor) -> Any:

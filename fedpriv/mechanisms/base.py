@@ -313,6 +313,20 @@ class ClippedMechanism(Mechanism, ABC):
     ) -> torch.Tensor:
         """The released update given ``Σ ḡ_i``."""
 
+    def draw_noise(self, like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The noise an additive release adds to the clipped sum, drawn as :meth:`_release`
+        draws it — the same calls on ``generator``, in ``like``'s shape, dtype and device, the
+        same floats — as the release of a zero sum over ``L = 1`` (adding 0 and dividing by 1
+        are exact). What a stand-in releasing otherwise draws (``clients/adversaries``) and
+        what the server re-draws of a client's committed noise
+        (:mod:`fedpriv.verification.committed`). TypeError for a non-additive mechanism (the
+        vMF's release is no sum plus noise)."""
+        if not self.additive:
+            raise TypeError(f"mechanism {self.name!r} adds no noise to its clipped sum")
+        import torch
+
+        return self._release(torch.zeros_like(like), generator, 1.0)
+
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
         steps: int,

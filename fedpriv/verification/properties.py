@@ -25,8 +25,8 @@ size-sampling  the local size and sampling rate are what they are     ``size-sam
                accounted at                                           ``batch-sizes`` (failure)
 identity       the reply comes from the client it claims to be        ``identity``
 sensitivity    each record clipped to the declared C and used once    ``sensitivity`` (replay,
-               per release, as the declared L: the release less its   simulation oracle only)
-               replayed clipped signal is the declared noise
+               per release, as the declared L: the release less its   simulation oracle only),
+               replayed clipped signal is the declared noise          ``committed-noise``
 ============== ====================================================== =========================
 
 (``step-freshness``, steps mode, speaks to ``fresh-noise``: a round's step noises against each
@@ -50,6 +50,10 @@ true ε :data:`~fedpriv.verification.sensitivity.USEFUL_EPSILON_RATIO` (2) × th
 or more is caught with probability 0.99 (the replay's norm test at full power,
 :func:`fedpriv.verification.sensitivity.detectable_ratios`, mapped through the run's
 accountant); the smallest signal scaling caught, and its ε-ratio, are stated beside it.
+Where the committed noise was re-drawn exactly (``committed-noise``,
+:mod:`fedpriv.verification.committed`) and the release is its signal plus that noise, the power
+is useful whatever the ε-ratio: any deviation beyond the rounding bound is caught with
+probability 1.
 
 **The label** (:func:`label_of`). A client-round is *verified* when every ε-relevant property
 (:func:`required_properties`) passed with useful power, ``sensitivity`` included (a replay:
@@ -207,6 +211,12 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
              f" (ε × {stat.get('signal_epsilon_ratio', math.inf):.3g}), with probability "
              f"{DETECTION_POWER:g}")
     useful = ratio <= USEFUL_EPSILON_RATIO
+    exact = [v for v in verdicts if v.test == "committed-noise" and v.status == "consistent"]
+    if exact:  # deterministic: less noise than declared leaves far more than the bound
+        bound = exact[0].statistic.get("bound_in_noise", math.nan)
+        power += (f"; the committed noise re-drawn exactly: any deviation beyond {bound:.2g} "
+                  "noise stds caught with probability 1")
+        useful = True
     return PropertyVerdict("sensitivity", "passed" if useful else "not-tested",
                            passed[0].reason if useful else f"power too low to matter: {power} "
                            f"(useful: ε × {USEFUL_EPSILON_RATIO:g})", power, useful,

@@ -92,6 +92,9 @@ from scipy import optimize, special, stats
 
 from fedpriv.verification.gaussian import LAW, LIGHT_TAIL_CUT
 from fedpriv.verification.laws import (
+    ChiNorm,
+    GammaNorm,
+    NormLaw,
     gaussian_excess_law,
     gaussian_l1_law,
     laplace_l2_law,
@@ -145,16 +148,12 @@ class ReplayedRelease:
     slack: float = 0.0
 
 
-def _norm_p(norm: float, s: float, slack: float, p: int) -> float:
-    low = special.chdtr(p, ((norm + slack) / s) ** 2)
-    high = special.chdtrc(p, max(norm - slack, 0.0) ** 2 / s**2)
-    return float(min(1.0, 2.0 * min(low, high)))
-
-
-def _l1_norm_p(norm: float, b: float, slack: float, p: int) -> float:
-    """Two-sided p-value of ``‖R‖₁/b ~ Gamma(p, 1)`` (Laplace), ``slack`` in ℓ1."""
-    low = special.gammainc(p, (norm + slack) / b)
-    high = special.gammaincc(p, max(norm - slack, 0.0) / b)
+def _norm_p(law: NormLaw, norm: float, scale: float, slack: float) -> float:
+    """Two-sided p-value of ``norm/scale`` under ``law`` (:class:`~fedpriv.verification.laws.
+    ChiNorm` for the Gaussian's ℓ2 norm, :class:`~fedpriv.verification.laws.GammaNorm` for the
+    Laplace's ℓ1 norm), the rounding ``slack`` (in the law's norm) given to each side."""
+    low = law.cdf((norm + slack) / scale)
+    high = law.sf(max(norm - slack, 0.0) / scale)
     return float(min(1.0, 2.0 * min(low, high)))
 
 
@@ -247,10 +246,10 @@ def sensitivity_test(
     laplace = law == "laplace"
     if laplace:  # ‖R‖₁/b ~ Gamma(p, 1); slack in ℓ1 ≤ √p × its ℓ2 bound
         norm, expected, e_norm = (float(np.abs(residual).sum()), s * p, e * math.sqrt(p))
-        p_values = {"norm": _l1_norm_p(norm, s, e_norm, p)}
+        p_values = {"norm": _norm_p(GammaNorm(p), norm, s, e_norm)}
     else:
         norm, expected, e_norm = float(np.linalg.norm(residual)), s * math.sqrt(p), e
-        p_values = {"norm": _norm_p(norm, s, e, p)}
+        p_values = {"norm": _norm_p(ChiNorm(p), norm, s, e)}
     stat: dict[str, float] = {"residual_norm_in_noise": norm / expected,
                               "tests": float(m), "slack_in_noise": e / s}
     for name, u in units.items():
