@@ -1,5 +1,7 @@
 """Issue 39 items 2–4: the analytic attack, local steps replayed in the matcher, float64
-selection and ``strongest``; the issue's "done when" numbers at small scale (slow)."""
+selection and ``strongest``; the issue's "done when" SSIMs with the auditor's defaults (slow:
+measured SSIM 0.869 at batch 32, gain +0.11; 1.000 at batch 8, K = 20; 0.832 at batch 128
+clip-only; gain −0.68 under σ = 1)."""
 
 from __future__ import annotations
 
