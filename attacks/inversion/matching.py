@@ -39,12 +39,12 @@ import numpy as np
 import torch
 
 from attacks.inversion.objective import InversionProblem
-
-if TYPE_CHECKING:
-    from attacks.inversion.analytic import FirstLayer
 from attacks.labels import recover_labels
 from attacks.result import Trial, rank_key
 from attacks.view import ServerView
+
+if TYPE_CHECKING:
+    from attacks.inversion.analytic import FirstLayer
 
 __all__ = [
     "AnalyticLabels",
