@@ -19,7 +19,6 @@ bound). The residual is the attacks' own criterion and needs no ground truth.
 from __future__ import annotations
 
 import importlib
-import math
 import pkgutil
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +29,7 @@ from typing import Any, Protocol
 
 import torch
 
-from attacks.result import AttackResult, Trial
+from attacks.result import AttackResult, Trial, rank_key
 from attacks.view import ServerView
 from fedpriv.audit.config import MAX_ITERATIONS, MAX_RESTARTS
 from fedpriv.devices import resolve_device
@@ -279,13 +278,9 @@ def _strongest(view: ServerView, iterations: int, restarts: int, seed: int, n: i
         trial = _run_one(member, view, iterations, restarts, seed, n, where, own)
         residual = problem.residual(trial.reconstructions, trial.labels)
         ran.append({"attack": member, "options": own, "residual": residual})
-        if best is None or _finite(residual) < _finite(best[0]):
+        if best is None or rank_key(residual) < rank_key(best[0]):
             best = (residual, trial)
             chosen = len(ran) - 1
     assert best is not None
     return best[1], {"chosen": ran[chosen], "members": ran,
                      "criterion": "float64 matching residual (1 - cosine), no ground truth"}
-
-
-def _finite(value: float) -> float:
-    return value if math.isfinite(value) else math.inf

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["AttackResult", "Trial"]
+__all__ = ["AttackResult", "Trial", "rank_key"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,3 +77,9 @@ class Trial:
     labels: np.ndarray
     start: np.ndarray
     loss: float
+
+
+def rank_key(loss: float) -> float:
+    """``loss`` to rank restarts and attacks by, least first: a NaN (a diverged attack: DLG's
+    L-BFGS can) ranks as +inf, last, where a plain ``<`` would never compare it."""
+    return loss if math.isfinite(loss) else math.inf

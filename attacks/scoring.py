@@ -51,9 +51,9 @@ __all__ = [
     "match_reconstructions",
     "pair_scores",
     "paired_ssim",
-    "paired_support_ssim",
     "relative_leakage",
     "score_reconstruction",
+    "ssim_and_support",
     "support_mask",
     "support_ssim",
 ]
@@ -104,22 +104,25 @@ def support_ssim(a: np.ndarray, truth: np.ndarray, mask: np.ndarray | None = Non
     inside the border strip :func:`image_ssim` leaves out, per channel, then over channels.
     With the whole image as the mask it is :func:`image_ssim`. NaN where the support is empty.
     """
+    return ssim_and_support(a, truth, mask)[1]
+
+
+def ssim_and_support(a: np.ndarray, truth: np.ndarray, mask: np.ndarray | None = None
+                     ) -> tuple[float, float]:
+    """:func:`image_ssim` and :func:`support_ssim` of one pair from one SSIM map: scikit-image
+    returns the whole image's mean with the map (``full=True``), so the pair is compared once."""
     win = _window(truth)
-    _, full = metrics.structural_similarity(a, truth, data_range=1.0, channel_axis=0,
-                                            win_size=win, full=True)
+    whole, full = metrics.structural_similarity(a, truth, data_range=1.0, channel_axis=0,
+                                                win_size=win, full=True)
     keep = support_mask(truth) if mask is None else np.asarray(mask, dtype=bool)
     pad = (win - 1) // 2
     inside = np.zeros_like(keep)
     inside[pad:keep.shape[0] - pad, pad:keep.shape[1] - pad] = True
     keep = keep & inside
     if not keep.any():
-        return math.nan
-    return float(np.mean([channel[keep].mean(dtype=np.float64) for channel in full]))
-
-
-def paired_support_ssim(images: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """:func:`support_ssim` of each aligned pair of ``(n, C, H, W)`` images in [0, 1]."""
-    return np.array([support_ssim(a, b) for a, b in zip(images, truth, strict=True)])
+        return float(whole), math.nan
+    return float(whole), float(np.mean([channel[keep].mean(dtype=np.float64)
+                                        for channel in full]))
 
 
 def identification_hits(guesses: np.ndarray, truth: np.ndarray,
@@ -316,18 +319,26 @@ def _mean(values: np.ndarray) -> float:
     return float(finite_or_inf.mean()) if finite_or_inf.size else math.nan
 
 
-def pair_scores(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, ...]:
-    """MSE, PSNR, SSIM of aligned pairs of ``(n, C, H, W)`` images in [0, 1]."""
+def _errors(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """MSE and PSNR of aligned pairs of ``(n, C, H, W)`` images in [0, 1]."""
     pairs = list(zip(recon, true, strict=True))
     mse = np.array([metrics.mean_squared_error(t, r) for r, t in pairs])
     with np.errstate(divide="ignore"):
         psnr = np.array([metrics.peak_signal_noise_ratio(t, r, data_range=1.0) for r, t in pairs])
-    return mse, psnr, paired_ssim(recon, true)
+    return mse, psnr
+
+
+def pair_scores(recon: np.ndarray, true: np.ndarray) -> tuple[np.ndarray, ...]:
+    """MSE, PSNR, SSIM of aligned pairs of ``(n, C, H, W)`` images in [0, 1]."""
+    return (*_errors(recon, true), paired_ssim(recon, true))
 
 
 def guess_scores(recon: np.ndarray, true: np.ndarray) -> GuessScores:
-    """:func:`pair_scores` and the support SSIM of aligned pairs, as :class:`GuessScores`."""
-    return GuessScores(*pair_scores(recon, true), paired_support_ssim(recon, true))
+    """:func:`pair_scores` and the support SSIM of aligned pairs, as :class:`GuessScores`
+    (each pair's SSIM map computed once: :func:`ssim_and_support`)."""
+    both = np.array([ssim_and_support(r, t) for r, t in zip(recon, true, strict=True)],
+                    dtype=np.float64).reshape(len(true), 2)
+    return GuessScores(*_errors(recon, true), both[:, 0], both[:, 1])
 
 
 def _in_truth_order(values: np.ndarray, hit: np.ndarray, fill: np.ndarray | None) -> np.ndarray:

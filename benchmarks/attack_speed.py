@@ -14,16 +14,20 @@
   at the quickstart's scale (configs/quickstart.toml: batch 32, 20 local steps at lr 4,
   Gaussian σ = 1, C = 1, 10 clients, 10 rounds), with the auditor's early stop (0.01):
   process-CPU seconds of one strongest attack (every
-  member, and which were skipped) and of one tuning (the TV grid on a public shadow), at the
-  budget itself (2,000 iterations; ``--quick``: 100, scaled linearly to 2,000 as an upper
-  bound, since an early stop at a short budget says nothing of a long one), the cost per
+  member, and which were skipped) and of one tuning (the TV grid on a public shadow, each
+  shadow attack at ``min(budget, attacks.tuning.SHADOW_ITERATIONS)``), at the budget itself
+  (2,000 iterations; ``--quick``: 100, scaled linearly to the budget as an upper bound, since
+  an early stop at a short budget says nothing of a long one), the cost per
   attacked client-round with the tuning shared over the run's attacked client-rounds
   (``tune_scope = "run"``) or over a round's (``"round"``), and the whole run's attack time
   for a few schedules (``audit.clients``, ``audit.every``).
 * ``tuning_across_rounds``: whether θ moves the tuning (``audit.tune_scope``): the shadow's SSIM
   at every TV weight of the grid from the fresh θ and from θ after 100 SGD steps (lr 4, batch
   32) on other digits, for the quickstart's declaration and for a noiseless one (batch 32, one
-  local step), and the weight each picks.
+  local step), and the weight each picks; each at the shadow budget
+  (``attacks.tuning.SHADOW_ITERATIONS``) and at the attack's whole budget, with the CPU seconds
+  of both in the same run and what the shorter one's choice scores at the whole budget
+  (``cost_ratio``, ``chosen_scores_at_budget``).
 """
 
 from __future__ import annotations
@@ -142,12 +146,13 @@ def cost_per_client_round(iterations: int, budget: int = 2000, clients: int = 10
                           rounds: int = 10) -> dict[str, Any]:
     """CPU seconds of ``strongest`` and of the tuning at the quickstart's scale (docstring)."""
     from attacks import run_attack
-    from attacks.tuning import tune
+    from attacks.tuning import SHADOW_ITERATIONS, tune
     from fedpriv.audit.config import AuditConfig
 
     defaults = AuditConfig()
     view, public = _quickstart_view(), _public()
     scale = budget / iterations
+    tuning_scale = min(budget, SHADOW_ITERATIONS) / min(iterations, SHADOW_ITERATIONS)
     start = time.process_time()
     result = run_attack("strongest", view, iterations=iterations,
                         early_stop=defaults.early_stop)
@@ -155,7 +160,7 @@ def cost_per_client_round(iterations: int, budget: int = 2000, clients: int = 10
     start = time.process_time()
     tune("strongest", view, public, iterations=iterations, seed=0,
          early_stop=defaults.early_stop)
-    tuning = (time.process_time() - start) * scale
+    tuning = (time.process_time() - start) * tuning_scale
     runs = {}
     for label, (who, every) in SCHEDULES.items():
         attacked_rounds = len(range(1, rounds + 1, every))
@@ -200,8 +205,9 @@ def _trained(steps: int) -> Any:
 
 
 def tuning_across_rounds(iterations: int, steps: int = 100) -> dict[str, Any]:
-    """The tuning's grid scores and choice from the fresh θ and a trained one (docstring)."""
-    from attacks.tuning import tune
+    """The tuning's grid scores and choice from the fresh θ and a trained one, at the shadow
+    budget and at the whole budget ``iterations`` (docstring)."""
+    from attacks.tuning import SHADOW_ITERATIONS, tune
     from fedpriv.audit.config import AuditConfig
 
     early_stop, public = AuditConfig().early_stop, _public()
@@ -209,14 +215,27 @@ def tuning_across_rounds(iterations: int, steps: int = 100) -> dict[str, Any]:
     declarations = {"quickstart (K 20, lr 4, sigma 1)": {},
                     "noiseless (K 1, lr 0.1)": {"mechanism": "none", "local_steps": 1,
                                                 "learning_rate": 0.1}}
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"iterations": iterations,
+                           "shadow_iterations": min(iterations, SHADOW_ITERATIONS)}
     for label, kwargs in declarations.items():
         for theta, params in (("fresh", None), (f"after {steps} steps", trained)):
-            found = tune("strongest", _quickstart_view(params, **kwargs), public,
-                         iterations=iterations, seed=0, early_stop=early_stop)
+            view, found, cpu = _quickstart_view(params, **kwargs), {}, {}
+            for shadow in (SHADOW_ITERATIONS, iterations):
+                start = time.process_time()
+                found[shadow] = tune("strongest", view, public, iterations=iterations, seed=0,
+                                     early_stop=early_stop, shadow_iterations=shadow)
+                cpu[shadow] = time.process_time() - start
+            short, whole = found[SHADOW_ITERATIONS], found[iterations]
+            scores = dict(zip(short.grid, whole.shadow_ssim, strict=True))
             out[f"{label}, {theta}"] = {
-                "chosen": found.options["tv_weight"],
-                "shadow_ssim": dict(zip(map(str, found.grid), found.shadow_ssim, strict=True))}
+                "chosen": short.options["tv_weight"],
+                "shadow_ssim": dict(zip(map(str, short.grid), short.shadow_ssim, strict=True)),
+                "chosen_at_budget": whole.options["tv_weight"],
+                "shadow_ssim_at_budget": {str(k): v for k, v in scores.items()},
+                "chosen_scores_at_budget": scores[short.options["tv_weight"]],
+                "best_at_budget": max(whole.shadow_ssim),
+                "cpu_seconds": cpu[SHADOW_ITERATIONS], "cpu_seconds_at_budget": cpu[iterations],
+                "cost_ratio": cpu[iterations] / cpu[SHADOW_ITERATIONS]}
     return out
 
 

@@ -214,6 +214,27 @@ def test_support_ssim_is_the_ssim_map_averaged_on_the_support():
     assert math.isnan(support_ssim(guess, np.zeros_like(truth)))
 
 
+def test_guess_scores_reads_both_ssims_from_one_map_as_the_separate_calls_give_them():
+    """guess_scores compares each pair once (full=True gives the mean and the map); its SSIM
+    is skimage's plain call's and its support SSIM the map averaged by hand over the support."""
+    from attacks.scoring import guess_scores
+
+    truth, support = _digit_on_black()
+    rng = np.random.default_rng(1)
+    guesses = np.stack([np.clip(truth + 0.2 * rng.standard_normal(truth.shape), 0, 1),
+                        rng.random(truth.shape)])
+    scores = guess_scores(guesses, np.stack([truth, truth]))
+    inside = np.zeros_like(support)
+    inside[3:13, 3:13] = True
+    for i, guess in enumerate(guesses):
+        whole = structural_similarity(guess[0], truth[0], data_range=1.0, win_size=7)
+        _, full = structural_similarity(guess[0], truth[0], data_range=1.0, win_size=7,
+                                        full=True)
+        assert scores.ssim[i] == pytest.approx(whole, rel=1e-12)
+        assert scores.support_ssim[i] == pytest.approx(full[support & inside].mean(), rel=1e-12)
+    assert scores.ssim[0] > scores.ssim[1]  # the noisy truth beats noise: the pairs differ
+
+
 def test_score_summary_has_both_priors_and_the_gains_over_each():
     truth, _ = _digit_on_black()
     truth = np.stack([truth, truth[:, ::-1].copy() * 0.5])

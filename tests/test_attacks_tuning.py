@@ -51,6 +51,23 @@ def test_tuning_keeps_the_best_grid_value_on_the_shadow(view, public):
     assert found.record()["public"] == public.source
 
 
+def test_the_shadow_attacks_run_at_most_the_shadow_budget(view, public, monkeypatch):
+    """The grid runs at min(iterations, shadow_iterations), and the record says which."""
+    import attacks.tuning as tuning
+
+    budgets: list[int] = []
+    real = tuning.run_attack
+    monkeypatch.setattr(tuning, "run_attack",
+                        lambda *a, **k: budgets.append(k["iterations"]) or real(*a, **k))
+    assert tune("iga", view, public, iterations=6, seed=0,
+                shadow_iterations=3).record()["iterations"] == 3
+    assert budgets == [3] * len(TV_GRID)
+    assert tune("iga", view, public, iterations=2, seed=0,
+                shadow_iterations=3).record()["iterations"] == 2
+    assert budgets[len(TV_GRID):] == [2] * len(TV_GRID)
+    assert tuning.SHADOW_ITERATIONS < AuditConfig().iterations  # the default budget is cut
+
+
 def _plan_rows(view, public, truth_images, tune_mode="public", spy=None):
     audit = AuditConfig(attacks=["iga"], iterations=5, game_trials=0, tune=tune_mode)
     plan = AttackPlan(audit, train_size=1797, public=public)

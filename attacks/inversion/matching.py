@@ -33,15 +33,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
 
 from attacks.inversion.objective import InversionProblem
 from attacks.labels import recover_labels
-from attacks.result import Trial
+from attacks.result import Trial, rank_key
 from attacks.view import ServerView
+
+if TYPE_CHECKING:
+    from attacks.inversion.analytic import FirstLayer
 
 __all__ = [
     "AnalyticLabels",
@@ -190,7 +193,6 @@ def analytic_images(
     """The analytic attack's images (:mod:`attacks.inversion.analytic`) for the attack's
     known labels (recovered here when the labels are not known before the restarts); uniform
     images where the model has no first linear layer. Every restart starts from them."""
-    from attacks.inversion.analytic import analytic_images as solve
     from attacks.inversion.analytic import first_layer
 
     layer = first_layer(problem.model, problem.input_shape)
@@ -199,7 +201,19 @@ def analytic_images(
     known = labels.labels.numpy() if isinstance(labels, KnownLabels) else None
     if known is None or len(known) != n:
         known = recover_labels(problem.view, n, gen)
-    images = solve(problem.view, problem, known, layer)
+    else:  # labels known before the restarts: one solution serves every restart
+        key = known.astype(np.int64).tobytes()
+        if key not in problem.starts:
+            problem.starts[key] = _solved(problem, known, layer)
+        return problem.starts[key].clone()
+    return _solved(problem, known, layer)
+
+
+def _solved(problem: InversionProblem, labels: np.ndarray, layer: FirstLayer) -> torch.Tensor:
+    """The analytic attack's images for ``labels``, float32 on the problem's device."""
+    from attacks.inversion.analytic import analytic_images as solve
+
+    images = solve(problem.view, problem, labels, layer)
     return torch.as_tensor(images, dtype=torch.float32).to(problem.device)
 
 
@@ -240,7 +254,7 @@ class GradientMatcher:
         best = self.trial(problem, labels, num_images, iterations, generator)
         for _ in range(restarts - 1):
             trial = self.trial(problem, labels, num_images, iterations, generator)
-            if _finite(trial.loss) < _finite(best.loss):
+            if rank_key(trial.loss) < rank_key(best.loss):
                 best = trial
         return best
 
@@ -323,10 +337,6 @@ class GradientMatcher:
         fitted = problem.fitted_weights(x.detach().double(), found)
         with torch.no_grad():
             log_w.copy_(fitted.clamp_min(1e-3).log().float() / WEIGHT_STEP)
-
-
-def _finite(loss: float) -> float:
-    return loss if np.isfinite(loss) else np.inf
 
 
 def _to_numpy(images: torch.Tensor, problem: InversionProblem) -> np.ndarray:

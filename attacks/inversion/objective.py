@@ -80,6 +80,8 @@ class InversionProblem:
         self.steps = int(view.local_steps)
         self.lr = float(view.learning_rate)
         self.optimizer = view.optimizer
+        #: starting images computed once and shared by restarts (matching.analytic_images)
+        self.starts: dict[bytes, torch.Tensor] = {}
         self._single = Precision(self.model, self.params, self.target)
         self._double: Precision | None = None
 
@@ -148,14 +150,12 @@ class InversionProblem:
         return float(cosine_distance(grads, self.at_precision(True).target).detach())
 
     def _per_example(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Flattened per-example gradients at θ, float64, ``(n, p)``."""
-        chosen = self.at_precision(True)
-        rows = []
-        for i in range(len(x)):
-            loss = F.cross_entropy(chosen.model(x[i : i + 1]), y[i : i + 1])
-            grads = torch.autograd.grad(loss, chosen.params)
-            rows.append(torch.cat([g.reshape(-1) for g in grads]))
-        return torch.stack(rows)
+        """Flattened per-example gradients at θ, float64, ``(n, p)``, by the library's route
+        for the model (:func:`fedpriv.gradients.per_example_gradients`: rank-one factors for
+        an all-linear model, ``torch.func`` otherwise) in one batched pass."""
+        from fedpriv.gradients import per_example_gradients
+
+        return per_example_gradients(self.at_precision(True).model, x, y)[0]
 
     def clip_factors(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """``min(1, C/‖g_i‖)`` of each example at θ (float64) under the declared bound."""
