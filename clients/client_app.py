@@ -18,8 +18,15 @@ loads its parameters. Training runs on the config's ``device``
   protocol version): partition id, steps, learning rate, expected batch size, sampling rate,
   the declared mechanism (the object it trains with) and the local optimiser's settings; the
   record ids of each batch only when the simulation-only ground-truth oracle is on
-  (``audit.ground_truth``), with the seeded stream its batches and noise came from
-  (:data:`fedpriv.seeding.SEEDED_NOISE`, on the CPU); the client's ε budget, if it has one.
+  (``audit.ground_truth``), with, when they came from the run seed's stream on the CPU, that
+  stream (:data:`fedpriv.seeding.SEEDED_NOISE`); the client's ε budget, if it has one.
+
+The batches and the noise are the client's secret: fresh operating-system entropy every round,
+unless the node opts in to the run seed's stream, which the server can re-draw
+(:func:`fedpriv.seeding.client_noise_seed`: the node config's ``fedpriv-reproducible-noise``, or
+``FEDPRIV_REPRODUCIBLE_NOISE=1``, which ``fedpriv simulate`` sets for its clients). Fresh
+entropy per message rather than one secret per node: a server that sends a round twice, with
+two models, would otherwise get the same noise twice and cancel it.
 
 The local optimiser (``train.optimizer``: SGD with optional momentum and weight decay, Adam,
 or AdamW) steps on each privatised gradient as Opacus does and is created afresh every round
@@ -59,7 +66,7 @@ from fedpriv.instructions import instructed_report
 from fedpriv.mechanisms import Mechanism
 from fedpriv.models import build_model
 from fedpriv.protocol import REPORT_RECORD, STEPS_RECORD, GroundTruthOracle, server_config
-from fedpriv.seeding import SEEDED_NOISE, make_generator, update_generator
+from fedpriv.seeding import SEEDED_NOISE, client_noise_seed, make_generator, update_generator
 from fedpriv.training import local_optimizer, local_train
 
 __all__ = ["app"]
@@ -127,7 +134,8 @@ def train(msg: Message, context: Context) -> Message:
         declined = replace(report, declined=check.reason())
         content = RecordDict({REPORT_RECORD: ConfigRecord(declined.to_config())})
         return Message(content=content, reply_to=msg)
-    generator = make_generator(cfg.seed, pid, server_round, device=x.device)
+    seed = client_noise_seed(cfg.seed, context.node_config)  # None: the client's secret
+    generator = make_generator(seed, pid, server_round, device=x.device)
     # never a client-level mechanism's plain steps: those "releases" would be raw gradients
     steps_mode = cfg.audit.enabled and cfg.audit.release == "steps" and not report.client_level
     result = local_train(
@@ -143,14 +151,14 @@ def train(msg: Message, context: Context) -> Message:
     record_releases(context, released + report.releases)
     oracle = cfg.audit.enabled and cfg.audit.ground_truth
     if oracle:
-        # the batches and the noise came from the seeded CPU stream: the server may re-draw them
-        seeded = SEEDED_NOISE if generator.device.type == "cpu" else None
+        # from the run seed's CPU stream, the batches and the noise: the server may re-draw them
+        seeded = SEEDED_NOISE if seed is not None and generator.device.type == "cpu" else None
         report = replace(report, oracle=GroundTruthOracle(tuple(map(tuple, result.batch_indices)),
                                                           noise_stream=seeded))
     arrays = ArrayRecord(model.state_dict())
     if report.client_level:  # plain local steps above; now the update is privatised
         arrays = privatize_arrays(mechanism, msg.content["arrays"], arrays,
-                                  update_generator(cfg.seed, pid, server_round))
+                                  update_generator(seed, pid, server_round))
     content = RecordDict({
         "arrays": arrays,
         "metrics": MetricRecord({"num-examples": n, "train-loss": result.loss}),

@@ -16,6 +16,8 @@ from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid
 
+from fedpriv.seeding import REPRODUCIBLE_NOISE_KEY
+
 __all__ = ["LocalGrid"]
 
 
@@ -31,16 +33,23 @@ class LocalGrid(Grid):
         The ClientApp every node runs (``clients.client_app.app``, or one behind mods).
     num_nodes
         Number of nodes; node ``1000 + p`` holds partition ``p`` of ``num_nodes``.
+    reproducible_noise
+        Whether the nodes opt in to the run seed's stream for their batches and noise
+        (:data:`fedpriv.seeding.REPRODUCIBLE_NOISE_KEY` in their node config), as
+        ``fedpriv simulate``'s clients do: the run is then reproducible. Without it each node
+        keeps its noise secret, as in a deployment.
     """
 
-    def __init__(self, client_app: ClientApp, num_nodes: int) -> None:
+    def __init__(self, client_app: ClientApp, num_nodes: int, *,
+                 reproducible_noise: bool = True) -> None:
         from flwr.supercore.task_identity import TaskIdentity
 
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 1, 1
         self.client_app = client_app
         self.contexts = {
             1000 + p: Context(run_id=1, node_id=1000 + p, state=RecordDict(), run_config={},
-                              node_config={"partition-id": p, "num-partitions": num_nodes})
+                              node_config={"partition-id": p, "num-partitions": num_nodes,
+                                           REPRODUCIBLE_NOISE_KEY: reproducible_noise})
             for p in range(num_nodes)
         }  # fmt: skip
         #: what a simulation engine knows: each node's partition (strategies/identity.py)

@@ -23,7 +23,7 @@ import secrets
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,15 +37,18 @@ per session)."""
 
 
 @contextmanager
-def ray_session(init_args: dict[str, Any]) -> Iterator[None]:
+def ray_session(init_args: dict[str, Any], env: Mapping[str, str] | None = None
+                ) -> Iterator[None]:
     """Ray started in this process with ``init_args``; when the block ends for any reason (a
     signal included) Ray is shut down and its remaining processes killed (module docstring).
 
     Ray's workers import what the driver imports: ``PYTHONPATH`` is set to this process's
     ``sys.path`` (then any ``PYTHONPATH`` given), in the environment and in the job's
     ``runtime_env``, as Flower's ``RayBackend.init_ray`` does (Flower 1.42) when it starts Ray
-    itself. With ``init_args["address"]`` naming a running cluster, nothing of that cluster is
-    killed: its processes do not carry this session's marker.
+    itself. ``env`` is set in the job's ``runtime_env`` alone: every worker of the job has it,
+    on a running cluster too, and this process does not. With ``init_args["address"]`` naming a
+    running cluster, nothing of that cluster is killed: its processes do not carry this
+    session's marker.
     """
     import ray
 
@@ -59,7 +62,7 @@ def ray_session(init_args: dict[str, Any]) -> Iterator[None]:
     try:
         os.environ[MARKER] = marker  # only while Ray starts its processes
         try:
-            ray.init(runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
+            ray.init(runtime_env={"env_vars": {**(env or {}), "PYTHONPATH": pythonpath}},
                      **{"include_dashboard": False, **init_args})
         finally:
             del os.environ[MARKER]

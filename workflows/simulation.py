@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedpriv.config import Config
 from fedpriv.errors import InputError
+from fedpriv.seeding import REPRODUCIBLE_NOISE_ENV
 from workflows.config import config_from_dict
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ __all__ = ["CLIENT_APP", "check_runnable", "completed_rounds", "load_client_app"
 CLIENT_APP = "clients.client_app:app"
 """The ClientApp by its import string, as ``[tool.flwr.app.components]`` names it for
 ``flwr run``: the server side never imports the client, only this composition root loads it."""
+
+SIMULATED_CLIENTS_ENV = {REPRODUCIBLE_NOISE_ENV: "1"}
+"""What the simulation's client processes (its Ray workers) have in their environment: their
+batches and noise come from the run seed's stream (:func:`fedpriv.seeding.client_noise_seed`),
+so that a run is reproducible from its config. A deployment's clients keep theirs secret."""
 
 FLOWER_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -335,7 +341,8 @@ def _run_on_ray(
     backend = _backend_config(cfg)
     interrupted = False
     try:
-        with ray_session(backend["init_args"]), warnings.catch_warnings(), \
+        with ray_session(backend["init_args"], SIMULATED_CLIENTS_ENV), \
+                warnings.catch_warnings(), \
                 indexed_message_queue():  # O(N), not O(N²), per tick
             warnings.simplefilter("ignore", DeprecationWarning)
             run_simulation(

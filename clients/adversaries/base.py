@@ -14,6 +14,7 @@ says what each one's ``factor`` allows, and a test checks both name the same beh
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,9 +26,13 @@ from clients.config import AdversaryConfig
 from fedpriv.config import Config
 from fedpriv.mechanisms import Mechanism, build_mechanism, release_class
 from fedpriv.protocol import CONFIG_KEY, REPORT_RECORD
+from fedpriv.seeding import client_noise_seed
 
 __all__ = ["BEHAVIOURS", "Behaviour", "Turn", "arrays_of", "behaviour", "declare_configured",
            "delta_of", "noise_key", "set_arrays", "with_config", "with_update"]
+
+
+_NODE_SECRET = "adversary-noise-secret"
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,21 @@ class Turn:
     def factor(self) -> float | None:
         """The behaviour's factor (:meth:`clients.config.AdversaryConfig.value`)."""
         return self.adversary.value()
+
+    @property
+    def noise_seed(self) -> int:
+        """The seed of the noise a behaviour draws in place of the honest noise: the run's seed
+        when the node opts in to it, as the honest client does
+        (:func:`fedpriv.seeding.client_noise_seed`), else a secret of this node's, drawn once
+        from the operating system and kept in its state, so that a behaviour can repeat its
+        noise across rounds (``reuse-noise``) without the server being able to re-draw it."""
+        seed = client_noise_seed(self.cfg.seed, self.context.node_config)
+        if seed is not None:
+            return seed
+        state = self.context.state
+        if _NODE_SECRET not in state.config_records:
+            state[_NODE_SECRET] = ConfigRecord({"seed": secrets.randbits(63)})
+        return int(state.config_records[_NODE_SECRET]["seed"])
 
 
 @dataclass(frozen=True)

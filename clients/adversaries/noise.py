@@ -10,7 +10,9 @@ the clipped sum and draws the noise its own way:
   two releases, cancels it);
 * ``cancel-noise`` — noise ``z`` in odd rounds and ``−z`` in the next one.
 
-Every law draws from generators derived from the run's seed, so the runs are reproducible.
+Every law draws from the training generator or from generators derived from
+:attr:`~clients.adversaries.base.Turn.noise_seed`: the run's seed where the honest client's
+noise comes from it (fedpriv's simulations, reproducible), else the node's secret.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ def honest_noise(inner: Any) -> Noise:
 
 
 def _seeded(turn: Turn, round_key: int, step: int, stream: str, total: torch.Tensor) -> Any:
-    seed = derive_seed(turn.cfg.seed, turn.pid, round_key, f"{stream}-{step}")
+    seed = derive_seed(turn.noise_seed, turn.pid, round_key, f"{stream}-{step}")
     return torch.Generator(device=total.device).manual_seed(seed)
 
 

@@ -40,7 +40,7 @@ def _perturbed_replay(turn: Turn, reply: Message) -> None:
     if delta is fresh:
         with_update(turn, reply, delta)
         return
-    rng = np.random.default_rng(derive_seed(turn.cfg.seed, turn.pid, turn.round,
+    rng = np.random.default_rng(derive_seed(turn.noise_seed, turn.pid, turn.round,
                                             "adversary-perturbation"))
     noise = {k: rng.standard_normal(d.shape) for k, d in delta.items()}
     norm = np.sqrt(sum(float(np.sum(d.astype(np.float64) ** 2)) for d in delta.values()))

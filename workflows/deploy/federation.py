@@ -35,6 +35,7 @@ from typing import Any, TextIO
 import tomli_w
 
 from fedpriv.errors import InputError
+from fedpriv.seeding import REPRODUCIBLE_NOISE_ENV
 from fedpriv.validate import check_positive
 from workflows.deploy.flwr_cli import FlwrCli, RunOutcome, flower_bin, flower_env
 from workflows.deploy.hosts import LOCALHOST, Host
@@ -183,8 +184,13 @@ class Federation:
 
     def env(self, flwr_home: Path) -> dict[str, str]:
         """The environment of a process of this federation whose ``FLWR_HOME`` is
-        ``flwr_home``: Flower offline (:func:`flower_env`) and the federation's marker."""
-        return {**flower_env(flwr_home), FEDERATION_MARKER: str(self.home)}
+        ``flwr_home``: Flower offline (:func:`flower_env`) and the federation's marker, without
+        the simulator's switch to server-derivable noise (a deployment's clients keep their
+        noise secret unless a node's ``--node-config`` opts in:
+        :func:`fedpriv.seeding.client_noise_seed`)."""
+        env = {**flower_env(flwr_home), FEDERATION_MARKER: str(self.home)}
+        env.pop(REPRODUCIBLE_NOISE_ENV, None)
+        return env
 
     @property
     def ca_cert(self) -> Path | None:
