@@ -13,6 +13,7 @@
 * :func:`run_on_ray` — the same federation on Flower's simulation engine (Ray).
 * :func:`assert_same_outcome` — a resumed ``fedpriv simulate`` ended where an uninterrupted
   run of the same seed ended.
+* :func:`verdict_leaf` — one named check in a client-round's verdict tree.
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ def run_on_ray(cfg, client_app: ClientApp, num_supernodes: int, run_dir: Path) -
     from flwr.simulation import run_simulation
 
     from strategies.server_run import run_federation
-    from workflows.simulation import _backend_config
+    from workflows.ray_session import ray_session
+    from workflows.simulation import SIMULATED_CLIENTS_ENV, _backend_config
 
     result: dict = {}
     server = ServerApp()
@@ -141,10 +143,12 @@ def run_on_ray(cfg, client_app: ClientApp, num_supernodes: int, run_dir: Path) -
     def _main(grid: Grid, context: Context) -> None:
         result.update(run_federation(grid, cfg, run_dir))
 
-    with warnings.catch_warnings():
+    backend = _backend_config(cfg)
+    # fedpriv simulate's Ray: its clients draw from the run seed's stream (reproducible)
+    with ray_session(backend["init_args"], SIMULATED_CLIENTS_ENV), warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         run_simulation(server_app=server, client_app=client_app, num_supernodes=num_supernodes,
-                       backend_name="ray", backend_config=_backend_config(cfg))
+                       backend_name="ray", backend_config=backend)
     return result
 
 
@@ -161,3 +165,11 @@ def assert_same_outcome(got: dict, want: dict, got_dir: Path, want_dir: Path, ro
             np.testing.assert_array_equal(x, y)
         sql = "SELECT * FROM tallies ORDER BY round, client_id"
         assert a.query(sql) == b.query(sql)
+
+
+def verdict_leaf(verdict: dict, test: str) -> dict | None:
+    """The first check named ``test`` in a client-round's verdict tree (depth first)."""
+    if verdict.get("test") == test:
+        return verdict
+    return next((found for part in verdict.get("parts", [])
+                 if (found := verdict_leaf(part, test))), None)

@@ -147,6 +147,29 @@ def test_every_component_has_its_own_flower_home_and_the_federations_marker(
     assert Path(run[4]).name == "flwr" and run[5] == "run"
 
 
+def test_a_deployments_clients_keep_their_noise_secret(tmp_path: Path, monkeypatch) -> None:
+    """Neither the SuperNodes' node config nor their environment opts in to the run seed's
+    stream (:func:`fedpriv.seeding.client_noise_seed`), even where the operator's shell has the
+    simulator's switch; a node's own ``--node-config`` may."""
+    from flwr.common.config import parse_config_args
+
+    from fedpriv.seeding import REPRODUCIBLE_NOISE_ENV, REPRODUCIBLE_NOISE_KEY, client_noise_seed
+
+    monkeypatch.setenv(REPRODUCIBLE_NOISE_ENV, "1")
+    plan = plan_deployment(Path(QUICKSTART), 2, tmp_path / "out")
+    fed = Federation(tmp_path, 2, node_configs=plan.node_configs)
+    env = fed.env(tmp_path / "supernode-0")
+    assert REPRODUCIBLE_NOISE_ENV not in env
+    for index in range(2):
+        argv = fed.supernode_argv(index, 12345, ca=None, key=None)
+        node_config = parse_config_args([argv[argv.index("--node-config") + 1]])
+        assert client_noise_seed(0, node_config, env) is None
+    opted = Federation(tmp_path, 1, node_configs=[{REPRODUCIBLE_NOISE_KEY: True}])
+    argv = opted.supernode_argv(0, 12345, ca=None, key=None)
+    assert client_noise_seed(0, parse_config_args([argv[argv.index("--node-config") + 1]]),
+                             env) == 0
+
+
 def test_node_config_string_parses_back_with_flowers_parser(tmp_path: Path) -> None:
     from flwr.common.config import parse_config_args
 

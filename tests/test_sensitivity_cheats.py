@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 
 import pytest
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, verdict_leaf
 
 CLIENTS = 5
 
@@ -66,14 +66,6 @@ def _caught(run: dict, client: int) -> bool:
     return run["clients"][client]["guarantee"] == "unbounded"
 
 
-def _leaf(verdict: dict, test: str) -> dict | None:
-    """The first check named ``test`` in a client-round's verdict tree."""
-    if verdict.get("test") == test:
-        return verdict
-    return next((found for part in verdict.get("parts", []) if (found := _leaf(part, test))),
-                None)
-
-
 def _margin(committed: dict) -> tuple[float, float]:
     """``(remainder, bound)`` in noise stds, as a passed committed-noise check states them."""
     found = re.search(r"\(([0-9.e+-]+) ≤ ([0-9.e+-]+) noise stds", committed["reason"])
@@ -103,13 +95,13 @@ def test_at_sigma_two_with_the_oracle_every_sensitivity_cheat_is_caught_in_round
         first = sigma_two["rounds"][(1, cheat)]
         assert first["status"] == "inconsistent", (SIGMA_TWO[cheat], first["reason"])
         assert first["properties"]["sensitivity"]["status"] == "failed"
-        committed = _leaf(first, "committed-noise")
+        committed = verdict_leaf(first, "committed-noise")
         assert committed is not None and committed["status"] == "inconsistent", committed
         assert _caught(sigma_two, cheat), sigma_two["clients"][cheat]
     for honest in range(len(SIGMA_TWO), SIGMA_TWO_CLIENTS):
         assert sigma_two["clients"][honest]["guarantee"] == "verified"
         for rnd in (1, 2):
-            committed = _leaf(sigma_two["rounds"][(rnd, honest)], "committed-noise")
+            committed = verdict_leaf(sigma_two["rounds"][(rnd, honest)], "committed-noise")
             assert committed["status"] == "consistent", committed
             remainder, bound = _margin(committed)
             assert remainder < 0.01 * bound, committed["reason"]
@@ -300,7 +292,7 @@ def test_honest_client_rounds_with_the_replay_never_raise_a_false_alarm(
     worst = 0.0
     for v in run["rounds"].values():
         assert v["properties"]["sensitivity"]["status"] == "passed", v["properties"]
-        committed = _leaf(v, "committed-noise")
+        committed = verdict_leaf(v, "committed-noise")
         assert committed is not None and committed["status"] == "consistent", v["reason"]
         remainder, bound = _margin(committed)
         worst = max(worst, remainder / bound)

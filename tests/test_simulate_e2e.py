@@ -101,3 +101,30 @@ def test_plain_flwr_run_fits_flowers_default_federation(tmp_path):
                               capture_output=True, text=True).stdout.split()
         for pid in pids:
             os.kill(int(pid), 15)
+
+
+def test_simulated_clients_draw_from_the_run_seed_the_server_redraws(tmp_path):
+    """``fedpriv simulate`` opts its Ray workers in to the run seed's stream
+    (``FEDPRIV_REPRODUCIBLE_NOISE`` in the job's environment; a deployment's clients keep their
+    noise secret): under the oracle every client declares it and the server's re-draw of the
+    committed noise agrees."""
+    from reliability_support import verdict_leaf
+
+    from fedpriv.audit import AuditStore
+    from fedpriv.seeding import REPRODUCIBLE_NOISE_ENV
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in _env(tmp_path).items() if k != REPRODUCIBLE_NOISE_ENV}
+    proc = subprocess.run(
+        [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
+         "--set", "rounds=1", "--set", "data.num_clients=2", "--set", "train.local_steps=1",
+         "--set", "audit.ground_truth=true"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with AuditStore.open(out, readonly=True) as store:
+        rows = store.query("SELECT verification_json FROM tallies "
+                           "WHERE verification_json IS NOT NULL")
+    committed = [verdict_leaf(json.loads(r["verification_json"]), "committed-noise")
+                 for r in rows]
+    assert len(committed) == 2 and all(c["status"] == "consistent" for c in committed), committed
