@@ -9,7 +9,7 @@ from torch import nn
 from audited_app.task import Net, load_data
 from fedpriv.mechanisms import build_mechanism
 from fedpriv.protocol import REPORT_RECORD
-from fedpriv.seeding import make_generator
+from fedpriv.seeding import client_noise_seed, make_generator
 from fedpriv.training import private_train
 
 app = ClientApp()
@@ -28,7 +28,9 @@ def train(msg: Message, context: Context) -> Message:
     })
     trained = private_train(
         model, load_data(pid), mechanism, lr=0.1, local_steps=4, batch_size=16,
-        generator=make_generator(0, pid, server_round), partition_id=pid,
+        # batches and noise the client's secret, unless its node opts in to seed 0's stream
+        generator=make_generator(client_noise_seed(0, context.node_config), pid, server_round),
+        partition_id=pid,
         server_round=server_round, loss=nn.CrossEntropyLoss(reduction="none"),
     )
     return Message(RecordDict({
