@@ -169,8 +169,11 @@ class Config:
     """
 
     seed: int = rule(f"an integer in [0, {MAX_SEED}]", seed_ok, default=0,
-                     doc="The run's seed: partition, initial model, every client's batches "
-                         "and noise.")
+                     doc="The run's seed: partition, initial model, canaries; a client's "
+                         "batches and noise only where its side opts in (fedpriv simulate's "
+                         "clients do: reproducible runs; a node: --node-config "
+                         "'fedpriv-reproducible-noise=true'), and the server can then re-draw "
+                         "and remove that noise; otherwise they are the client's secret.")
     rounds: int = rule(*bounded_count(1, MAX_ROUNDS), default=10,
                        doc="Federated rounds the run trains.")
     device: str = rule(*one_of(*DEVICES), default="cpu",

@@ -153,8 +153,10 @@ class GroundTruthOracle:
     record_ids: tuple[tuple[int, ...], ...]
     noise_stream: str | None = None
     """:data:`fedpriv.seeding.SEEDED_NOISE` when the batches and the noise were drawn from the
-    run's seeded CPU stream (fedpriv's own client says so): the server then re-draws the
-    committed noise exactly (:mod:`fedpriv.verification.committed`). None: not said."""
+    run's seeded CPU stream (fedpriv's own client says so where its side opted in to that
+    stream: :func:`fedpriv.seeding.client_noise_seed`): the server then re-draws the committed
+    noise exactly (:mod:`fedpriv.verification.committed`). None: not said (a client whose noise
+    is its secret, the default)."""
 
     @property
     def batch_sizes(self) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ seed, the client id, the round and a stable hash of the stream name; streams ("n
 the run's seed (:func:`fedpriv.canaries.round_design`), so it sits beside mechanisms and
 canaries rather than in either.
 
-A client's batches and noise are its secret (docs/trust.md §1): the run's seed is sent by the
+A client's batches and noise are its secret (docs/trust.md §4): the run's seed is sent by the
 server, and noise derived from it is noise the server can re-draw and subtract. So a client
 draws them from operating-system entropy (a seed of None here) unless its own side opts in to
 the run seed's stream (:func:`client_noise_seed`): the node config's

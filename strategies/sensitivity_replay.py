@@ -25,7 +25,8 @@
 * ``"step-freshness"`` in steps mode (:func:`fedpriv.verification.sensitivity.
   step_freshness_test`), with or without the oracle;
 * ``"committed-noise"`` where the replay ran and the client declares its noise drawn from the
-  run's seeded stream (``noise-stream``; fedpriv's own client): the batches and the noise
+  run's seeded stream (``noise-stream``; fedpriv's own client where it opted in to that stream,
+  as in fedpriv's simulations; its noise is otherwise its secret): the batches and the noise
   re-drawn exactly and the release held to its replayed signal plus that noise within rounding
   (:mod:`fedpriv.verification.committed`: deterministic, speaking to ``sensitivity``).
 

@@ -1,4 +1,4 @@
-"""A client's batches and noise are its secret (docs/trust.md §1): fedpriv's ClientApp draws
+"""A client's batches and noise are its secret (docs/trust.md §4): fedpriv's ClientApp draws
 them from operating-system entropy unless its own side opts in to the run seed's stream
 (:func:`fedpriv.seeding.client_noise_seed`), which the server sends and can re-draw.
 

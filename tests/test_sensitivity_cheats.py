@@ -9,7 +9,8 @@ no honest client-round of the run is ``inconsistent``.
 What the *statistical* replay can see depends on how large the clipped signal is beside the
 noise: at σ = 2 (issue 42's probe) hidden local steps and an unclipped sum leave only 1–3 noise
 stds per round, which no test of one release can separate from honest noise. fedpriv's client
-also declares that its batches and noise came from the run's seeded stream, so with the oracle
+also declares that its batches and noise came from the run's seeded stream (LocalGrid's nodes
+opt in to it, as fedpriv's simulations do; tests/test_secret_noise.py), so with the oracle
 the server re-draws the committed noise exactly (``committed-noise``,
 fedpriv/verification/committed.py): every one of these cheats is then ``inconsistent`` in its
 first round at σ = 2 too, and honest client-rounds never trip the check (deterministic: its

@@ -1,7 +1,9 @@
 """Committed noise, re-drawn exactly: the simulation oracle's deterministic sensitivity check
 (test ``"committed-noise"``, issue 42).
 
-fedpriv's client draws every batch and every noise vector of a round from one seeded CPU stream
+fedpriv's client, where its side opts in to the run seed's stream (fedpriv's simulations do; by
+default its noise is its secret: :func:`fedpriv.seeding.client_noise_seed`), draws every batch
+and every noise vector of a round from one seeded CPU stream
 (:func:`fedpriv.seeding.make_generator` ``(run seed, partition id, round, "noise")``: each
 step's batch by :func:`fedpriv.training.sample_batch`, then its mechanism's noise; a
 client-level update's noise from :func:`fedpriv.seeding.update_generator`) and, with the
@@ -10,7 +12,8 @@ labelled simulation oracle on, says so in its report (``noise-stream`` =
 simulation the server knows the run seed and the client's partition, so it re-draws those
 streams (:func:`strategies.committed_redraw.redraw`, on the server side: it draws with the
 mechanism, which this layer does not import) — the batches with the client's own sampling
-function, the noise with the mechanism's own draw (:meth:`fedpriv.mechanisms.base.ClippedMechanism.draw_noise`,
+function, the noise with the mechanism's own draw
+(:meth:`fedpriv.mechanisms.base.ClippedMechanism.draw_noise`,
 :meth:`fedpriv.mechanisms.client_gaussian.ClientGaussianMechanism.privatize_update`) — and
 holds the client to them (:func:`committed_test`):
 
