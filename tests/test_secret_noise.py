@@ -91,6 +91,25 @@ def test_the_simulators_switch_opts_in_and_the_node_config_wins(
     assert _same(seeded, _train({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True})[0])
 
 
+def test_an_adversarys_own_noise_follows_the_honest_clients_choice() -> None:
+    """``reuse-noise`` and its kind draw from :attr:`Turn.noise_seed`: the run seed where the
+    node opts in, else a secret of the node's, the same in every round of that node."""
+    from clients.adversaries.base import Turn
+    from workflows.config import load_config
+
+    cfg = load_config(QUICKSTART, ["seed=5"])
+
+    def turn(node_config: dict, state: RecordDict, rnd: int) -> Turn:
+        context = Context(run_id=1, node_id=1000, state=state, run_config={},
+                          node_config=node_config)
+        return Turn(None, context, cfg, 0, rnd, None)  # type: ignore[arg-type]
+
+    node, other = RecordDict(), RecordDict()
+    secret = turn(DEPLOYED, node, 1).noise_seed
+    assert turn(DEPLOYED, node, 2).noise_seed == secret != turn(DEPLOYED, other, 1).noise_seed
+    assert turn({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True}, RecordDict(), 1).noise_seed == 5
+
+
 @pytest.mark.parametrize(("node", "env", "message"), [
     ({REPRODUCIBLE_NOISE_KEY: "yes"}, "0",
      "node config fedpriv-reproducible-noise: expected true or false, got 'yes'"),
