@@ -96,7 +96,15 @@ def test_honest_one_step_round_is_verified_only_with_the_others() -> None:
                                               "signal_epsilon_ratio": 30.0,
                                               "detectable_signal_factor": 5.0},
                        speaks_to=("sensitivity",))
-    verified = property_verdicts(combine_verdicts([verdict, fresh, replayed,
+    weak = property_verdicts(combine_verdicts([verdict, fresh, replayed, *_others_passed()]))
+    # a signal scaled so that ε × 30 would pass: the replay's power is not useful
+    assert label_of("consistent", weak) == "noise-verified"
+    assert "power too low" in weak["sensitivity"].reason and "ε × 30" in weak["sensitivity"].reason
+    strong = Verdict("sensitivity", "consistent", "residual is the noise", p_value=0.5,
+                     alpha=1e-6, statistic={**replayed.statistic, "signal_epsilon_ratio": 1.8,
+                                            "detectable_signal_factor": 1.2},
+                     speaks_to=("sensitivity",))
+    verified = property_verdicts(combine_verdicts([verdict, fresh, strong,
                                                    *_others_passed()]))
     assert label_reasons(verified) == [] and label_of("consistent", verified) == "verified"
     assert "ε 1.1 ×" in verified["sensitivity"].power

@@ -65,12 +65,13 @@ scale's ``ε(σf*)/ε(σ)`` (``detectable_epsilon_ratio``: less noise that makes
 that many times the reported one or more is caught with probability 0.99) and the signal
 scale's ``ε(σ/a*)/ε(σ)`` (``signal_epsilon_ratio``); the server maps them through the RDP
 accountant at the run's δ (``strategies/sensitivity_replay.py``: a PLD route per client-round
-costs ~1 s). The label asks the first to be at most
-:data:`USEFUL_EPSILON_RATIO` (2), as the issue defines useful power; the second is stated, not
-asked: no test of one release can do better than the projection on ``S`` (the most powerful
-test of that alternative), and while the clipped signal is small beside the noise
-(``‖S‖/s`` ≈ 2 in the paper MLP's first rounds at σ = 2, B = 16) a signal scaled by less than
-``a*`` ≈ 5 passes — the ×10 cheat of issue 42 does not.
+costs ~1 s). The label asks both to be at most :data:`USEFUL_EPSILON_RATIO` (2), as the
+issue defines useful power (:mod:`fedpriv.verification.properties`). No test of one release
+can do better on the second than the projection on ``S`` (the most powerful test of that
+alternative), and while the clipped signal is small beside the noise (``‖S‖/s`` ≈ 2 in the
+paper MLP's first rounds at σ = 2, B = 16) a signal scaled by less than ``a*`` ≈ 5 passes, so
+there only the committed noise (:mod:`fedpriv.verification.committed`) makes the property
+useful.
 
 **Freshness within a round** (test ``"step-freshness"``, steps mode). Step ``t``'s release is
 ``r_t = X + N_t/L`` with ``X`` (its signal, and everything before) drawn before ``N_t``; its
