@@ -16,6 +16,7 @@ from fedpriv.verification.power import (
     gaussian_signal_power,
 )
 from fedpriv.verification.properties import (
+    COMMITTED_SETTLES,
     PROPERTIES,
     USEFUL_NOISE_FRACTION,
     label_of,
@@ -185,3 +186,30 @@ def test_a_canary_violation_fails_noise_scale_and_a_pass_does_not_verify_it() ->
     assert property_verdicts(bad)["noise-scale"].status == "failed"
     good = Verdict("canaries", "consistent", "below", p_value=0.5, refutes_only=True)
     assert property_verdicts(good)["noise-scale"].status == "not-tested"
+
+
+def test_committed_noise_settles_what_its_own_tests_could_not() -> None:
+    """A release that is the server's clipped sum plus the declared draw of this round's stream
+    has the declared noise, fresh, and a signal within its bound: a Laplace round, whose
+    freshness has no test and whose signal bound little power, is verified by it — and only
+    by it."""
+    weak_bound = Verdict("laplace-norm", "consistent", "fits", p_value=0.5, alpha=1e-6,
+                         speaks_to=("signal-bound",))
+    replayed = Verdict("sensitivity", "consistent", "residual is the noise", p_value=0.5,
+                       alpha=1e-6, statistic={"detectable_epsilon_ratio": 1.1,
+                                              "signal_epsilon_ratio": 40.0},
+                       speaks_to=("sensitivity",))
+    others = _others_passed()
+    plain = property_verdicts(combine_verdicts([weak_bound, replayed, *others]))
+    assert plain["fresh-noise"].status == "not-tested"
+    assert label_of("consistent", plain) == "declared"
+    exact = Verdict("committed-noise", "consistent", "within rounding", p_value=1.0,
+                    statistic={"bound_in_noise": 0.001}, speaks_to=("sensitivity",))
+    settled = property_verdicts(combine_verdicts([weak_bound, replayed, exact, *others]))
+    for name in COMMITTED_SETTLES:
+        assert settled[name].status == "passed" and settled[name].useful, settled[name]
+    assert "committed noise" in settled["fresh-noise"].reason
+    assert label_of("consistent", settled) == "verified"
+    refuted = dataclasses.replace(exact, status="inconsistent", reason="14 noise stds")
+    props = property_verdicts(combine_verdicts([weak_bound, replayed, refuted, *others]))
+    assert props["fresh-noise"].status == "not-tested"  # a refuted draw settles nothing

@@ -54,7 +54,8 @@ the projection on it catches, mapped the same way): both must be caught at 2 × 
 be useful. Where the committed noise was re-drawn exactly (``committed-noise``,
 :mod:`fedpriv.verification.committed`) and the release is its signal plus that noise, the power
 is useful whatever the ε-ratio: any deviation beyond the rounding bound is caught with
-probability 1.
+probability 1; and it settles :data:`COMMITTED_SETTLES` too, where their own tests had no
+useful power (Laplace has no freshness test, its signal-bound test little power).
 
 **The label** (:func:`label_of`). A client-round is *verified* when every ε-relevant property
 (:func:`required_properties`) passed with useful power, ``sensitivity`` included (a replay:
@@ -75,6 +76,7 @@ from fedpriv.verification.power import DETECTION_POWER, SIGNAL_FACTOR
 from fedpriv.verification.verdict import Verdict
 
 __all__ = [
+    "COMMITTED_SETTLES",
     "PROPERTIES",
     "USEFUL_NOISE_FRACTION",
     "PropertyVerdict",
@@ -87,6 +89,12 @@ __all__ = [
 PROPERTIES = ("noise-scale", "noise-law", "fresh-noise", "signal-bound", "settings",
               "size-sampling", "identity", "sensitivity")
 PropertyStatus = Literal["passed", "failed", "not-tested"]
+
+COMMITTED_SETTLES = ("noise-scale", "noise-law", "fresh-noise", "signal-bound")
+"""What a passed ``committed-noise`` check settles besides ``sensitivity``: the release is the
+server's own clipped sum of the oracle's records plus the declared mechanism's own draw from
+this client-round's stream, so the noise has the declared scale and law, is fresh (the stream
+is keyed by the round) and the signal is within its bound (the server clipped it)."""
 
 USEFUL_NOISE_FRACTION = 0.5
 """A noise-scale test is useful when it catches noise at this fraction of the declared noise
@@ -254,6 +262,14 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
     if found["noise-law"]:
         out["noise-law"] = _law_property(found["noise-law"])
     out["sensitivity"] = _sensitivity_property(found["sensitivity"])
+    exact = [v for v in found["sensitivity"]
+             if v.test == "committed-noise" and v.status == "consistent"]
+    for name in COMMITTED_SETTLES if exact else ():
+        if out[name].status == "not-tested" or (out[name].status == "passed"
+                                                and not out[name].useful):
+            out[name] = PropertyVerdict(
+                name, "passed", f"settled by the committed noise: {exact[0].reason}",
+                "deterministic: any deviation beyond rounding caught with probability 1", True)
     return out
 
 
