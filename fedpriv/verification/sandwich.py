@@ -38,7 +38,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fedpriv.verification.laws import NormLaw
@@ -83,8 +83,7 @@ def high_tail(observed: float, noise: NoiseNorm, signal: float) -> float:
 
 
 def one_sided_p_value(
-    tail: Callable[[int], float], records: RecordCount, uses_records: bool = True,
-    start: Hashable | None = None,
+    tail: Callable[[int], float], records: RecordCount, uses_records: bool = True
 ) -> tuple[float, int]:
     """The p-value of one side of a test whose tail bound depends on the record bound ``b``,
     and the ``b`` it was taken at.
@@ -98,69 +97,20 @@ def one_sided_p_value(
     uses_records
         False when ``tail`` does not depend on ``b`` (the last-step bound at ``k = 1``): then no
         level is spent on ``B``.
-    start
-        What the test and its declaration are (hashable), when the caller has it: the search
-        for the crossing starts where the last one with the same ``start`` and law ended
-        (:func:`_crossing`) — the same crossing, found in ~2 evaluations instead of ~log₂ k·n
-        for the replies of a round that share a declaration.
     """
     if records.known or not uses_records:
         return min(1.0, tail(records.trials)), records.trials
-    values: dict[int, float] = {}
-
-    def tail_at(b: int) -> float:  # each b's tail once (the crossing's is read again below)
-        if b not in values:
-            values[b] = tail(b)
-        return values[b]
-
-    low = _crossing(lambda b: records.exceed_probability(b) <= tail_at(b), records, start)
-    best, at = tail_at(low), low
+    low, high = 0, records.trials  # predicate P(B > b) ≤ tail(b) is false…false true…true
+    while low < high:
+        mid = (low + high) // 2
+        if records.exceed_probability(mid) <= tail(mid):
+            high = mid
+        else:
+            low = mid + 1
+    best, at = tail(low), low
     if low > 0 and records.exceed_probability(low - 1) < best:
         best, at = records.exceed_probability(low - 1), low - 1
     return min(1.0, 2.0 * best), at
-
-
-_LAST_CROSSING: dict[tuple[Hashable, RecordCount], int] = {}
-"""Where the last search of each (``start``, law) ended: where the next one starts."""
-_KEPT_CROSSINGS = 4096
-
-
-def _crossing(crossed: Callable[[int], bool], records: RecordCount,
-              start: Hashable | None) -> int:
-    """The least ``b`` in ``[0, k·n)`` with ``crossed(b)`` (``P(B > b) ≤ tail(b)``, false…false
-    true…true in ``b``), else ``k·n``: a bisection over a bracket that is found by doubling
-    steps outwards from the last crossing of the same ``start`` (the whole range without one).
-    For a predicate of that shape every bracket holding the crossing gives the same ``b``."""
-    false, true = -1, records.trials  # crossed(-1) false, crossed(k·n) true: never evaluated
-    key = (start, records)
-    hint = _LAST_CROSSING.get(key) if start is not None else None
-    if hint is not None and 0 <= hint < records.trials:
-        step = 1
-        if crossed(hint):
-            true = hint
-            while true - step > false:
-                if not crossed(true - step):
-                    false = true - step
-                    break
-                true, step = true - step, 2 * step
-        else:
-            false = hint
-            while false + step < true:
-                if crossed(false + step):
-                    true = false + step
-                    break
-                false, step = false + step, 2 * step
-    while true - false > 1:
-        mid = (false + true) // 2
-        if crossed(mid):
-            true = mid
-        else:
-            false = mid
-    if start is not None:
-        if len(_LAST_CROSSING) >= _KEPT_CROSSINGS:
-            _LAST_CROSSING.clear()
-        _LAST_CROSSING[key] = true
-    return true
 
 
 @dataclass(frozen=True)
@@ -182,12 +132,10 @@ def sandwich(
     ``per_record`` per record used; p-value twice the smaller side (Bonferroni over sides)."""
     k = noise.steps
     p_low, _ = one_sided_p_value(
-        lambda b: low_tail(observed + slack, noise, per_record * b), records, k > 1,
-        start=("low", noise, per_record),
+        lambda b: low_tail(observed + slack, noise, per_record * b), records, k > 1
     )
     p_high, b_high = one_sided_p_value(
-        lambda b: high_tail(observed - slack, noise, per_record * b), records,
-        start=("high", noise, per_record),
+        lambda b: high_tail(observed - slack, noise, per_record * b), records
     )
     return SandwichResult(min(1.0, 2.0 * min(p_low, p_high)), p_low, p_high, per_record * b_high)
 
