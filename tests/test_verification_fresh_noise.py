@@ -119,3 +119,26 @@ def test_older_rounds_alone_give_the_per_round_projection() -> None:
     assert verdict.p_value == pytest.approx(min(1.0, len(tails) * min(tails)), rel=1e-9)
     assert verdict.statistic["distance_in_noise_stds"] == pytest.approx(nearest, rel=1e-12)
     assert verdict.statistic["earlier_rounds"] == SPAN_ROUNDS + 8
+
+
+def test_a_replay_is_named_by_its_first_earlier_round() -> None:
+    """``replay_of`` compares the new sketch with every earlier one at once: a repeat of round
+    3 (also sent again in round 40) is named round 3, a repeat moved by 1e-4 of its norm still
+    is, one moved by 1e-2 is not, as one comparison per earlier round finds."""
+    rng = np.random.default_rng(4)
+    sketches = UpdateSketches(DIM, seed=2)
+    updates = [rng.standard_normal(DIM) for _ in range(SPAN_ROUNDS + 10)]
+    updates[40] = updates[3]
+    for rnd, update in enumerate(updates):
+        sketches.add(rnd, 7, update)
+
+    def one_by_one(update: np.ndarray) -> int | None:
+        new = sketches.sketch(update)
+        return next((rnd for rnd, old in sketches._seen[7]
+                     if np.linalg.norm(new - old) <= 1e-3 * np.linalg.norm(old)), None)
+
+    for moved, expected in ((0.0, 3), (1e-4, 3), (1e-2, None)):
+        nudge = rng.standard_normal(DIM)
+        update = updates[3] + moved * np.linalg.norm(updates[3]) * nudge / np.linalg.norm(nudge)
+        assert sketches.replay_of(7, update) == expected == one_by_one(update)
+    assert sketches.replay_of(8, updates[3]) is None  # another client's history

@@ -104,11 +104,14 @@ class UpdateSketches:
         if key not in self._recent:  # add() of the same array reuses it (a sketch is a pass)
             weakref.finalize(update, self._recent.pop, key, None)
             self._recent[key] = new
-        for rnd, old in self._seen.get(client_id, []):
-            scale = float(np.linalg.norm(old))
-            if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
-                return rnd
-        return None
+        seen = self._seen.get(client_id, [])
+        if not seen:
+            return None
+        olds = np.stack([old for _, old in seen])  # every earlier sketch at once, in order
+        gaps = olds - new
+        scales = np.sqrt(np.einsum("ij,ij->i", olds, olds))
+        close = (scales > 0) & (np.sqrt(np.einsum("ij,ij->i", gaps, gaps)) <= _TOLERANCE * scales)
+        return seen[int(np.argmax(close))][0] if close.any() else None  # the first match
 
     def fresh_noise_test(
         self, client_id: int, update: np.ndarray, noise_std: float, *,
