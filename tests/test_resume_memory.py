@@ -12,6 +12,7 @@ round 1, so the claim must be refused after the resume as before it.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -182,7 +183,6 @@ def test_the_entries_rebuild_every_field_of_the_replay_memory():
 
 def _huge_header_bundle() -> bytes:
     """An ``.npz`` whose one member declares 2⁴⁵ float64 (256 TiB) and holds 16 bytes."""
-    import io
     import zipfile
 
     header = io.BytesIO()
@@ -235,3 +235,21 @@ def test_an_altered_memory_row_stops_the_resume_with_a_store_error(
     with pytest.raises(StoreError, match=where) as caught:
         _run(cfg, tmp_path / "run", grid, resume=True)
     assert caught.match(problem)
+
+
+def test_a_memory_bundle_is_an_npz_numpy_reads_and_the_same_arrays_give_the_same_bytes() -> None:
+    """``encode_state`` writes its members whole with a fixed timestamp (issue 37): numpy's
+    own reader gives the arrays back exactly, dtype and shape included, and writing the same
+    arrays again gives the same bytes (savez stamped the time of writing)."""
+    from fedpriv.audit.tensors import encode_state
+
+    arrays = {"sketch": np.linspace(-1.0, 1.0, 9), "ins": np.arange(6, dtype=np.float32)
+              .reshape(2, 3), "formal": np.array([np.inf])}
+    data = encode_state(arrays)
+    with np.load(io.BytesIO(data), allow_pickle=False) as bundle:
+        back = {name: bundle[name] for name in bundle.files}
+    assert list(back) == list(arrays)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and back[name].shape == array.shape
+        assert np.array_equal(back[name], array)
+    assert encode_state(dict(arrays)) == data

@@ -109,13 +109,15 @@ def _rows(conn: sqlite3.Connection, table: str, keys: list[tuple]) -> dict[tuple
     for start in range(0, len(keys), _KEYS_PER_SELECT):
         part = keys[start:start + _KEYS_PER_SELECT]
         if len(columns) == 1:
-            where = f"{columns[0]} IN ({', '.join('?' * len(part))})"
+            sql = f"SELECT * FROM {table} WHERE {columns[0]} IN ({', '.join('?' * len(part))})"
             values: list[Any] = [k[0] for k in part]
-        else:
+        else:  # each key looked up in the key's index: `(a, b) IN (VALUES …)` scans the table
             one = f"({', '.join('?' * len(columns))})"
-            where = f"({', '.join(columns)}) IN (VALUES {', '.join([one] * len(part))})"
+            on = " AND ".join(f"t.{c} = k.column{i + 1}" for i, c in enumerate(columns))
+            sql = (f"SELECT t.* FROM (VALUES {', '.join([one] * len(part))}) AS k "
+                   f"CROSS JOIN {table} AS t ON {on}")
             values = [v for k in part for v in k]
-        for found in conn.execute(f"SELECT * FROM {table} WHERE {where}", values):
+        for found in conn.execute(sql, values):
             row = dict(found)
             out[tuple(row[c] for c in columns)] = row
     return out

@@ -194,8 +194,9 @@ class AuditStore(StoreReader):
             self._pending.add(table, key)
 
     def _rewrite(self, conn: sqlite3.Connection, table: str, key: list[Any]) -> None:
-        """Before a write to a row named by its key (not a new rowid): a pending entry of the
-        row is chained first, as the row stood."""
+        """Before a write that may rewrite a row named by its key (an upsert, not a plain
+        ``INSERT``, which fails on an existing row): a pending entry of the row is chained
+        first, as the row stood."""
         if self._batch is not None:
             self._pending.before_write(conn, table, key)
 
@@ -299,7 +300,6 @@ class AuditStore(StoreReader):
                     f"round {rnd} exists already ({row['status']}); "
                     "before resuming a crashed run call discard_incomplete_rounds()"
                 )
-            self._rewrite(conn, "rounds", [rnd])
             insert_row(conn, "rounds", {"round": rnd, "started": time.time(), "status": "running"})
             self._chain(conn, "rounds", [rnd])
 
@@ -351,7 +351,6 @@ class AuditStore(StoreReader):
     def write_global(self, rnd: int, arrays: Arrays) -> int:
         """Store the parameters θ broadcast in round ``rnd``; returns the tensor id."""
         with self._with_tensor(rnd, "global", "server", arrays) as (conn, tensor_id):
-            self._rewrite(conn, "globals", [rnd])
             insert_row(conn, "globals", {"round": rnd, "tensor_id": tensor_id})
             self._chain(conn, "globals", [rnd])
         return tensor_id
@@ -362,7 +361,6 @@ class AuditStore(StoreReader):
         round completes: a resumed run continues from the last completed round's aggregate.
         Returns the tensor id."""
         with self._with_tensor(rnd, "aggregate", "server", arrays) as (conn, tensor_id):
-            self._rewrite(conn, "aggregates", [rnd])
             insert_row(conn, "aggregates", {"round": rnd, "tensor_id": tensor_id})
             self._chain(conn, "aggregates", [rnd])
         return tensor_id
@@ -410,7 +408,6 @@ class AuditStore(StoreReader):
         optionally, arrays such as ``{"images": ..., "labels": ...}`` (images in [0, 1])."""
         ids = to_json([py_value(i) for i in record_ids])
         with self._with_tensor(rnd, "ground_truth", f"c{client_id}", arrays) as (conn, tid):
-            self._rewrite(conn, "ground_truth", [rnd, int(client_id)])
             insert_row(conn, "ground_truth", {
                 "round": rnd, "client_id": int(client_id), "record_ids_json": ids, "tensor_id": tid,
             })  # fmt: skip

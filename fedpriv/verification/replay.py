@@ -53,7 +53,8 @@ from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverif
 
 FRESH = ("fresh-noise",)  # the property the test speaks to (Verdict.speaks_to)
 
-__all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches", "distance_from_span"]
+__all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches", "distance_from_span",
+           "distances_from_lines"]
 
 SKETCH_WIDTH = 256
 """``m``: rows of the sketch. Power needs ``m − d`` well above the χ quantile's gap (≈ 3.6 at
@@ -103,11 +104,14 @@ class UpdateSketches:
         if key not in self._recent:  # add() of the same array reuses it (a sketch is a pass)
             weakref.finalize(update, self._recent.pop, key, None)
             self._recent[key] = new
-        for rnd, old in self._seen.get(client_id, []):
-            scale = float(np.linalg.norm(old))
-            if scale > 0 and float(np.linalg.norm(new - old)) <= _TOLERANCE * scale:
-                return rnd
-        return None
+        seen = self._seen.get(client_id, [])
+        if not seen:
+            return None
+        olds = np.stack([old for _, old in seen])  # every earlier sketch at once, in order
+        gaps = olds - new
+        scales = np.sqrt(np.einsum("ij,ij->i", olds, olds))
+        close = (scales > 0) & (np.sqrt(np.einsum("ij,ij->i", gaps, gaps)) <= _TOLERANCE * scales)
+        return seen[int(np.argmax(close))][0] if close.any() else None  # the first match
 
     def fresh_noise_test(
         self, client_id: int, update: np.ndarray, noise_std: float, *,
@@ -138,20 +142,20 @@ class UpdateSketches:
         if not noise_std > 0 or not math.isfinite(noise_std):
             return unverifiable("fresh-noise", "no Gaussian noise declared", speaks_to=FRESH)
         new = self._remembered_sketch(update)
-        groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]
-        tails, nearest = [], math.inf
-        for group in groups:
-            distance, rank = distance_from_span(new, np.stack(group))
-            free = self.width - rank
-            if free < 1:
-                continue
-            nearest = min(nearest, distance / noise_std)
-            t = (distance + slack) / noise_std
-            tails.append(float(special.chdtr(free, t * t)))
-        if not tails:
+        distance, rank = distance_from_span(new, np.stack(earlier[-SPAN_ROUNDS:]))
+        distances, ranks = np.array([distance]), np.array([rank])
+        if len(earlier) > SPAN_ROUNDS:  # each older round alone: one line each, all at once
+            older, lines = distances_from_lines(new, np.stack(earlier[:-SPAN_ROUNDS]))
+            distances, ranks = np.append(distances, older), np.append(ranks, lines)
+        free = self.width - ranks
+        distances, free = distances[free >= 1], free[free >= 1]
+        t = (distances + slack) / noise_std
+        tails = special.chdtr(free, t * t)  # one χ² tail per group, all at once
+        nearest = float(np.min(distances / noise_std)) if tails.size else math.inf
+        if not tails.size:
             return unverifiable("fresh-noise", "the earlier updates span the sketch",
                                 speaks_to=FRESH)
-        p_value = min(1.0, len(tails) * min(tails))
+        p_value = min(1.0, len(tails) * float(np.min(tails)))
         statistic = {"distance_in_noise_stds": nearest, "sketch_width": float(self.width),
                      "earlier_rounds": float(len(earlier))}
         return decide(
@@ -184,6 +188,21 @@ class UpdateSketches:
             raise ValueError(f"an update's sketch must be {self.width} finite numbers, not "
                              f"an array of shape {list(sketch.shape)}")
         self._seen.setdefault(client_id, []).append((rnd, sketch))
+
+
+def distances_from_lines(vector: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distance_from_span` of ``vector`` from each row's line alone, for all rows at
+    once: ``‖v − (⟨r, v⟩/‖r‖²)·r‖₂`` and dimension 1, or ``‖v‖₂`` and 0 for a zero row — the
+    same projection as one QR per row, to rounding (a few ulps of ``‖v‖``), in one pass over
+    the rows instead of a factorisation each (the fresh-noise test's rounds older than
+    :data:`SPAN_ROUNDS`: one per earlier round, per reply)."""
+    peaks = np.abs(rows).max(axis=1)
+    spans = peaks > 0.0  # each row scaled to a largest entry of 1: no square under- or overflows
+    lines = np.divide(rows, peaks[:, None], out=np.zeros_like(rows), where=spans[:, None])
+    squares = np.einsum("ij,ij->i", lines, lines)
+    weights = np.divide(lines @ vector, squares, out=np.zeros_like(squares), where=spans)
+    residuals = vector[None, :] - weights[:, None] * lines
+    return np.sqrt(np.einsum("ij,ij->i", residuals, residuals)), spans.astype(np.int64)
 
 
 def distance_from_span(vector: np.ndarray, rows: np.ndarray) -> tuple[float, int]:
