@@ -367,3 +367,23 @@ def test_a_rounds_bounds_are_what_each_client_would_fold():
     fresh, second = ObservedNoise(), ObservedNoise()
     second.add(obs)
     assert found == [fresh.add(obs), second.add(obs), None, None, None, None]
+
+
+@pytest.mark.parametrize("name", ["gaussian", "laplace"])
+def test_an_update_whose_norm_overflows_is_not_observed_as_infinite_noise(name):
+    """A hostile update (Δ over lr = 1e-300) has a norm past float64: read as a norm, it would be
+    infinite noise and ε_observed ≈ 0; it is not observable instead, so ε_observed is ∞."""
+    p, n, batch = 200, 100, 10
+    mech = build_mechanism(name, {"clip": 1.0})
+    theta = np.zeros(p, np.float32)
+    theta_client = np.full(p, 1e30, np.float32)
+    records = record_count(1, sampling="fixed", local_size=n, sample_rate=batch / n)
+    update = client_update(theta, theta_client, lr=1e-300, steps=1, batch_size=batch,
+                           records=records)
+    with np.errstate(all="raise"):  # no overflow warning escapes either
+        observation = mech.observe(update)
+    assert isinstance(observation, str) and "overflows" in observation
+    row = PrivacyLedger(1e-5).fold(1, 0, mech.release(p), steps=1, sample_rate=batch / n,
+                                   batch_size=batch, dim=p, verification="consistent",
+                                   observation=observation)
+    assert row["epsilon_observed"]["value"] == math.inf

@@ -412,24 +412,30 @@ Observer = Callable[[ClientUpdate], "NoiseObservation | str"]
 
 
 def _observation(update: ClientUpdate, law: str, norm_ord: int, clip: float,
-                 step_noise: float) -> NoiseObservation:
+                 step_noise: float) -> NoiseObservation | str:
     """``‖u‖/C`` less the rounding slack, which is bounded as the reply check bounds it
     (:mod:`~fedpriv.verification.roundoff`; ``step_noise`` a bound on one step's noise norm
-    in that norm)."""
+    in that norm); not observable where the norm or the slack overflows float64 (a hostile
+    update: an infinite norm would read as infinite noise, ε_observed ≈ 0)."""
     p, records = update.dim, update.records
     most = records.upper_quantile(ROUNDOFF_RISK)
     tolerance = norm_tolerance(p, most, update.unit_roundoff)
-    step = (step_noise + clip * (1.0 + tolerance) * most) / update.batch_size
-    slack = update.batch_size * update.summed_error(norm_ord, step)
     u = update.noisy_sum
-    # summed in numpy, not by BLAS: a multithreaded dot costs more than the pass on busy cores
-    norm = float(np.abs(u).sum()) if norm_ord == 1 else math.sqrt(float(np.square(u).sum()))
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is inf: refused below
+        step = (step_noise + clip * (1.0 + tolerance) * most) / update.batch_size
+        slack = update.batch_size * update.summed_error(norm_ord, step)
+        # summed in numpy, not by BLAS: a multithreaded dot costs more than the pass on busy
+        # cores
+        norm = (float(np.abs(u).sum()) if norm_ord == 1
+                else math.sqrt(float(np.square(u).sum())))
+    if not (math.isfinite(norm) and math.isfinite(slack)):
+        return "not observable: the update's norm or its rounding slack overflows float64"
     return NoiseObservation(law, max(0.0, norm - slack) / clip, p, update.steps,
                             records.trials, records.rate, tolerance)
 
 
 def observe_gaussian(update: ClientUpdate, *, clip_bound: float,
-                     noise_multiplier: float) -> NoiseObservation:
+                     noise_multiplier: float) -> NoiseObservation | str:
     """The Gaussian mechanism's observation (ℓ2; the declared σ only sizes the rounding
     slack, as in :func:`~fedpriv.verification.verify_gaussian`)."""
     c = check_positive("clip_bound", clip_bound)

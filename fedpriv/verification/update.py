@@ -139,7 +139,8 @@ def client_update(
     if not np.all(np.isfinite(delta)):
         return unverifiable("update", "the update is not finite (training diverged?)")
     step_scale = eta * (1.0 + mu if optimizer.nesterov and mu > 0 else 1.0)
-    summed = -delta / step_scale
+    with np.errstate(over="ignore"):  # Δ over a hostile lr past float64 is inf: refuted later
+        summed = -delta / step_scale
     if decay:  # λθ_0 is 0 otherwise (subtracting ±0.0 leaves every value as it is)
         summed -= decay * start
     return ClientUpdate(
