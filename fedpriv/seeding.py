@@ -70,7 +70,8 @@ def client_noise_seed(
 ) -> int | None:
     """The seed a client draws its batches and noise from: ``run_seed`` when its side opts in
     (:data:`REPRODUCIBLE_NOISE_KEY` in ``node_config``, which wins, else
-    :data:`REPRODUCIBLE_NOISE_ENV` in ``environ``), else None, its secret (fresh entropy).
+    :data:`REPRODUCIBLE_NOISE_ENV` in ``environ``, an empty value as unset), else None, its
+    secret (fresh entropy).
 
     Raises ValueError, naming the key, for a value that is not a boolean (node config) or
     ``0``/``1`` (environment)."""
@@ -80,7 +81,7 @@ def client_noise_seed(
             raise ValueError(f"node config {REPRODUCIBLE_NOISE_KEY}: expected true or false, "
                              f"got {value!r}")
         return run_seed if value else None
-    value = environ.get(REPRODUCIBLE_NOISE_ENV, "0")
+    value = environ.get(REPRODUCIBLE_NOISE_ENV) or "0"  # exported empty: unset
     if value not in ("0", "1"):
         raise ValueError(f"environment variable {REPRODUCIBLE_NOISE_ENV}: expected 0 or 1, "
                          f"got {value!r}")

@@ -84,6 +84,7 @@ def test_the_simulators_switch_opts_in_and_the_node_config_wins(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert client_noise_seed(7, DEPLOYED) is None
+    assert client_noise_seed(7, DEPLOYED, {REPRODUCIBLE_NOISE_ENV: ""}) is None  # exported empty
     monkeypatch.setenv(REPRODUCIBLE_NOISE_ENV, "1")
     assert client_noise_seed(7, DEPLOYED) == 7
     assert client_noise_seed(7, {**DEPLOYED, REPRODUCIBLE_NOISE_KEY: False}) is None
