@@ -129,7 +129,9 @@ def fedpriv_client_dp_mod(clip: float, noise_multiplier: float, seed: int | None
         ``σ``: the noise std is ``σ·S`` per coordinate (≥ 0; 0 releases the clipped update
         with no guarantee, like Flower's ``fixedclipping_mod`` alone).
     seed
-        Seed of the noise (reproducible); None (default): fresh entropy.
+        Seed of the noise (reproducible); None (default): fresh entropy. A seed the server
+        knows (the run config's, say) gives it the noise to subtract: keep one only in
+        simulation.
 
     Raises
     ------

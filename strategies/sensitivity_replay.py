@@ -30,7 +30,7 @@
   re-drawn exactly and the release held to its replayed signal plus that noise within rounding
   (:mod:`fedpriv.verification.committed`: deterministic, speaking to ``sensitivity``).
 
-Both enter as preconditions (:func:`fedpriv.verification.with_preconditions`): they can refute a
+All enter as preconditions (:func:`fedpriv.verification.with_preconditions`): they can refute a
 round, and the labels read them (``fedpriv/verification/properties.py``). Never raises: what a
 hostile reply makes the replay raise is ``unverifiable`` with the reason.
 
@@ -164,11 +164,17 @@ class SensitivityReplay:
             verdict, tested, residuals, released = self._replay(
                 client_id, report, broadcast, recovered, releases, offset, alpha / 2.0)
             shape = residual_law_test(residuals, _scale(report), law, alpha) if law_tests else []
-            shape += self._committed(client_id, report, broadcast, residuals, released)
         except Exception as exc:  # noqa: BLE001 - a hostile reply's replay is its failure
             log.warning("replay of client %d failed: %s: %s", client_id, type(exc).__name__, exc)
             return [unverifiable("sensitivity", f"{ASSUMED}: the replay failed "
                                  f"({type(exc).__name__}: {exc})", speaks_to=SPEAKS_TO)]
+        try:  # on its own: a failed re-draw must not discard the replay's verdicts
+            shape += self._committed(client_id, report, broadcast, residuals, released)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("re-draw of client %d failed: %s: %s", client_id, type(exc).__name__,
+                        exc)
+            shape.append(unverifiable("committed-noise", f"the re-draw failed "
+                                      f"({type(exc).__name__}: {exc})", speaks_to=SPEAKS_TO))
         evidence = self._evidence.setdefault(client_id, {})
         for release in tested:
             for name in ("signal", "unclipped", "partition"):
@@ -195,8 +201,11 @@ class SensitivityReplay:
                          server_round=report.server_round, local_size=len(partition),
                          batch_size=report.batch_size, sampling=report.sampling,
                          steps=report.local_steps, shapes=[np.shape(a) for a in broadcast],
-                         dtype=np.asarray(broadcast[0]).dtype,
-                         divisor=1.0 if report.client_level else report.divisor)
+                         # fedpriv's client trains in float32 (build_model's dtype), whatever
+                         # the broadcast's (a server optimiser may send float64)
+                         dtype=np.dtype(np.float32),
+                         divisor=1.0 if report.client_level
+                         else report.declaration().batch_size)
         return [committed_test(residuals, released, redrawn, partition,
                                oracle.record_ids, _scale(report))]
 

@@ -9,6 +9,8 @@ once in 10⁴ runs; the draws are seeded, so the outcome is fixed).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -166,3 +168,23 @@ def test_the_residuals_law_holds_its_level_and_catches_the_other_tails(law: str)
     for name, noise in others[law].items():
         verdicts = {v.test: v for v in residual_law_test([(noise, 1e-9)], S, law, 1e-6)}
         assert verdicts[name].status == "inconsistent", verdicts[name].reason
+
+
+def test_laplace_signal_factor_is_caught_by_the_chernoff_test_it_states():
+    """a* of a Laplace release is found at the projection's own (Chernoff) threshold — never
+    below the normal-quantile factor — and a signal scaled by a* is refuted by that test in
+    ≥ 0.99 of releases (Monte Carlo, up to the binomial spread of 400 trials)."""
+    from fedpriv.verification.sensitivity import _laplace_signal_factor, _laplace_tail
+
+    rng = np.random.default_rng(3)
+    p, level, signal = 400, 1e-4, 8.0
+    u = rng.standard_normal(p)
+    u /= np.linalg.norm(u)
+    a = _laplace_signal_factor(u, level, 0.0, signal)
+    normal = 1.0 + (stats.norm.isf(level / 2) + stats.norm.ppf(0.99)) * math.sqrt(2.0) / signal
+    assert a > normal
+    caught = 0
+    for _ in range(400):
+        t = (a - 1.0) * signal + float(rng.laplace(size=p) @ u)
+        caught += _laplace_tail(abs(t), u) <= level
+    assert caught >= 392, caught

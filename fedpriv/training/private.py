@@ -87,7 +87,9 @@ def private_train(
     lr, local_steps, batch_size
         Learning rate η, the number of noisy releases, the expected batch size ``L``.
     generator
-        The seeded source of the batches and the noise (``fedpriv.seeding.make_generator``).
+        The source of the batches and the noise: ``fedpriv.seeding.make_generator`` with the
+        client's own seed (``client_noise_seed``: None, fresh entropy, unless its side opted
+        in) — a seed the server knows gives it the noise and the batches.
     partition_id, server_round
         Who the client is and the round it trains in, as the server's message says.
     loss

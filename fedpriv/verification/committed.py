@@ -31,7 +31,16 @@ never fails: its false-alarm rate is 0 given the round-off bound (no α is spent
 is deterministic, ``alpha = None``). Its power: any deviation of the release from the declared
 clipped signal plus the committed noise with an ℓ2 norm above the bound — about
 ``10⁻⁴·B·C/L``, i.e. ``10⁻⁴·B/(σ√p)`` of the noise's norm — is caught with probability 1:
-a signal × 1.001, one hidden step, one record unclipped by a margin, a noise drawn otherwise.
+a signal × (1 + bound/‖S‖), one hidden step, one record unclipped by more than the bound, a
+noise drawn otherwise.
+
+The bound's ``REPLAY_TOLERANCE`` part is a measured allowance for the client's float32
+arithmetic against the server's float64 (:mod:`strategies.sensitivity_replay`), not a proof:
+it holds for models smooth in their inputs, as fedpriv's built-in ones are (sigmoid). A model
+with ReLUs or max-pooling can flip one record's activation pattern between the two precisions,
+and that record's gradient then differs by far more — a false refutation, rare (one
+pre-activation within float32 rounding of 0) but possible with such a user-registered model.
+
 The statistical replay (:func:`fedpriv.verification.sensitivity.sensitivity_test`) still runs
 and states the power in ε; this check speaks to the same property (``sensitivity``).
 

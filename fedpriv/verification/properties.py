@@ -30,7 +30,8 @@ sensitivity    each record clipped to the declared C and used once    ``sensitiv
 ============== ====================================================== =========================
 
 (``step-freshness``, steps mode, speaks to ``fresh-noise``: a round's step noises against each
-other.)
+other. A passed ``committed-noise`` also settles noise-scale, noise-law, fresh-noise and
+signal-bound: :data:`COMMITTED_SETTLES`.)
 
 Each property is ``passed``, ``failed`` or ``not-tested`` (no check, a check that could not be
 made, or a check whose power is not *useful*), with the reason and the power of its test.
@@ -212,17 +213,19 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
         reasons = "; ".join(v.reason for v in verdicts) or "per-record sensitivity assumed"
         return PropertyVerdict("sensitivity", "not-tested", reasons)
     ratio = passed[0].statistic.get("detectable_epsilon_ratio")
-    if ratio is None:
+    exact = [v for v in verdicts if v.test == "committed-noise" and v.status == "consistent"]
+    if ratio is None and not exact:
         return PropertyVerdict("sensitivity", "not-tested", "power not stated")
     stat = passed[0].statistic
-    power = (f"would catch less noise that makes this release's ε {ratio:.3g} × the reported "
-             f"one, and a clipped signal × {stat.get('detectable_signal_factor', math.inf):.3g}"
+    power = (f"would catch less noise that makes this release's ε "
+             f"{math.inf if ratio is None else ratio:.3g} × the reported one, and a clipped "
+             f"signal × {stat.get('detectable_signal_factor', math.inf):.3g}"
              f" (ε × {stat.get('signal_epsilon_ratio', math.inf):.3g}), with probability "
              f"{DETECTION_POWER:g}")
     # both deviations the replay tests count: less noise, and a larger signal than clipping to
     # C allows (the ×10 signal, a hidden step, no clipping push it so); either may make ε 2×
-    useful = max(ratio, stat.get("signal_epsilon_ratio", math.inf)) <= USEFUL_EPSILON_RATIO
-    exact = [v for v in verdicts if v.test == "committed-noise" and v.status == "consistent"]
+    useful = ratio is not None and max(
+        ratio, stat.get("signal_epsilon_ratio", math.inf)) <= USEFUL_EPSILON_RATIO
     if exact:  # deterministic: less noise than declared leaves far more than the bound
         bound = exact[0].statistic.get("bound_in_noise", math.nan)
         power += (f"; the committed noise re-drawn exactly: any deviation beyond {bound:.2g} "
@@ -231,7 +234,7 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     return PropertyVerdict("sensitivity", "passed" if useful else "not-tested",
                            passed[0].reason if useful else f"power too low to matter: {power} "
                            f"(useful: ε × {USEFUL_EPSILON_RATIO:g})", power, useful,
-                           float(ratio))
+                           None if ratio is None else float(ratio))
 
 
 def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:

@@ -27,8 +27,9 @@ Laplace(``b``) coordinates, ``b = λC/L``). The norm is ``‖R‖₁/b ~ Gamma(p
 each projection ``⟨R, u⟩/b`` (unit ``u``) is a weighted sum of Laplace(1)'s, whose tail is bounded
 by Chernoff with its exact MGF ``Π_i 1/(1 − t²u_i²)`` (valid at every ``t``; :func:`_laplace_tail`).
 Their ``z``'s (``⟨R, u⟩/(√2·b)``, variance 1) are reported, not added across rounds: the
-cross-round test's normal law is the Gaussian's. The stated signal factor ``a*`` uses the
-projection's normal approximation (it is stated, not asked); ``f*`` is Gamma's, exact.
+cross-round test's normal law is the Gaussian's. The signal factor ``a*`` is found at the
+projection's own Chernoff threshold (:func:`_laplace_signal_factor`; the power side by the
+normal approximation of a sum of many Laplace variables); ``f*`` is Gamma's, exact.
 
 **The noise law on the residual** (:func:`residual_law_test`, issue 42 item 4). Without the
 replay the law's light-tail side must leave room for a signal of ``C·B`` and is often not
@@ -175,6 +176,23 @@ def _laplace_tail(x: float, u: np.ndarray) -> float:
     return float(min(1.0, 2.0 * math.exp(min(0.0, float(best.fun)))))
 
 
+def _laplace_signal_factor(u: np.ndarray, level: float, slack: float, signal: float) -> float:
+    """``a*`` of a Laplace release: the signal factor the projection on ``u`` (the clipped
+    signal's direction) catches with probability :data:`DETECTION_POWER`. The test refutes at
+    ``|t| − slack ≥ x*``, ``x*`` where :func:`_laplace_tail` falls to ``level`` (the bound
+    the test uses, so never below the normal quantile's threshold); a signal scaled by ``a``
+    moves ``t`` by ``(a − 1)·signal`` (``signal`` = ``‖S‖/b``) beside noise of variance 2,
+    whose 0.99 quantile is taken as the normal's (a sum of p weighted Laplace variables: the
+    power side only, stated, not a level)."""
+    if signal <= 0:
+        return math.inf
+    high = math.log(2.0 / level) + 10.0
+    while _laplace_tail(high, u) > level:
+        high *= 2.0
+    x = optimize.brentq(lambda t: _laplace_tail(t, u) - level, 0.0, high, xtol=1e-6)
+    return 1.0 + (x + slack + stats.norm.ppf(DETECTION_POWER) * math.sqrt(2.0)) / signal
+
+
 def detectable_ratios(
     signal_norm: float, noise_std: float, dim: int, level: float, slack: float = 0.0,
     law: str = "gaussian",
@@ -266,6 +284,8 @@ def sensitivity_test(
     p_value = min(1.0, m * p_values[worst])
     signal_norm = float(np.linalg.norm(replayed.signal))
     a, f = detectable_ratios(signal_norm, s, p, alpha / m, e_norm, law)
+    if laplace and "signal" in units:  # the projection's own (Chernoff) threshold, not Φ's
+        a = _laplace_signal_factor(units["signal"], alpha / m, e / s, signal_norm / s)
     stat.update(signal_in_noise=signal_norm / s, detectable_signal_factor=a,
                 detectable_noise_fraction=f)
     stat.update(_epsilon_ratios(epsilon_at, noise_multiplier, a, f))
