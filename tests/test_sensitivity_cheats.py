@@ -14,7 +14,9 @@ opt in to it, as fedpriv's simulations do; tests/test_secret_noise.py), so with 
 the server re-draws the committed noise exactly (``committed-noise``,
 fedpriv/verification/committed.py): every one of these cheats is then ``inconsistent`` in its
 first round at σ = 2 too, and honest client-rounds never trip the check (deterministic: its
-bound is the rounding, measured 10⁻⁵ of it on honest releases).
+bound is the rounding, ≈ 10⁻³ noise stds; on honest releases the remainder is ≈ 5·10⁻⁶ noise
+stds, under 1 % of the bound at σ = 2 as the first test asserts, and at most 1.3 % over the
+slow test's 800 client-rounds, which asserts under 10 %).
 """
 
 from __future__ import annotations
