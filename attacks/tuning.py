@@ -34,10 +34,10 @@ TUNE_MODES = ("public", "off")
 #: IGA's total-variation weights tried on the shadow (a log grid around the default 1e-4).
 TV_GRID = (1e-5, 1e-4, 1e-3, 1e-2)
 #: The most iterations of a shadow attack: the tuning runs the grid at ``min(iterations, this)``.
-#: Measured (``benchmarks/attack_speed.py``, ``tuning_budget``; digits, paper MLP, batch 32, the
-#: quickstart's and a noiseless declaration, fresh and trained θ): the weight chosen at 500
-#: scores within 0.02 shadow SSIM at 2,000 of the weight chosen at 2,000, in all four settings,
-#: at 1.8-4x less CPU time.
+#: Measured (``benchmarks/attack_speed.py``, ``tuning_across_rounds``; digits, paper MLP,
+#: batch 32, the quickstart's and a noiseless declaration, fresh and trained θ): the weight
+#: chosen at 500 scores within 0.02 shadow SSIM at 2,000 of the weight chosen at 2,000, in all
+#: four settings, at 1.8-4x less CPU time.
 SHADOW_ITERATIONS = 500
 #: The attack the TV weight is tuned with, for each attack name that takes it.
 _TUNED_WITH = {"iga": "iga", STRONGEST: "iga"}

@@ -49,6 +49,8 @@ part with one or two steps: it checks that the benchmark runs, it measures nothi
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import copy
 import json
 import os
@@ -145,13 +147,19 @@ def _materialised_step(model, x, y, mech, per_example: PerExample) -> Callable[[
     return step
 
 
+#: The recorders :func:`_recorded` entered, left when the benchmark's process exits.
+_HELD = contextlib.ExitStack()
+atexit.register(_HELD.close)
+
+
 def _recorded(model: torch.nn.Module) -> tuple[Any, Any]:
     """``model``'s layout and an entered recorder of its layers, held for the life of this
-    throwaway model as :func:`fedpriv.training.local_train` holds them for its call."""
+    throwaway model as :func:`fedpriv.training.local_train` holds them for its call (entered
+    on :data:`_HELD`, so that each is left, its layers' ``forward`` put back, at exit)."""
     from fedpriv.gradients.linear import LayerRecorder, parameter_layout
 
     layout = parameter_layout(model)
-    return layout, LayerRecorder(layout.layers).__enter__()
+    return layout, _HELD.enter_context(LayerRecorder(layout.layers))
 
 
 def _ghost_step(model, x, y, mech, torch_sgd: bool = False) -> Callable[[], None]:

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from flwr.app import ConfigRecord, Context, Message
 
 from clients.client_dp import declare_release, is_train
 from fedpriv.errors import InputError
-from fedpriv.mechanisms import Mechanism, build_mechanism
+from fedpriv.mechanisms import build_mechanism
+from fedpriv.mechanisms.client_gaussian import ClientGaussianMechanism
 from fedpriv.protocol import FLOWER_DP_RECORD
 
 __all__ = ["declare_fixed_clipping", "declare_local_dp", "local_dp_noise_std"]
@@ -53,13 +54,19 @@ def local_dp_noise_std(sensitivity: float, epsilon: float, delta: float) -> floa
     return float(sensitivity * math.sqrt(2 * math.log(1.25 / delta)) / epsilon)
 
 
-def _declared(msg: Message, reply: Message, context: Context, mechanism: Mechanism,
-              stated: dict[str, Any], name: str) -> Message:
+def _client_gaussian(clip: float, noise_multiplier: float) -> ClientGaussianMechanism:
+    """fedpriv's ``client-gaussian`` mechanism, its parameters checked (InputError)."""
+    params = {"clip": clip, "noise_multiplier": noise_multiplier}
+    return cast(ClientGaussianMechanism, build_mechanism("client-gaussian", params))
+
+
+def _declared(msg: Message, reply: Message, context: Context,
+              mechanism: ClientGaussianMechanism, stated: dict[str, Any], name: str) -> Message:
     """``reply`` with the report of ``mechanism`` (``client-gaussian``) and the mod's
     parameters."""
     if reply.has_error():
         return reply
-    out = declare_release(msg, reply, context, mechanism, name=name)  # type: ignore[arg-type]
+    out = declare_release(msg, reply, context, mechanism, name=name)
     if not out.has_error():
         out.content[FLOWER_DP_RECORD] = ConfigRecord(stated)
     return out
@@ -86,7 +93,7 @@ def declare_local_dp(local_dp: Any) -> Mod:
                          "epsilon > 0 and 0 < delta < 1.25: Flower's noise std is then finite")
     std = local_dp_noise_std(sensitivity, epsilon, delta)
     # checked now, and built once for every reply
-    mechanism = build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": std / clip})
+    mechanism = _client_gaussian(clip, std / clip)
     stated = {"mod": "LocalDpMod", "clipping_norm": clip, "sensitivity": sensitivity,
               "epsilon": epsilon, "delta": delta, "noise_std": std}
 
@@ -118,7 +125,7 @@ def declare_fixed_clipping(fixed_clipping: Mod | None = None) -> Mod:
         config = next(iter(msg.content.config_records.values()))
         clip = float(config[KEY_CLIPPING_NORM])  # fixedclipping_mod refused a message without
         stated = {"mod": "fixedclipping_mod", "clipping_norm": clip}
-        mechanism = build_mechanism("client-gaussian", {"clip": clip, "noise_multiplier": 0.0})
+        mechanism = _client_gaussian(clip, 0.0)
         return _declared(msg, reply, context, mechanism, stated, "declare_fixed_clipping")
 
     return mod

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from reliability_support import QUICKSTART, LocalGrid
+from reliability_support import QUICKSTART, LocalGrid, committed_margin
 
 ADVERSARY = 0
 CLIENTS = 5
@@ -204,7 +204,6 @@ SENSITIVITY_CHEATS = {"signal-scale:10": "signal × 10", "hidden-steps:5": "5 hi
                       "hidden-steps:3": "3 hidden steps at σ/√3", "no-clip": "no clipping"}
 SIGMA_HONEST = 2
 _POWER = re.compile(r"clipped signal × ([0-9.e+inf]+) \(ε × ([0-9.e+inf]+)\)")
-_BOUND = re.compile(r"≤ ([0-9.e+-]+) noise stds")
 
 
 def _first_caught(verdicts: dict[int, dict]) -> str:
@@ -246,13 +245,12 @@ def sigma_row(sigma: float, run_dir: Path, *, app=None) -> str:  # noqa: ANN001
     factors, ratios, bounds = [], [], []
     for v in honest:
         power = _POWER.search(v["properties"]["sensitivity"]["power"] or "")
-        bound = next((_BOUND.search(p["reason"]) for p in v["parts"]
-                      if p["test"] == "committed-noise"), None)
+        margin = committed_margin(v)
         if power:
             factors.append(float(power[1]))
             ratios.append(float(power[2]))
-        if bound:
-            bounds.append(float(bound[1]))
+        if margin:
+            bounds.append(margin[1])
     stated = (f"× {statistics.median(factors):.2g} (ε × {statistics.median(ratios):.2g})"
               if factors else "-")
     exact = f"{max(bounds):.2g} noise stds" if bounds else "-"

@@ -25,13 +25,15 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from workflows.deploy.processes import ProcessGroup
 
-__all__ = ["PATIENCE", "cpu_load", "netns_prefix", "remove_leftover_namespaces"]
+__all__ = ["PATIENCE", "cpu_load", "netns_prefix", "remove_leftover_namespaces",
+           "run_in_session"]
 
 #: Seconds one awaited event may take on a loaded machine before a test gives up.
 PATIENCE = 300.0
@@ -89,3 +91,28 @@ def cpu_load(count: int) -> ProcessGroup:
         group.start(f"busy-{i}", [sys.executable, "-c", "while True: pass"], env=os.environ,
                     cwd=Path.cwd(), stdout=subprocess.DEVNULL)
     return group
+
+
+def run_in_session(
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str], cwd: Path,
+    stop_timeout: float = 30.0,
+) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(argv, capture_output=True, text=True, timeout=timeout)`` that leaves
+    nothing behind: ``argv`` runs in a session of its own
+    (:class:`~workflows.deploy.processes.ProcessGroup`), and however the call ends (exit,
+    TimeoutExpired, pytest-timeout) its process group and every descendant get SIGTERM, then
+    SIGKILL what is left after ``stop_timeout`` s. On timeout ``subprocess.run`` SIGKILLs the
+    child alone, orphaning the Ray processes (raylet, GCS) a ``fedpriv simulate`` started."""
+    from workflows.deploy.processes import ProcessGroup
+
+    group = ProcessGroup(stop_timeout=stop_timeout)
+    proc = group.start("run", argv, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        group.stop_all()  # SIGTERM to the group and descendants, a bounded wait, SIGKILL
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)

@@ -13,11 +13,13 @@
 * :func:`run_on_ray` — the same federation on Flower's simulation engine (Ray).
 * :func:`assert_same_outcome` — a resumed ``fedpriv simulate`` ended where an uninterrupted
   run of the same seed ended.
-* :func:`verdict_leaf` — one named check in a client-round's verdict tree.
+* :func:`verdict_leaf` — one named check in a client-round's verdict tree;
+  :func:`committed_margin` — what its committed-noise check measured.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
@@ -173,3 +175,20 @@ def verdict_leaf(verdict: dict, test: str) -> dict | None:
         return verdict
     return next((found for part in verdict.get("parts", [])
                  if (found := verdict_leaf(part, test))), None)
+
+
+_WITHIN = re.compile(r"\(([0-9.e+-]+) ≤ ([0-9.e+-]+) noise stds")
+
+
+def committed_margin(verdict: dict) -> tuple[float, float] | None:
+    """``(remainder, bound)`` in noise stds of a client-round's passed committed-noise check
+    (``remainder_in_noise``, ``bound_in_noise`` of fedpriv/verification/committed.py); None
+    without a passed one. Read from the check's reason, as committed.py writes it (to 3
+    significant digits): the stored verdict keeps each part's test, status, p-value and
+    reason, not its statistic (strategies/reply_verdicts.py, ``verdict_summary``)."""
+    leaf = verdict_leaf(verdict, "committed-noise")
+    if leaf is None or leaf["status"] != "consistent":
+        return None
+    found = _WITHIN.search(leaf["reason"])
+    assert found, leaf["reason"]
+    return float(found[1]), float(found[2])

@@ -237,10 +237,22 @@ def test_an_altered_memory_row_stops_the_resume_with_a_store_error(
     assert caught.match(problem)
 
 
-def test_a_memory_bundle_is_an_npz_numpy_reads_and_the_same_arrays_give_the_same_bytes() -> None:
+def test_a_memory_bundle_is_an_npz_numpy_reads_and_the_same_arrays_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """``encode_state`` writes its members whole with a fixed timestamp (issue 37): numpy's
     own reader gives the arrays back exactly, dtype and shape included, and writing the same
-    arrays again gives the same bytes (savez stamped the time of writing)."""
+    arrays again gives the same bytes. Every member bears ``ZipInfo``'s own stamp
+    (1980-01-01) and a clock days later changes no byte (``writestr`` given a bare name stamps
+    the time of writing: two such calls within the zip clock's 2 s agree, so equal bytes alone
+    do not show it). numpy's savez gave the same bytes too (its streamed members get
+    ``ZipInfo``'s stamp) but forced a zip64 extra field into every member's local header:
+    written whole, a member's header has none."""
+    import struct
+    import time
+    import zipfile
+    from types import SimpleNamespace
+
     from fedpriv.audit.tensors import encode_state
 
     arrays = {"sketch": np.linspace(-1.0, 1.0, 9), "ins": np.arange(6, dtype=np.float32)
@@ -252,4 +264,13 @@ def test_a_memory_bundle_is_an_npz_numpy_reads_and_the_same_arrays_give_the_same
     for name, array in arrays.items():
         assert back[name].dtype == array.dtype and back[name].shape == array.shape
         assert np.array_equal(back[name], array)
+    with zipfile.ZipFile(io.BytesIO(data)) as bundle:
+        members = bundle.infolist()
+    assert [m.date_time for m in members] == [zipfile.ZipInfo().date_time] * len(arrays)
+    # a local file header's extra-field length is at byte 28 (savez's zip64 field: 20 bytes)
+    assert [struct.unpack_from("<H", data, m.header_offset + 28)[0] for m in members] == [
+        0] * len(arrays)
+    later = time.time() + 3 * 86400.0  # what writestr given a bare name would stamp
+    monkeypatch.setattr(zipfile, "time", SimpleNamespace(time=lambda: later,
+                                                         localtime=time.localtime))
     assert encode_state(dict(arrays)) == data

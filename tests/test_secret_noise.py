@@ -71,13 +71,19 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
                          ids=["record-level", "client-level"])
 def test_without_the_opt_in_the_noise_is_fresh_and_undeclared(mechanism: tuple) -> None:
     first, report = _train(DEPLOYED, *mechanism)
-    second, _ = _train(DEPLOYED, *mechanism)
+    second, second_report = _train(DEPLOYED, *mechanism)
     seeded, seeded_report = _train({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True}, *mechanism)
-    again, _ = _train({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True}, *mechanism)
+    again, again_report = _train({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True}, *mechanism)
     assert not _same(first, second)  # same run seed, partition and round: other noise
     assert not _same(first, seeded)  # not what the run seed's stream draws
     assert "record-ids" in report and "noise-stream" not in report
     assert _same(seeded, again) and seeded_report["noise-stream"] == SEEDED_NOISE
+    # the batches are secret too (the oracle's record ids): other records in each secret run,
+    # neither the seeded stream's, which draws the same ones again
+    batches = [json.loads(r["record-ids"])
+               for r in (report, second_report, seeded_report, again_report)]
+    assert batches[0] != batches[1] and batches[2] not in batches[:2]
+    assert batches[2] == batches[3]
 
 
 def test_the_simulators_switch_opts_in_and_the_node_config_wins(

@@ -1,5 +1,7 @@
 """The quickstart as a user runs it: `fedpriv simulate` on Flower's Ray backend, then the
-contract of its JSON and of report.json. Kept small (3 clients, 2 rounds) for the default run."""
+contract of its JSON and of report.json. Kept small (3 clients, 2 rounds) for the default run.
+Each command runs in a session of its own that is stopped when it ends, timed out or not
+(:func:`process_support.run_in_session`): nothing of its Ray outlives the test."""
 
 import json
 import os
@@ -8,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from process_support import run_in_session
 
 ROOT = Path(__file__).parents[1]
 CLIENT_KEYS = {
@@ -25,11 +28,11 @@ def _env(tmp_path: Path) -> dict[str, str]:
 
 def test_quickstart_simulation_reports_every_client(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.run(
+    proc = run_in_session(
         [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
          "--set", "rounds=2", "--set", "data.num_clients=3", "--set", "train.local_steps=2",
          "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=_env(tmp_path),
+        cwd=ROOT, timeout=600, env=_env(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -60,12 +63,12 @@ def test_flwr_run_runs_the_same_app(tmp_path):
     out = tmp_path / "flwr-run"
     flwr = Path(sys.executable).with_name("flwr")
     try:
-        proc = subprocess.run(
+        proc = run_in_session(
             [str(flwr), "run", ".", "--stream", "--federation-config",
              "num-supernodes=3 client-resources-num-cpus=1 init-args-num-cpus=2", "-c",
              f"config='configs/quickstart.toml' out='{out}' "
              "set='rounds=2 data.num_clients=3 train.local_steps=2'"],
-            cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+            cwd=ROOT, timeout=600, env=env,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         report = json.loads((out / "report.json").read_text())
@@ -86,9 +89,9 @@ def test_plain_flwr_run_fits_flowers_default_federation(tmp_path):
     out = tmp_path / "flwr-plain"
     flwr = Path(sys.executable).with_name("flwr")
     try:
-        proc = subprocess.run(
+        proc = run_in_session(
             [str(flwr), "run", ".", "--stream", "-c", f"out='{out}' set='rounds=3'"],
-            cwd=ROOT, capture_output=True, text=True, timeout=120, env=env,
+            cwd=ROOT, timeout=120, env=env,
         )  # fmt: skip
         log = proc.stdout + proc.stderr
         assert proc.returncode == 0, log[-3000:]
@@ -115,11 +118,11 @@ def test_simulated_clients_draw_from_the_run_seed_the_server_redraws(tmp_path):
 
     out = tmp_path / "run"
     env = {k: v for k, v in _env(tmp_path).items() if k != REPRODUCIBLE_NOISE_ENV}
-    proc = subprocess.run(
+    proc = run_in_session(
         [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
          "--set", "rounds=1", "--set", "data.num_clients=2", "--set", "train.local_steps=1",
          "--set", "audit.ground_truth=true"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
+        cwd=ROOT, timeout=600, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     with AuditStore.open(out, readonly=True) as store:

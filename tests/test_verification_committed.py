@@ -91,19 +91,43 @@ def test_any_deviation_beyond_the_rounding_bound_is_refuted() -> None:
         assert verdict.status == "inconsistent" and verdict.p_value == 0.0, verdict.reason
     other = [list(b) for b in case["batches"]]
     other[0] = other[0][1:] + other[0][:1] if len(other[0]) > 1 else [int(case["ids"][0])]
-    wrong = _check(case, release, batches=other)
+    wrong = _check(case, release, batches=other)  # the same records in another order
     assert wrong.status == "inconsistent" and "oracle's records" in wrong.reason
+    batch = case["batches"][0]
+    assert batch, "the seeded stream sampled an empty batch"
+    outside = next(int(i) for i in case["ids"] if int(i) not in batch)  # of the partition
+    for swapped in (outside, int(case["ids"].max()) + 3):  # and a record not in it at all
+        other = [list(b) for b in case["batches"]]
+        other[0][len(batch) // 2] = swapped
+        wrong = _check(case, release, batches=other)
+        assert wrong.status == "inconsistent" and "oracle's records" in wrong.reason
 
 
 def test_the_client_level_update_noise_is_redrawn() -> None:
+    """The release as the ClientApp makes it (:func:`clients.client_dp.privatize_arrays` on
+    its received and trained ArrayRecords, the generator it passes) less θ + Δ is the
+    server's re-draw: drawing both sides with the mechanism's own calls could not see the
+    client's path drift from the server's."""
+    from flwr.app import Array, ArrayRecord
+
+    from clients.client_dp import privatize_arrays
+
     mechanism = build_mechanism("client-gaussian", {"noise_multiplier": 1.0, "clip": 1.0})
     shapes = [(4, 3), (3,)]
-    delta = [np.full(s, 0.1) for s in shapes]
-    released = mechanism.privatize_update(delta, update_generator(SEED, CLIENT, ROUND))
+    rng = np.random.default_rng(0)
+    theta = [rng.standard_normal(s).astype(np.float32) for s in shapes]  # as a model's
+    trained = [t + np.float32(0.1) for t in theta]  # ‖Δ‖ ≈ 0.1·√15 < S: not clipped
+    released = privatize_arrays(
+        mechanism, ArrayRecord({f"p{i}": Array(t) for i, t in enumerate(theta)}),
+        ArrayRecord({f"p{i}": Array(t) for i, t in enumerate(trained)}),
+        update_generator(SEED, CLIENT, ROUND)).to_numpy_ndarrays()
+    assert all(r.dtype == np.float32 for r in released)
     redrawn = redraw(mechanism, seed=SEED, client_id=CLIENT, server_round=ROUND,
                      local_size=N, batch_size=float(L), sampling="poisson", steps=2,
                      shapes=shapes, dtype=np.dtype("float32"), divisor=1.0)
     assert len(redrawn.batches) == 2 and len(redrawn.noises) == 1
-    flat = np.concatenate([(r - d).reshape(-1) for r, d in zip(released, delta, strict=True)])
-    np.testing.assert_allclose(flat, redrawn.noises[0], rtol=0, atol=1e-15)  # (0.1 + n) − 0.1
+    # θ + Δ + n rounded to float32, less θ + Δ: the noise to float32 rounding (|·| < 2 here)
+    flat = np.concatenate([(r.astype(np.float64) - t).reshape(-1)
+                           for r, t in zip(released, trained, strict=True)])
+    np.testing.assert_allclose(flat, redrawn.noises[0], rtol=0, atol=1e-6)
     assert isinstance(redrawn, Redrawn)

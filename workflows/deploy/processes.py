@@ -195,8 +195,10 @@ class ProcessGroup:
         env: Mapping[str, str],
         cwd: Path,
         stdout: IO[Any] | int,
+        stderr: IO[Any] | int = subprocess.STDOUT,
     ) -> subprocess.Popen[Any]:
-        """Start ``argv`` as child ``name`` in a new session; stderr goes where stdout goes.
+        """Start ``argv`` as child ``name`` in a new session; stderr goes where stdout goes
+        unless ``stderr`` says otherwise.
 
         ``stdout`` is an open file (a log) or ``subprocess.PIPE`` (text mode, line-buffered).
         """
@@ -209,7 +211,7 @@ class ProcessGroup:
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=stdout,
-            stderr=subprocess.STDOUT,
+            stderr=stderr,
             start_new_session=True,
             preexec_fn=_die_with_parent,  # only calls prctl: safe between fork and exec
             text=text,
