@@ -110,9 +110,9 @@ def save_arrays(path: Path, arrays: Arrays, *, durable: bool = True) -> TensorIn
 def encode_state(arrays: Mapping[str, np.ndarray]) -> bytes:
     """A small named bundle (what the audit remembers of one update, ``memory`` rows) as
     ``.npz`` bytes: exact, no pickles; an empty mapping is an empty bundle. The members are
-    those :func:`numpy.savez` writes (uncompressed ``.npy``), each written whole with a fixed
-    timestamp instead of streamed: the same arrays give the same bytes, in about half
-    savez's time (one row per reply and round)."""
+    those :func:`numpy.savez` writes (uncompressed ``.npy``), each written whole (ZipInfo's
+    fixed 1980 stamp, no zip64 extra field) instead of streamed as savez does: the same
+    arrays give the same bytes, in about half savez's time (one row per reply and round)."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as bundle:
         for name, value in arrays.items():
