@@ -143,6 +143,23 @@ def test_at_sigma_two_epsilon_and_epsilon_observed_are_never_below_a_cheats_true
             assert reported == math.inf, (behaviour, reported)  # caught: unbounded
 
 
+def test_with_canaries_the_committed_noise_still_holds_the_release(tmp_path):  # noqa: ANN001
+    """Canaries add to every step's clipped sum: the re-draw still holds honest releases (the
+    canaries are the server's own, replayed with the signal) and still refutes a signal × 10;
+    the stored summary keeps one level of parts, so the committed check is read from the
+    sensitivity property's power, which the whole verdict tree makes."""
+    run = _run(tmp_path, 2, {0: "signal-scale:10"}, "audit.ground_truth=true",
+               "audit.canaries.enabled=true", "audit.canaries.count=50")
+    assert _caught(run, 0)
+    assert run["rounds"][(1, 0)]["properties"]["sensitivity"]["status"] == "failed"
+    for c in range(1, CLIENTS):
+        assert run["clients"][c]["guarantee"] == "verified", run["clients"][c]
+        for rnd in (1, 2):
+            sensitivity = run["rounds"][(rnd, c)]["properties"]["sensitivity"]
+            assert sensitivity["status"] == "passed", sensitivity
+            assert "committed noise re-drawn exactly" in sensitivity["power"], sensitivity
+
+
 def test_with_the_oracle_signal_x10_is_caught_and_honest_clients_are_verified(tmp_path):  # noqa: ANN001
     run = _run(tmp_path, 2, {0: "signal-scale:10"}, "audit.ground_truth=true")
     first = run["rounds"][(1, 0)]
