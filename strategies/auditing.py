@@ -14,7 +14,8 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.exception import InconsistentMessageReplies
 from flwr.serverapp.strategy import Result, Strategy
@@ -131,11 +132,12 @@ class AuditingStrategy(Strategy):
         if not accepted:
             return None, None
         try:
-            return self.inner.aggregate_train(server_round, conform(accepted))
+            arrays, metrics = self.inner.aggregate_train(server_round, conform(accepted))
         except (InconsistentMessageReplies, ValueError) as exc:
             self.auditor.record_failure(absolute, "malformed",
                                         f"{type(self.inner).__name__} could not aggregate: {exc}")
             return None, None
+        return _as_broadcast(arrays, self._broadcast), metrics
 
     def _sender(self, reply: Message) -> int:
         """The node a reply is about: its source, except for an error reply the SuperLink made
@@ -166,3 +168,19 @@ class AuditingStrategy(Strategy):
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
         return self.inner.aggregate_evaluate(server_round, replies)
+
+
+def _as_broadcast(arrays: ArrayRecord | None, broadcast: list[np.ndarray]) -> ArrayRecord | None:
+    """The inner strategy's new θ in the dtypes of the θ it was computed from: the model keeps
+    its own precision, whatever the server's optimiser computes in. Flower's FedAdam (1.42)
+    returns float64 arrays for a float32 model (its bias-corrected step size is a NumPy
+    float64 scalar, which promotes); broadcast as such,
+    every client's float32 update would no longer conform to θ (stage 1) and every round
+    after the first would be refused."""
+    if arrays is None:
+        return None
+    values = arrays.to_numpy_ndarrays()
+    if [v.dtype for v in values] == [b.dtype for b in broadcast]:
+        return arrays
+    return ArrayRecord({name: Array(v.astype(b.dtype)) for name, v, b in
+                        zip(arrays.keys(), values, broadcast, strict=True)})
