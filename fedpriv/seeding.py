@@ -22,9 +22,11 @@ run seed's streams (:mod:`fedpriv.verification.committed`): a client that says s
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 from collections.abc import Mapping
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,6 +54,18 @@ not) where no node config can be set: ``fedpriv simulate`` sets it to ``1`` for 
 workers, and ``flwr run`` with a local SuperLink passes on what its caller exported."""
 
 
+log = logging.getLogger(__name__)
+
+
+@cache
+def _opted_in(source: str) -> None:
+    """Say once per process and source that this process's clients draw the noise a server
+    can re-draw: an opt-in made by an exported variable is otherwise silent."""
+    log.warning("%s: this process's clients draw their batches and DP noise from the run "
+                "seed's stream, which the server knows (reproducible runs; a deployment's "
+                "clients should not)", source)
+
+
 def derive_seed(seed: int, client_id: int, round: int, stream: str = "noise") -> int:
     """A 63-bit seed determined by the tuple; stable across processes and platforms."""
     if min(seed, client_id, round) < 0:
@@ -71,7 +85,7 @@ def client_noise_seed(
     """The seed a client draws its batches and noise from: ``run_seed`` when its side opts in
     (:data:`REPRODUCIBLE_NOISE_KEY` in ``node_config``, which wins, else
     :data:`REPRODUCIBLE_NOISE_ENV` in ``environ``, an empty value as unset), else None, its
-    secret (fresh entropy).
+    secret (fresh entropy). An opt-in is logged as a warning, once per process and source.
 
     Raises ValueError, naming the key, for a value that is not a boolean (node config) or
     ``0``/``1`` (environment)."""
@@ -80,11 +94,15 @@ def client_noise_seed(
         if not isinstance(value, bool):
             raise ValueError(f"node config {REPRODUCIBLE_NOISE_KEY}: expected true or false, "
                              f"got {value!r}")
+        if value:
+            _opted_in(f"node config {REPRODUCIBLE_NOISE_KEY} = true")
         return run_seed if value else None
     value = environ.get(REPRODUCIBLE_NOISE_ENV) or "0"  # exported empty: unset
     if value not in ("0", "1"):
         raise ValueError(f"environment variable {REPRODUCIBLE_NOISE_ENV}: expected 0 or 1, "
                          f"got {value!r}")
+    if value == "1":
+        _opted_in(f"environment {REPRODUCIBLE_NOISE_ENV}=1")
     return run_seed if value == "1" else None
 
 

@@ -117,6 +117,24 @@ def test_an_adversarys_own_noise_follows_the_honest_clients_choice() -> None:
     assert turn({**DEPLOYED, REPRODUCIBLE_NOISE_KEY: True}, RecordDict(), 1).noise_seed == 5
 
 
+def test_an_opt_in_is_a_warning_once_per_process_and_source(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An exported variable opts a hand-started SuperNode's clients in silently otherwise."""
+    from fedpriv import seeding
+
+    seeding._opted_in.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="fedpriv.seeding"):
+        for _ in range(3):
+            client_noise_seed(7, DEPLOYED, {REPRODUCIBLE_NOISE_ENV: "0"})
+            client_noise_seed(7, DEPLOYED, {REPRODUCIBLE_NOISE_ENV: "1"})
+            client_noise_seed(7, {REPRODUCIBLE_NOISE_KEY: True}, {})
+    said = [r.getMessage() for r in caplog.records if r.name == "fedpriv.seeding"]
+    assert [m.split(":")[0] for m in said] == [f"environment {REPRODUCIBLE_NOISE_ENV}=1",
+                                               f"node config {REPRODUCIBLE_NOISE_KEY} = true"]
+    assert all("the server knows" in m for m in said)
+
+
 @pytest.mark.parametrize(("node", "env", "message"), [
     ({REPRODUCIBLE_NOISE_KEY: "yes"}, "0",
      "node config fedpriv-reproducible-noise: expected true or false, got 'yes'"),
