@@ -162,9 +162,12 @@ class PendingChain:
 
     def add(self, table: str, key: Sequence[Any]) -> None:
         """Chain this row (just written) when the batch ends."""
-        entry = (table, tuple(key))
-        self.entries.append(entry)
-        self._keys.add(entry)
+        self.extend([(table, tuple(key))])
+
+    def extend(self, entries: Sequence[tuple[str, tuple]]) -> None:
+        """Chain these rows (just written), in this order, when the batch ends."""
+        self.entries.extend(entries)
+        self._keys.update(entries)
 
     def before_writes(self, conn: sqlite3.Connection, rows: Iterable[tuple[str, tuple]]) -> None:
         """Called before writes to rows named by ``(table, key)``: flush if an entry of one

@@ -460,6 +460,8 @@ class AuditStore(StoreReader):
         ``record_failure``, ``write_update``, ``write_ground_truth`` and ``write_tally`` write
         one reply after another, but one ``executemany`` per table, in one :meth:`batch`. A
         client at most once: ``updates`` refuses a second row."""
+        if not replies:
+            return
         with self.batch():
             conn = self._conn
             self._check_round(rnd, must_be_open=True)
@@ -474,8 +476,7 @@ class AuditStore(StoreReader):
                              "tensor_id) VALUES (?, ?, ?, ?)", rows.truths)
             for columns, values in rows.tallies:
                 conn.executemany(reply_rows.tally_upsert(columns), values)
-            for table, key in reply_rows.chain_entries(rnd, replies, ids):
-                self._chain(conn, table, key)
+            self._pending.extend(reply_rows.chain_entries(rnd, replies, ids))
 
     def write_attack(
         self,
