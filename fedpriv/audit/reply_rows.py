@@ -74,32 +74,36 @@ class BatchRows:
         """The rows of ``replies`` in round ``rnd``; ``tensor(kind, client, arrays)`` writes a
         tensor file and its ``tensors`` row and returns its id (called in the order the
         per-row writers write them: a reply's update, then its true batch)."""
-        now, out = time.time(), cls([], [], [], [], [], [], [])
+        out, now = cls([], [], [], [], [], [], []), time.time()
         for reply in replies:
-            cid = int(reply.client_id)
-            out.memory.extend((rnd, cid, kind, encode_state(state))
-                              for kind, state in reply.memory.items())
-            out.rewritten.extend(("memory", (rnd, cid, kind)) for kind in reply.memory)
-            if reply.failure is not None:
-                out.failures.append(failure_values(rnd, *reply.failure, cid,
-                                                   reply.update.get("node_id")))
-            tid = None if reply.arrays is None else tensor("update", cid, reply.arrays)
-            row = {**update_values(reply.update), "round": rnd, "client_id": cid,
-                   "tensor_id": tid, "created": now}
-            out.updates.append({column: row.get(column) for column in UPDATE_COLUMNS})
-            if reply.truth is not None:
-                truth = None if reply.truth[1] is None else tensor("ground_truth", cid,
-                                                                   reply.truth[1])
-                out.truths.append((rnd, cid, record_ids_json(reply.truth[0]), truth))
-                out.tensors.extend(t for t in (tid, truth) if t is not None)
-            elif tid is not None:
-                out.tensors.append(tid)
-            values = tally_values(reply.tally)
-            if not out.tallies or out.tallies[-1][0] != tuple(values):
-                out.tallies.append((tuple(values), []))
-            out.tallies[-1][1].append((rnd, cid, *values.values()))
-            out.rewritten.append(("tallies", (rnd, cid)))
+            out._add(rnd, reply, tensor, now)
         return out
+
+    def _add(self, rnd: int, reply: ReplyRows, tensor: Callable[[str, int, Arrays], int],
+             now: float) -> None:
+        """One reply's rows, after those of the replies before it."""
+        cid = int(reply.client_id)
+        self.memory.extend((rnd, cid, kind, encode_state(state))
+                           for kind, state in reply.memory.items())
+        self.rewritten.extend(("memory", (rnd, cid, kind)) for kind in reply.memory)
+        if reply.failure is not None:
+            self.failures.append(failure_values(rnd, *reply.failure, cid,
+                                                reply.update.get("node_id")))
+        tid = None if reply.arrays is None else tensor("update", cid, reply.arrays)
+        row = {**update_values(reply.update), "round": rnd, "client_id": cid,
+               "tensor_id": tid, "created": now}
+        self.updates.append({column: row.get(column) for column in UPDATE_COLUMNS})
+        truth = None
+        if reply.truth is not None:
+            ids, arrays = reply.truth
+            truth = None if arrays is None else tensor("ground_truth", cid, arrays)
+            self.truths.append((rnd, cid, record_ids_json(ids), truth))
+        self.tensors.extend(t for t in (tid, truth) if t is not None)
+        values = tally_values(reply.tally)
+        if not self.tallies or self.tallies[-1][0] != tuple(values):
+            self.tallies.append((tuple(values), []))
+        self.tallies[-1][1].append((rnd, cid, *values.values()))
+        self.rewritten.append(("tallies", (rnd, cid)))
 
 
 def update_values(meta: Mapping[str, Any]) -> dict[str, Any]:
