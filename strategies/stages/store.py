@@ -41,6 +41,8 @@ def _undeclared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
 
 
 def _declared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
+    """A reply with a report: its sketch (consistent) and canaries remembered, its failure
+    (inconsistent), its true batch (kept or attacked) and its tally with the verdict."""
     run, cid, report, verdict = rnd.run, reply.client_id, reply.report, reply.verdict
     assert report is not None and verdict is not None and reply.flat is not None
     memory = {}
@@ -63,6 +65,7 @@ def _declared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
 
 
 def write(batch: list[Reply], rnd: Round) -> None:
+    """Lay out every live reply's rows, in reply order, and write them in one call."""
     audit, rows = rnd.run.audit, []
     for reply in live(batch):
         reply.attacked = rnd.run.plan.scheduled(rnd.number, reply.client_id)
