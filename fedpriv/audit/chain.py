@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,9 +48,14 @@ def _hex(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not a column value")
 
 
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                              default=_hex, check_circular=False)
+"""The canonical encoder, built once (not once per entry as ``json.dumps`` with options
+does); a row holds no containers, so skipping the cycle bookkeeping changes no byte."""
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      default=_hex)
+    return _CANONICAL.encode(value)
 
 
 def canonical(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> bytes:
@@ -157,13 +162,17 @@ class PendingChain:
 
     def add(self, table: str, key: Sequence[Any]) -> None:
         """Chain this row (just written) when the batch ends."""
-        entry = (table, tuple(key))
-        self.entries.append(entry)
-        self._keys.add(entry)
+        self.extend([(table, tuple(key))])
 
-    def before_write(self, conn: sqlite3.Connection, table: str, key: Sequence[Any]) -> None:
-        """Called before a write to a row named by its key: flush if its entry is pending."""
-        if (table, tuple(key)) in self._keys:
+    def extend(self, entries: Sequence[tuple[str, tuple]]) -> None:
+        """Chain these rows (just written), in this order, when the batch ends."""
+        self.entries.extend(entries)
+        self._keys.update(entries)
+
+    def before_writes(self, conn: sqlite3.Connection, rows: Iterable[tuple[str, tuple]]) -> None:
+        """Called before writes to rows named by ``(table, key)``: flush if an entry of one
+        of them is pending."""
+        if not self._keys.isdisjoint(rows):
             self.flush(conn)
 
     def flush(self, conn: sqlite3.Connection) -> None:

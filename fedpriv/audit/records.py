@@ -14,13 +14,15 @@ import json
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from fedpriv.protocol import ClientReport
 
-__all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "py_value", "row_values", "to_json"]
+__all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "insert_rows", "py_value", "row_values",
+           "to_json"]
 
 #: Fields holding a JSON document; the column is the field name + ``_json``.
 JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate", "verification",
@@ -42,12 +44,28 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
+_ENCODER = json.JSONEncoder(default=_json_default, check_circular=False)
+"""``json.dumps(value, default=_json_default)``'s encoder, built once instead of once per call
+(the store encodes a few JSON fields per reply). The values are trees the audit builds (no
+cycles), so the cycle bookkeeping is skipped: the text is the same."""
+
+
 def to_json(value: Any) -> str:
     """JSON text of ``value``; NumPy scalars and arrays become numbers and lists."""
-    return json.dumps(value, default=_json_default)
+    return _ENCODER.encode(value)
 
 
-def row_values(values: Mapping[str, Any], allowed: Sequence[str], what: str) -> dict[str, Any]:
+_PLAIN = frozenset({str, int, float, type(None)})
+"""Types :func:`py_value` returns unchanged (``bool`` is a subclass of int, not this type)."""
+
+
+@cache
+def _columns(allowed: tuple[str, ...]) -> dict[str, str]:
+    """Each allowed key's column: a JSON field's name + ``_json``, any other its own name."""
+    return {key: f"{key}_json" if key in JSON_FIELDS else key for key in allowed}
+
+
+def row_values(values: Mapping[str, Any], allowed: tuple[str, ...], what: str) -> dict[str, Any]:
     """Map writer-supplied ``values`` to column values; unknown keys are an error.
 
     Raises
@@ -55,15 +73,16 @@ def row_values(values: Mapping[str, Any], allowed: Sequence[str], what: str) -> 
     ValueError
         A key that the schema does not know (a typo would otherwise lose a number silently).
     """
-    unknown = sorted(set(values) - set(allowed))
-    if unknown:
+    columns = _columns(allowed)
+    if not columns.keys() >= values.keys():
+        unknown = sorted(set(values) - set(allowed))
         raise ValueError(f"unknown {what} keys {unknown}; allowed: {', '.join(allowed)}")
     row = {}
     for key, value in values.items():
         if key in JSON_FIELDS:
-            row[f"{key}_json"] = None if value is None else to_json(value)
+            row[columns[key]] = None if value is None else to_json(value)
         else:
-            row[key] = py_value(value)
+            row[key] = value if type(value) in _PLAIN else py_value(value)
     return row
 
 
@@ -73,6 +92,22 @@ def insert_row(conn: sqlite3.Connection, table: str, row: Mapping[str, Any]) -> 
     marks = ", ".join("?" for _ in row)
     sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
     return conn.execute(sql, tuple(row.values())).lastrowid
+
+
+def insert_rows(
+    conn: sqlite3.Connection, table: str, key: str, rows: Sequence[Mapping[str, Any]]
+) -> range:
+    """``INSERT`` rows given as {column: value}, each with the same columns, by one
+    ``executemany``; return their ids. Each gets the id SQLite gives one ``INSERT`` after
+    another (one above the table's largest, for an ``INTEGER PRIMARY KEY`` without
+    ``AUTOINCREMENT``), set explicitly, so that the caller knows them."""
+    if not rows:
+        return range(0)
+    first = conn.execute(f"SELECT COALESCE(MAX({key}), 0) + 1 FROM {table}").fetchone()[0]
+    columns = [key, *rows[0]]
+    sql = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+    conn.executemany(sql, [(first + i, *row.values()) for i, row in enumerate(rows)])
+    return range(first, first + len(rows))
 
 
 def _flag(value: int | None) -> bool | None:

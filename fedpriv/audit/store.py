@@ -37,20 +37,22 @@ import shutil
 import sqlite3
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
+from fedpriv.audit import reply_rows
 from fedpriv.audit.chain import PendingChain, append, append_deletions
 from fedpriv.audit.connection import BATCHED, DURABLE, create_database
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
-from fedpriv.audit.records import insert_row, py_value, row_values, to_json
-from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES, TALLY_FIELDS, UPDATE_FIELDS
-from fedpriv.audit.tensors import Arrays, encode_state, save_arrays
+from fedpriv.audit.records import insert_row, insert_rows, py_value, row_values, to_json
+from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES
+from fedpriv.audit.tensors import Arrays, TensorInfo, encode_state, save_arrays
 from fedpriv.failures import failure_line
 
 __all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore"]
@@ -198,7 +200,7 @@ class AuditStore(StoreReader):
         ``INSERT``, which fails on an existing row): a pending entry of the row is chained
         first, as the row stood."""
         if self._batch is not None:
-            self._pending.before_write(conn, table, key)
+            self._pending.before_writes(conn, [(table, tuple(key))])
 
     def _status(self, rnd: int) -> str | None:
         """The round's status; inside a batch read once per round (its writes cannot change a
@@ -246,13 +248,7 @@ class AuditStore(StoreReader):
                     self._check_round(rnd, must_be_open=must_be_open)
                 tensor_id = None
                 if path is not None:
-                    relative = path.relative_to(self.run_dir).as_posix()
-                    tensor_id = insert_row(conn, "tensors", {
-                        "round": rnd, "kind": kind, "path": relative, "sha256": info.sha256,
-                        "names_json": to_json(info.names), "shapes_json": to_json(info.shapes),
-                        "dtypes_json": to_json(info.dtypes), "nbytes": info.nbytes,
-                        "created": time.time(),
-                    })  # fmt: skip
+                    tensor_id = self._tensor_row(conn, rnd, kind, path, info)
                     self._chain(conn, "tensors", [tensor_id])
                 yield conn, tensor_id
         except BaseException:
@@ -264,6 +260,26 @@ class AuditStore(StoreReader):
                 self._batch.append((rnd, path))
             else:
                 self._unsynced.setdefault(rnd, []).append(path)
+
+    def _tensor_row(
+        self, conn: sqlite3.Connection, rnd: int, kind: str, path: Path, info: TensorInfo
+    ) -> int:
+        """Insert the ``tensors`` row of a file just written; return its id."""
+        return insert_row(conn, "tensors", {
+            "round": rnd, "kind": kind, "path": path.relative_to(self.run_dir).as_posix(),
+            "sha256": info.sha256, "names_json": to_json(info.names),
+            "shapes_json": to_json(info.shapes), "dtypes_json": to_json(info.dtypes),
+            "nbytes": info.nbytes, "created": time.time(),
+        })  # fmt: skip
+
+    def _batched_tensor(self, rnd: int, kind: str, client_id: int, arrays: Arrays) -> int:
+        """Inside a :meth:`batch` of a running round: write ``arrays`` (synced when the round
+        completes, removed if the batch fails) and insert its ``tensors`` row; its id."""
+        assert self._batch is not None
+        path = self._tensor_dir(rnd) / f"{kind}-c{client_id}-{secrets.token_hex(4)}.npz"
+        info = save_arrays(path, arrays, durable=False)
+        self._batch.append((rnd, path))
+        return self._tensor_row(self._conn, rnd, kind, path, info)
 
     # -- the run -----------------------------------------------------------------------------
 
@@ -374,14 +390,7 @@ class AuditStore(StoreReader):
         ``"ok"``; ``pseudo_gradient`` defaults to ``local_steps > 1`` (privacy-math.md §1).
         Returns the update id.
         """
-        row = row_values(meta, UPDATE_FIELDS, "update meta")
-        row.setdefault("status", "ok")
-        if row.get("error") is not None:
-            row["error"] = failure_line(row["error"])
-        if row.get("local_steps") is not None:
-            row.setdefault("pseudo_gradient", int(row["local_steps"] > 1))
-        if row.get("node_id") is not None:
-            row["node_id"] = str(row["node_id"])  # Flower node ids are unsigned 64-bit
+        row = reply_rows.update_values(meta)
         row.update(round=rnd, client_id=int(client_id), created=time.time())
         with self._with_tensor(rnd, "update", f"c{client_id}", arrays) as (conn, tensor_id):
             update_id = insert_row(conn, "updates", {**row, "tensor_id": tensor_id})
@@ -406,7 +415,7 @@ class AuditStore(StoreReader):
     ) -> None:
         """Store the true batch of a client's round (scoring only): its record ids and,
         optionally, arrays such as ``{"images": ..., "labels": ...}`` (images in [0, 1])."""
-        ids = to_json([py_value(i) for i in record_ids])
+        ids = reply_rows.record_ids_json(record_ids)
         with self._with_tensor(rnd, "ground_truth", f"c{client_id}", arrays) as (conn, tid):
             insert_row(conn, "ground_truth", {
                 "round": rnd, "client_id": int(client_id), "record_ids_json": ids, "tensor_id": tid,
@@ -424,10 +433,7 @@ class AuditStore(StoreReader):
     ) -> int:
         """Record a failed reply or run event (``kind`` in ``FAILURE_KINDS``); returns its id.
         The message is kept as one readable line (:func:`fedpriv.failures.failure_line`)."""
-        row = {
-            "round": rnd, "client_id": client_id, "kind": kind, "message": failure_line(message),
-            "node_id": None if node_id is None else str(node_id), "created": time.time(),
-        }  # fmt: skip
+        row = reply_rows.failure_values(rnd, kind, message, client_id, node_id)
         running = rnd is not None and self._status(rnd) == "running"
         with self._transaction(durable=not running) as conn:
             failure_id = insert_row(conn, "failures", row)
@@ -440,19 +446,37 @@ class AuditStore(StoreReader):
         Only the keys given are written (:data:`fedpriv.audit.schema.TALLY_FIELDS`), so an
         estimate that arrives later can be added to the row.
         """
-        row = row_values(values, TALLY_FIELDS, "tally")
-        keys = {"round": rnd, "client_id": int(client_id)}
-        updates = ", ".join(f"{col} = excluded.{col}" for col in row) or "round = round"
-        sql = (
-            f"INSERT INTO tallies ({', '.join([*keys, *row])}) "
-            f"VALUES ({', '.join('?' * (len(keys) + len(row)))}) "
-            f"ON CONFLICT (round, client_id) DO UPDATE SET {updates}"
-        )
+        row = reply_rows.tally_values(values)
+        keys = [rnd, int(client_id)]
         running = self._check_round(rnd, must_be_open=False) == "running"
         with self._transaction(durable=not running) as conn:
-            self._rewrite(conn, "tallies", list(keys.values()))
-            conn.execute(sql, (*keys.values(), *row.values()))
-            self._chain(conn, "tallies", list(keys.values()))
+            self._rewrite(conn, "tallies", keys)
+            conn.execute(reply_rows.tally_upsert(list(row)), (*keys, *row.values()))
+            self._chain(conn, "tallies", keys)
+
+    def write_replies(self, rnd: int, replies: Sequence[reply_rows.ReplyRows]) -> None:
+        """Write a batch of replies' rows (:class:`~fedpriv.audit.reply_rows.ReplyRows`) to the
+        running round ``rnd``: the rows, ids and chain entries ``write_memory``,
+        ``record_failure``, ``write_update``, ``write_ground_truth`` and ``write_tally`` write
+        one reply after another, but one ``executemany`` per table, in one :meth:`batch`. A
+        client at most once: ``updates`` refuses a second row."""
+        if not replies:
+            return
+        with self.batch():
+            conn = self._conn
+            self._check_round(rnd, must_be_open=True)
+            rows = reply_rows.BatchRows.lay_out(rnd, replies, partial(self._batched_tensor, rnd))
+            self._pending.before_writes(conn, rows.rewritten)
+            conn.executemany("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
+                             "VALUES (?, ?, ?, ?)", rows.memory)
+            ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", rows.failures)),
+                   "updates": iter(insert_rows(conn, "updates", "update_id", rows.updates)),
+                   "tensors": iter(rows.tensors)}
+            conn.executemany("INSERT INTO ground_truth (round, client_id, record_ids_json, "
+                             "tensor_id) VALUES (?, ?, ?, ?)", rows.truths)
+            for columns, values in rows.tallies:
+                conn.executemany(reply_rows.tally_upsert(columns), values)
+            self._pending.extend(reply_rows.chain_entries(rnd, replies, ids))
 
     def write_attack(
         self,

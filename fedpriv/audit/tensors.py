@@ -17,9 +17,12 @@ import json
 import math
 import os
 import stat as stat_module
+import struct
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -112,14 +115,73 @@ def encode_state(arrays: Mapping[str, np.ndarray]) -> bytes:
     ``.npz`` bytes: exact, no pickles; an empty mapping is an empty bundle. The members are
     those :func:`numpy.savez` writes (uncompressed ``.npy``), each written whole (ZipInfo's
     fixed 1980 stamp, no zip64 extra field) instead of streamed as savez does: the same
-    arrays give the same bytes, in about half savez's time (one row per reply and round)."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as bundle:
-        for name, value in arrays.items():
-            member = io.BytesIO()
-            np.lib.format.write_array(member, np.asarray(value), allow_pickle=False)
-            bundle.writestr(zipfile.ZipInfo(f"{name}.npy"), member.getvalue())
-    return buffer.getvalue()
+    arrays give the same bytes. The zip is laid out here (:func:`_stored_zip`), the bytes
+    ``zipfile`` writes for such members, in a fraction of its time (one row per reply and
+    round)."""
+    return _stored_zip([(f"{name}.npy", _npy(np.asarray(value)))
+                        for name, value in arrays.items()])
+
+
+@lru_cache(maxsize=64)
+def _npy_header(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> bytes:
+    """The ``.npy`` header :func:`numpy.lib.format.write_array` writes for arrays of this
+    dtype, shape and order (it depends on nothing else): written once, before the data of
+    an empty stand-in. ValueError for an object dtype (no pickles)."""
+    member = io.BytesIO()
+    stand_in = np.empty(shape, dtype, order="F" if fortran else "C")
+    np.lib.format.write_array(member, stand_in, allow_pickle=False)
+    data = member.getvalue()
+    return data[:len(data) - stand_in.nbytes]
+
+
+def _npy(array: np.ndarray) -> bytes:
+    """``array`` as :func:`numpy.lib.format.write_array` writes it: its header, then its data
+    in the order the header names (Fortran for an array only Fortran-contiguous)."""
+    fortran = bool(array.flags.f_contiguous and not array.flags.c_contiguous)
+    header = _npy_header(array.dtype, array.shape, fortran)
+    return header + (array.T if fortran else array).tobytes()
+
+
+def _stored_zip(members: Sequence[tuple[str, bytes]]) -> bytes:
+    """The zip ``zipfile.ZipFile(buffer, "w", ZIP_STORED)`` writes for these members, each
+    ``writestr(ZipInfo(name), data)``: a local header (ZipInfo's defaults, 1980-01-01, the
+    data's CRC-32 and size) and the data per member, then the central directory and its end
+    record. ValueError for 2 GiB of data or more (where zipfile would add zip64 fields)."""
+    total = sum(len(data) for _, data in members)
+    if total * 1.05 > zipfile.ZIP64_LIMIT:
+        raise ValueError(f"{total} bytes of arrays: too large for a memory row")
+    local, central, offset = [], [], 0
+    for name, data in members:
+        encoded, flags = _zip_name(name)
+        crc, size, (time_, date) = zlib.crc32(data), len(data), _ZIP_STAMP
+        local += [struct.pack(zipfile.structFileHeader, zipfile.stringFileHeader, 20, 0, flags,
+                              zipfile.ZIP_STORED, time_, date, crc, size, size, len(encoded), 0),
+                  encoded, data]
+        central += [struct.pack(zipfile.structCentralDir, zipfile.stringCentralDir, 20,
+                                _ZIP_SYSTEM, 20, 0, flags, zipfile.ZIP_STORED, time_, date, crc,
+                                size, size, len(encoded), 0, 0, 0, 0, _ZIP_MODE, offset), encoded]
+        offset += zipfile.sizeFileHeader + len(encoded) + size
+    directory = b"".join(central)
+    end = struct.pack(zipfile.structEndArchive, zipfile.stringEndArchive, 0, 0, len(members),
+                      len(members), len(directory), offset, 0)
+    return b"".join(local) + directory + end
+
+
+#: ZipInfo's default stamp (1980-01-01 00:00:00) as MS-DOS (time, date), the system it
+#: records as the creator (0: MS-DOS on Windows, 3: Unix elsewhere) and the attributes
+#: ``ZipFile.open(..., "w")`` gives a member that has none (a file, ``rw-------``).
+_ZIP_STAMP = (0, (0 << 9) | (1 << 5) | 1)
+_ZIP_SYSTEM = zipfile.ZipInfo().create_system
+_ZIP_MODE = 0o600 << 16
+
+
+def _zip_name(name: str) -> tuple[bytes, int]:
+    """A member's name as zipfile encodes it and the flag bits it sets: ASCII, else UTF-8
+    with the language encoding flag (0x800)."""
+    try:
+        return name.encode("ascii"), 0
+    except UnicodeEncodeError:
+        return name.encode("utf-8"), 0x800
 
 
 def decode_state(data: bytes, database: Path, row: str) -> dict[str, np.ndarray]:

@@ -1,11 +1,15 @@
 """Stage 10, store write: what the audit remembers of each reply (its replay sketch when
 consistent, its canaries' pool), its ``updates`` row — the update itself by the storage policy
 (``audit.store_updates``: kept, or only when attacked) — an inconsistent reply's failure, the
-oracle's ground truth (scoring only) and the client's tally with its verdict."""
+oracle's ground truth (scoring only) and the client's tally with its verdict. Each reply's rows
+are laid out here and the batch's written at once (:meth:`fedpriv.audit.AuditStore.
+write_replies`: one statement per table, not one per row)."""
 
 from __future__ import annotations
 
+from fedpriv.audit.reply_rows import ReplyRows
 from fedpriv.audit.storage import encode_update, keeps_update
+from fedpriv.audit.tensors import Arrays
 from fedpriv.failures import log_first
 from strategies.reply_verdicts import update_row, verdict_line
 from strategies.stages.base import Reply, Round, live, log
@@ -13,58 +17,59 @@ from strategies.stages.base import Reply, Round, live, log
 __all__ = ["write"]
 
 
-def _ground_truth(reply: Reply, rnd: Round) -> list[int]:
-    """Store what the oracle told: every record the round used, in order of first use, with
-    images and labels; return their ids (empty without the oracle)."""
+def _ground_truth(reply: Reply, rnd: Round) -> tuple[list[int], Arrays | None] | None:
+    """What the oracle told: every record the round used, in order of first use, with images
+    and labels; None without the oracle. The ids are the reply's ``truth``."""
     report = reply.report
     if report is None or report.oracle is None:
-        return []
+        return None
     ids = list(dict.fromkeys(i for batch in report.oracle.record_ids for i in batch))
     images, labels = rnd.run.truth(ids)
-    arrays = {"images": images, "labels": labels} if ids else None
-    rnd.run.store.write_ground_truth(rnd.number, reply.client_id, ids, arrays)
-    return ids
+    reply.truth = ids
+    return ids, ({"images": images, "labels": labels} if ids else None)
 
 
-def _undeclared(reply: Reply, rnd: Round, stored: dict | None) -> None:
+def _undeclared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
     """An update that came without a report: stored with status ``undeclared``."""
-    run, cid, accepted = rnd.run, reply.client_id, reply.accepted
+    accepted = reply.accepted
     assert accepted is not None
-    run.store.write_update(  # num-examples as claimed: an integer in [1, 2^63 - 1]
-        rnd.number, cid, stored,
+    return ReplyRows(  # num-examples as claimed: an integer in [1, 2^63 - 1]
+        reply.client_id,
         {"node_id": reply.node, "num_examples": int(accepted.weight), "formal_guarantee": False,
-         "pseudo_gradient": True, "status": "undeclared"})
-    run.store.write_tally(rnd.number, cid, {**reply.tally, "verification": reply.summary})
+         "pseudo_gradient": True, "status": "undeclared"},
+        {**reply.tally, "verification": reply.summary}, stored)
 
 
-def _declared(reply: Reply, rnd: Round, stored: dict | None) -> None:
+def _declared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
+    """A reply with a report: its sketch (consistent) and canaries remembered, its failure
+    (inconsistent), its true batch (kept or attacked) and its tally with the verdict."""
     run, cid, report, verdict = rnd.run, reply.client_id, reply.report, reply.verdict
     assert report is not None and verdict is not None and reply.flat is not None
-    store, number = run.store, rnd.number
+    memory = {}
     if reply.consistent:  # remembered in the store too: --resume rebuilds it (restore)
-        store.write_memory(number, cid, "sketch", run.sketches_of(reply.dim).add(
-            number, cid, reply.flat))
+        memory["sketch"] = run.sketches_of(reply.dim).add(rnd.number, cid, reply.flat)
     if reply.canary is not None:
-        store.write_memory(number, cid, "canaries", reply.canary.memory)
-    row = update_row(report, reply.node, reply.release)
+        memory["canaries"] = reply.canary.memory
+    row, failure = update_row(report, reply.node, reply.release), None
     if not reply.consistent:
+        line = verdict_line(verdict)
         row.update(status="inconsistent", error=verdict.reason)
-        store.record_failure(number, "inconsistent", verdict_line(verdict), client_id=cid,
-                             node_id=reply.node)
-        log_first(log, run.logged, cid, "inconsistent", verdict_line(verdict),
-                  "round %d client %d: %s", number, cid, verdict_line(verdict))
-    store.write_update(number, cid, stored, row)
-    reply.truth = _ground_truth(reply, rnd) if stored is not None or reply.attacked else []
+        failure = ("inconsistent", line)
+        log_first(log, run.logged, cid, "inconsistent", line,
+                  "round %d client %d: %s", rnd.number, cid, line)
+    truth = _ground_truth(reply, rnd) if stored is not None or reply.attacked else None
     lower = None if reply.canary is None else reply.canary.lower
-    store.write_tally(number, cid, {**reply.tally, "verification": reply.summary,
-                                    "epsilon_lower": lower,
-                                    "epsilon_budget": report.epsilon_budget})
+    tally = {**reply.tally, "verification": reply.summary, "epsilon_lower": lower,
+             "epsilon_budget": report.epsilon_budget}
+    return ReplyRows(cid, row, tally, stored, memory, failure, truth)
 
 
 def write(batch: list[Reply], rnd: Round) -> None:
-    audit = rnd.run.audit
+    """Lay out every live reply's rows, in reply order, and write them in one call."""
+    audit, rows = rnd.run.audit, []
     for reply in live(batch):
         reply.attacked = rnd.run.plan.scheduled(rnd.number, reply.client_id)
         kept = keeps_update(audit.store_updates, reply.attacked)  # the storage policy
         stored = encode_update(reply.delta, audit.update_dtype) if kept else None
-        (_undeclared if reply.report is None else _declared)(reply, rnd, stored)
+        rows.append((_undeclared if reply.report is None else _declared)(reply, rnd, stored))
+    rnd.run.store.write_replies(rnd.number, rows)
