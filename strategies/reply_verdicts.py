@@ -17,7 +17,7 @@ from fedpriv.accounting import Release
 from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
-from fedpriv.verification.client_round import recover_update
+from fedpriv.verification.client_round import recover_update, verify_updates
 from fedpriv.verification.observed import NoiseObservation
 from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
@@ -31,6 +31,7 @@ __all__ = [
     "verdict_line",
     "verdict_summary",
     "verified_or_inconsistent",
+    "verified_together",
     "verify_reply",
 ]
 
@@ -81,6 +82,20 @@ def verified_or_inconsistent(
         return verify_reply(report, broadcast, arrays, alpha, recovered)
     except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes them raise
         return _untestable(exc)
+
+
+def verified_together(
+    report: ClientReport, recovered: Sequence[ClientUpdate | Verdict], alpha: float
+) -> list[Verdict]:
+    """:func:`verified_or_inconsistent` of replies whose reports share ``report``'s declaration
+    and mechanism, each with its :func:`recovered_reply`, verified together
+    (:func:`fedpriv.verification.client_round.verify_updates`); where that raises, each alone,
+    so a hostile reply's verdict says why as it would alone."""
+    try:
+        return verify_updates(report.declaration(), recovered, report.mechanism.verify_many,
+                              alpha=alpha)
+    except Exception:  # noqa: BLE001 - whatever a hostile declaration makes them raise
+        return [verified_or_inconsistent(report, (), (), alpha, r) for r in recovered]
 
 
 def observe_reply(

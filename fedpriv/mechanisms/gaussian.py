@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -147,6 +148,14 @@ class GaussianMechanism(ClippedMechanism):
 
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
+
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
+        """:meth:`verify` of each update, the replies sharing this declaration verified
+        together (:func:`fedpriv.verification.gaussian_batch.verify_gaussian_batch`)."""
+        from fedpriv.verification.gaussian_batch import verify_gaussian_batch
+
+        return verify_gaussian_batch(updates, noise_multiplier=self.noise_multiplier,
+                                     clip_bound=self.sensitivity, alpha=alpha)
 
     def observe(self, update: ClientUpdate) -> NoiseObservation | str:
         """The ℓ2 norm of the noisy sum (:func:`fedpriv.verification.observed.observe_gaussian`);

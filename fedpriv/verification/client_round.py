@@ -19,10 +19,14 @@ from fedpriv.verification.records import record_count
 from fedpriv.verification.update import ClientUpdate, client_update
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
 
-__all__ = ["Verifier", "recover_update", "verify_update"]
+__all__ = ["Verifier", "recover_update", "verify_update", "verify_updates"]
 
 Verifier = Callable[[ClientUpdate, float], Verdict]
 """A mechanism's own check of a recovered update at level α (``Mechanism.verify``)."""
+
+Verifiers = Callable[[Sequence[ClientUpdate], float], list[Verdict]]
+"""A mechanism's own check of many updates recovered under one declaration, each verdict the
+one :data:`Verifier` gives (``Mechanism.verify_many``)."""
 
 
 def recover_update(
@@ -78,3 +82,22 @@ def verify_update(
     update = recover_update(d, theta, theta_client) if recovered is None else recovered
     checked = update if isinstance(update, Verdict) else verifier(update, a)
     return combine_verdicts([checked], preconditions=preconditions)
+
+
+def verify_updates(
+    declaration: Declaration,
+    recovered: Sequence[ClientUpdate | Verdict],
+    verifier: Verifiers,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[Verdict]:
+    """:func:`verify_update` of client-rounds that share one declaration, each recovered
+    already (:func:`recover_update`): the declaration's checks made once, the mechanism's for
+    all the recovered updates in one call (``Mechanism.verify_many``); verdicts in order."""
+    a = check_probability("alpha", alpha)
+    preconditions = declaration_checks(declaration, a)
+    if preconditions[0].status == "inconsistent":
+        return [combine_verdicts([], preconditions=preconditions) for _ in recovered]
+    checked = iter(verifier([u for u in recovered if not isinstance(u, Verdict)], a))
+    return [combine_verdicts([u if isinstance(u, Verdict) else next(checked)],
+                             preconditions=preconditions) for u in recovered]
