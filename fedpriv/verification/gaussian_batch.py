@@ -14,28 +14,31 @@ cover (another declaration, a norm or slack past float64) is verified alone.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from fedpriv.validate import check_nonnegative, check_positive, check_probability
 from fedpriv.verification.gaussian import (
+    LIGHT_TAIL_CUT,
     GaussianCheck,
     gaussian_norm_test,
     l2_noise,
     light_tail_verdict,
     shape_verdict,
-    tail_excess,
     verify_gaussian,
 )
-from fedpriv.verification.laws import ChiNorm, excess_kurtosis
+from fedpriv.verification.laws import ChiNorm
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.sandwich import NoiseNorm, SandwichResult, one_sided_p_values
 from fedpriv.verification.update import ClientUpdate
 from fedpriv.verification.verdict import Verdict
 
-__all__ = ["verify_gaussian_batch"]
+__all__ = ["BLOCK", "verify_gaussian_batch"]
+
+BLOCK = 8
+"""Updates whose statistics are taken together: 8 × 13,700 float64 (0.9 MB) and their
+magnitudes stay in a core's L2 cache."""
 
 
 def verify_gaussian_batch(
@@ -56,12 +59,14 @@ def verify_gaussian_batch(
         return [alone(u) for u in updates]
     check = GaussianCheck.of(updates[0], sigma, c, alpha)
     key = _declared(updates[0])
-    rows = [_statistics(u, check) if _declared(u) == key else None for u in updates]
-    together = [i for i, row in enumerate(rows) if row is not None]
-    verdicts = [alone(u) if row is None else None for u, row in zip(updates, rows, strict=True)]
-    if not together:
-        return verdicts  # type: ignore[return-value]
-    stats = np.array([rows[i] for i in together])  # norm, l1, kurtosis, excess, slack2, slack1
+    shared = [i for i, u in enumerate(updates) if _declared(u) == key]
+    stats = _statistics([updates[i] for i in shared], check)
+    finite = np.isfinite(stats[:, [0, 1, 3, 4, 5]]).all(axis=1)
+    together = [i for i, ok in zip(shared, finite.tolist(), strict=True) if ok]
+    verdicts: list[Verdict | None] = [None] * len(updates)
+    for i in set(range(len(updates))) - set(together):
+        verdicts[i] = alone(updates[i])
+    stats = stats[finite]
     s, common = check.noise_std, {**check.common, "alpha": a}
     norms = _sandwiches(stats[:, 0], stats[:, 4], l2_noise(check.dim, s, check.common["steps"]),
                         check.common["clip_bound"], check.common["records"])
@@ -82,16 +87,39 @@ def _declared(update: ClientUpdate) -> tuple:
             update.weight_decay, update.start_norms, update.unit_roundoff)
 
 
-def _statistics(update: ClientUpdate, check: GaussianCheck) -> tuple[float, ...] | None:
-    """``(‖u‖₂, ‖u‖₁, excess kurtosis, T(u), slack₂, slack₁)`` as :func:`verify_gaussian`
-    computes them, or None where one is not finite (a hostile update: verified alone)."""
-    u = update.noisy_sum
-    with np.errstate(over="ignore", invalid="ignore"):
-        norm = float(np.linalg.norm(u))
+def _statistics(updates: Sequence[ClientUpdate], check: GaussianCheck) -> np.ndarray:
+    """One row per update: ``(‖u‖₂, ‖u‖₁, excess kurtosis, T(u), slack₂, slack₁)``, each the
+    value :func:`verify_gaussian` computes (the same ufuncs, each row's reductions in the same
+    order: ``np.linalg.norm`` of a vector is ``√(u·u)``, a row's sum is its pairwise sum),
+    taken :data:`BLOCK` rows at a time, in place: a dozen numpy calls per block instead of
+    per update."""
+    rows = np.empty((len(updates), 6))
+    for start in range(0, len(updates), BLOCK):
+        part = updates[start:start + BLOCK]
+        rows[start:start + len(part)] = _block_statistics(part, check)
+    return rows
+
+
+def _block_statistics(updates: Sequence[ClientUpdate], check: GaussianCheck) -> np.ndarray:
+    """:func:`_statistics` of one block."""
+    p, s = check.dim, check.noise_std
+    u = np.stack([update.summed for update in updates])
+    with np.errstate(over="ignore", invalid="ignore"):  # a hostile update: verified alone
+        u *= updates[0].batch_size  # ClientUpdate.noisy_sum
+        norms = np.sqrt([row.dot(row) for row in u])
         magnitudes = np.abs(u)
-        row = (norm, float(np.sum(magnitudes)), excess_kurtosis(u),
-               tail_excess(magnitudes, check.noise_std), *check.slacks(update))
-    return row if all(math.isfinite(x) for x in row[:2] + row[3:]) else None
+        l1 = np.add.reduce(magnitudes, axis=1)
+        np.divide(magnitudes, s, out=magnitudes)  # tail_excess, in place
+        magnitudes -= LIGHT_TAIL_CUT
+        np.maximum(magnitudes, 0.0, out=magnitudes)
+        excess = np.add.reduce(magnitudes, axis=1)
+        u -= (np.add.reduce(u, axis=1) / p)[:, None]  # excess_kurtosis, in place
+        np.multiply(u, u, out=u)
+        m2 = np.add.reduce(u, axis=1) / p
+        np.multiply(u, u, out=u)
+        kurtosis = np.where(m2 > 0, np.add.reduce(u, axis=1) / p / (m2 * m2) - 3.0, np.nan)
+    slacks = np.array([check.slacks(update) for update in updates])
+    return np.column_stack([norms, l1, kurtosis, excess, slacks])
 
 
 def _sandwiches(norms: np.ndarray, slacks: np.ndarray, noise: NoiseNorm, clip: float,
