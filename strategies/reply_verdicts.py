@@ -17,7 +17,7 @@ from fedpriv.accounting import Release
 from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
-from fedpriv.verification.client_round import recover_update, verify_updates
+from fedpriv.verification.client_round import recover_update, recover_updates, verify_updates
 from fedpriv.verification.observed import NoiseObservation
 from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
@@ -27,6 +27,7 @@ __all__ = [
     "fresh_noise",
     "observe_reply",
     "recovered_reply",
+    "recovered_together",
     "update_row",
     "verdict_line",
     "verdict_summary",
@@ -53,6 +54,19 @@ def recovered_reply(
         return recover_update(report.declaration(), theta, list(arrays))
     except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes it raise
         return _untestable(exc)
+
+
+def recovered_together(
+    report: ClientReport, broadcast: np.ndarray, arrays: Sequence[Sequence[np.ndarray]],
+) -> list[ClientUpdate | Verdict]:
+    """:func:`recovered_reply` of replies whose reports share ``report``'s declaration, each
+    with its parameters, recovered together (:func:`fedpriv.verification.client_round.
+    recover_updates`); where that raises, each alone, so a hostile reply's verdict says why
+    as it would alone."""
+    try:
+        return recover_updates(report.declaration(), broadcast, arrays)
+    except Exception:  # noqa: BLE001 - whatever a hostile declaration makes it raise
+        return [recovered_reply(report, broadcast, a) for a in arrays]
 
 
 def verify_reply(

@@ -16,10 +16,10 @@ import numpy as np
 from fedpriv.validate import check_probability
 from fedpriv.verification.declaration import Declaration, declaration_checks
 from fedpriv.verification.records import record_count
-from fedpriv.verification.update import ClientUpdate, client_update
+from fedpriv.verification.update import ClientUpdate, client_update, client_updates
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
 
-__all__ = ["Verifier", "recover_update", "verify_update", "verify_updates"]
+__all__ = ["Verifier", "recover_update", "recover_updates", "verify_update", "verify_updates"]
 
 Verifier = Callable[[ClientUpdate, float], Verdict]
 """A mechanism's own check of a recovered update at level α (``Mechanism.verify``)."""
@@ -43,6 +43,21 @@ def recover_update(
                            local_size=d.local_size, sample_rate=d.sample_rate)
     return client_update(theta, theta_client, lr=d.lr, steps=d.steps, batch_size=d.batch_size,
                          records=records, optimizer=d.optimizer, fresh_state=d.fresh_state)
+
+
+def recover_updates(
+    declaration: Declaration, theta: np.ndarray | Sequence[np.ndarray],
+    theta_clients: Sequence[Sequence[np.ndarray]],
+) -> list[ClientUpdate | Verdict]:
+    """:func:`recover_update` of each client's parameters under one declaration, in order
+    (:func:`~fedpriv.verification.update.client_updates`: the same updates, recovered a block
+    at a time)."""
+    d = declaration
+    records = record_count(d.steps, batch_sizes=d.batch_sizes, sampling=d.sampling,
+                           local_size=d.local_size, sample_rate=d.sample_rate)
+    return client_updates(theta, theta_clients, lr=d.lr, steps=d.steps,
+                          batch_size=d.batch_size, records=records, optimizer=d.optimizer,
+                          fresh_state=d.fresh_state)
 
 
 def verify_update(

@@ -5,11 +5,12 @@ then every step tested: :func:`~strategies.step_releases.verify_step_reply`) and
 (``epsilon_observed``). An undeclared reply's verdict says so.
 
 The replies whose reports share a declaration and mechanism (a round's usual case: every
-client runs the same configuration) are verified together
-(:func:`~strategies.reply_verdicts.verified_together`, ``Mechanism.verify_many``), which
-computes what depends on the declaration alone once and the tests' p-values for all of them
-at once; each verdict is the one :func:`~strategies.reply_verdicts.verified_or_inconsistent`
-gives the reply alone."""
+client runs the same configuration) are recovered and verified together
+(:func:`~strategies.reply_verdicts.recovered_together`,
+:func:`~strategies.reply_verdicts.verified_together`: ``Mechanism.verify_many``), which do what
+depends on the declaration alone once and take the updates' statistics a block at a time and
+the tests' p-values for all of them at once; each verdict is the one
+:func:`~strategies.reply_verdicts.verified_or_inconsistent` gives the reply alone."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from collections.abc import Hashable
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
 from strategies.replies import UNDECLARED
-from strategies.reply_verdicts import observe_reply, recovered_reply, verified_together
+from strategies.reply_verdicts import observe_reply, recovered_together, verified_together
 from strategies.stages.base import Reply, Round, live
 from strategies.step_releases import verify_step_reply
 
@@ -35,16 +36,6 @@ def _replayed(reply: Reply, rnd: Round) -> Verdict | None:
                    f"round {replayed}", p_value=0.0, speaks_to=("fresh-noise",))
 
 
-def _recovered(reply: Reply, rnd: Round) -> None:
-    """The reply's update recovered and observed (it is fresh: not a replay)."""
-    report, accepted = reply.report, reply.accepted
-    assert report is not None and accepted is not None
-    reply.fresh = True
-    arrays = accepted.arrays if reply.clean is None else reply.clean
-    reply.recovered = recovered_reply(report, rnd.theta[0], arrays)
-    reply.observation = observe_reply(report, reply.recovered)
-
-
 def _declared_as(report: ClientReport) -> Hashable:
     """What replies verified together share: the declaration and the mechanism (both
     compared by value); a report whose fields do not hash is a group of its own."""
@@ -56,25 +47,36 @@ def _declared_as(report: ClientReport) -> Hashable:
     return key
 
 
+def _verified(group: list[Reply], rnd: Round) -> None:
+    """Recover, observe and verify fresh replies that share a declaration and mechanism."""
+    report, alpha = group[0].report, rnd.run.audit.verify_alpha
+    assert report is not None
+    arrays = [r.accepted.arrays if r.clean is None else r.clean for r in group]  # type: ignore[union-attr]
+    for reply, recovered in zip(group, recovered_together(report, rnd.theta[0], arrays),
+                                strict=True):
+        reply.recovered = recovered
+        reply.observation = observe_reply(reply.report, recovered)  # type: ignore[arg-type]
+    updates = [r for r in group if r.accepted.releases is None]  # type: ignore[union-attr]
+    for reply, verdict in zip(updates, verified_together(
+            report, [r.recovered for r in updates], alpha), strict=True):
+        reply.verdict = verdict
+    for reply in group:
+        accepted = reply.accepted
+        assert accepted is not None and accepted.report is not None
+        if accepted.releases is not None:
+            reply.verdict = verify_step_reply(accepted.report, rnd.broadcast, accepted.arrays,
+                                              accepted.releases, alpha, reply.share)
+
+
 def verify(batch: list[Reply], rnd: Round) -> None:
-    together: dict[Hashable, list[Reply]] = {}
-    alpha = rnd.run.audit.verify_alpha
+    fresh: dict[Hashable, list[Reply]] = {}
     for reply in live(batch):
-        report, accepted = reply.report, reply.accepted
-        assert accepted is not None
-        if report is None:
+        if reply.report is None:
             reply.verdict = Verdict("declaration", "undeclared", UNDECLARED)
         elif (replayed := _replayed(reply, rnd)) is not None:
             reply.verdict = replayed
         else:
-            _recovered(reply, rnd)
-            if accepted.releases is None:
-                together.setdefault(_declared_as(report), []).append(reply)
-            else:
-                reply.verdict = verify_step_reply(report, rnd.broadcast, accepted.arrays,
-                                                  accepted.releases, alpha, reply.share)
-    for group in together.values():
-        assert group[0].report is not None
-        verdicts = verified_together(group[0].report, [r.recovered for r in group], alpha)
-        for reply, verdict in zip(group, verdicts, strict=True):
-            reply.verdict = verdict
+            reply.fresh = True
+            fresh.setdefault(_declared_as(reply.report), []).append(reply)
+    for group in fresh.values():
+        _verified(group, rnd)
