@@ -118,3 +118,20 @@ def test_batched_verdicts_are_the_per_reply_ones(theta: np.ndarray) -> None:
     assert {("client-round", "consistent"), ("client-round", "inconsistent"),
             ("client-round", "unverifiable"), ("declaration", "undeclared"),
             ("replay", "inconsistent")} <= statuses
+
+
+def test_the_sketch_is_the_count_sketch_of_before_bit_for_bit() -> None:
+    """``R·Δ`` as a sparse product sums each bucket's rounded products in coordinate order,
+    from 0 — what ``np.bincount`` of the products did: the sketches the store keeps (and
+    ``--resume`` compares with) are unchanged."""
+    seed, rng = 3, np.random.default_rng(8)
+    sketches = UpdateSketches(DIM, seed)
+    draw = np.random.default_rng([seed, 0x5E7C])  # the buckets and signs, drawn as the class does
+    bucket = draw.permutation(DIM) % sketches.width
+    sizes = np.bincount(bucket, minlength=sketches.width).astype(np.float64)
+    weight = draw.choice(np.array([-1.0, 1.0]), size=DIM) / np.sqrt(sizes)[bucket]
+    for scale in (1e-3, 1.0, 1e6):
+        update = (scale * rng.standard_normal(DIM)).astype(F32)
+        before = np.bincount(bucket, weights=weight * update.astype(np.float64),
+                             minlength=sketches.width)
+        assert sketches.sketch(update).tobytes() == before.tobytes()

@@ -26,14 +26,13 @@ from strategies.step_releases import verify_step_reply
 __all__ = ["verify"]
 
 
-def _replayed(reply: Reply, rnd: Round) -> Verdict | None:
-    """The verdict of a reply that repeats its client's earlier update, else None."""
-    assert reply.flat is not None
-    replayed = rnd.run.sketches_of(reply.dim).replay_of(reply.client_id, reply.flat)
-    if replayed is None:
-        return None
-    return Verdict("replay", "inconsistent", f"the update repeats this client's update of "
-                   f"round {replayed}", p_value=0.0, speaks_to=("fresh-noise",))
+def _replays(replies: list[Reply], rnd: Round) -> list[int | None]:
+    """The round each reply's update repeats of its client's earlier updates, or None
+    (:meth:`~fedpriv.verification.replay.UpdateSketches.replays_of`, all at once)."""
+    if not replies:
+        return []
+    sketches = rnd.run.sketches_of(replies[0].dim)
+    return sketches.replays_of([r.client_id for r in replies], [r.flat for r in replies])  # type: ignore[misc]
 
 
 def _declared_as(report: ClientReport) -> Hashable:
@@ -70,13 +69,18 @@ def _verified(group: list[Reply], rnd: Round) -> None:
 
 def verify(batch: list[Reply], rnd: Round) -> None:
     fresh: dict[Hashable, list[Reply]] = {}
-    for reply in live(batch):
+    replies = live(batch)
+    for reply in replies:
         if reply.report is None:
             reply.verdict = Verdict("declaration", "undeclared", UNDECLARED)
-        elif (replayed := _replayed(reply, rnd)) is not None:
-            reply.verdict = replayed
+    declared = [r for r in replies if r.report is not None]
+    for reply, replayed in zip(declared, _replays(declared, rnd), strict=True):
+        if replayed is not None:
+            reply.verdict = Verdict("replay", "inconsistent", "the update repeats this "
+                                    f"client's update of round {replayed}", p_value=0.0,
+                                    speaks_to=("fresh-noise",))
         else:
             reply.fresh = True
-            fresh.setdefault(_declared_as(reply.report), []).append(reply)
+            fresh.setdefault(_declared_as(reply.report), []).append(reply)  # type: ignore[arg-type]
     for group in fresh.values():
         _verified(group, rnd)
