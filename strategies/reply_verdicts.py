@@ -26,6 +26,7 @@ __all__ = [
     "fold_verdicts",
     "fresh_noise",
     "observe_reply",
+    "observed_together",
     "recovered_reply",
     "recovered_together",
     "update_row",
@@ -124,6 +125,21 @@ def observe_reply(
         return report.mechanism.observe(recovered)
     except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
         return f"not observable: {err}"
+
+
+def observed_together(
+    report: ClientReport, recovered: Sequence[ClientUpdate | Verdict]
+) -> list[NoiseObservation | str]:
+    """:func:`observe_reply` of replies whose reports share ``report``'s declaration and
+    mechanism (``Mechanism.observe_many`` of the recovered updates); where that raises, each
+    alone, as :func:`observe_reply` says why."""
+    try:
+        observed = iter(report.mechanism.observe_many(
+            [r for r in recovered if not isinstance(r, Verdict)]))
+        return [observe_reply(report, r) if isinstance(r, Verdict) else next(observed)
+                for r in recovered]
+    except (ValueError, ArithmeticError):  # InputError is a ValueError
+        return [observe_reply(report, r) for r in recovered]
 
 
 def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:

@@ -250,6 +250,12 @@ class Mechanism(ABC):
         scale of this mechanism can be measured from its releases)."""
         return f"not observable: no noise scale of mechanism {self.name} to measure"
 
+    def observe_many(self, updates: Sequence[ClientUpdate]) -> list[NoiseObservation | str]:
+        """:meth:`observe` of each update, in order, for updates recovered under one
+        declaration of this mechanism: a mechanism that measures them faster together
+        overrides this with the same observations."""
+        return [self.observe(update) for update in updates]
+
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
         steps: int,

@@ -167,6 +167,16 @@ class GaussianMechanism(ClippedMechanism):
         return observe_gaussian(update, clip_bound=self.sensitivity,
                                 noise_multiplier=self.noise_multiplier)
 
+    def observe_many(self, updates: Sequence[ClientUpdate]) -> list[NoiseObservation | str]:
+        """:meth:`observe` of each update, the norms taken a block at a time
+        (:func:`fedpriv.verification.observed.observe_gaussian_many`)."""
+        if self.noise_multiplier == 0.0:
+            return [self.observe(update) for update in updates]
+        from fedpriv.verification.observed import observe_gaussian_many
+
+        return observe_gaussian_many(updates, clip_bound=self.sensitivity,
+                                     noise_multiplier=self.noise_multiplier)
+
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,
         steps: int,

@@ -18,7 +18,6 @@ clients use plain SGD.)
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -142,7 +141,7 @@ def client_update(
         return unverifiable("optimizer", reason)
     delta = end - start
     if not np.all(np.isfinite(delta)):
-        return unverifiable("update", "the update is not finite (training diverged?)")
+        return _NOT_FINITE
     step_scale = eta * (1.0 + mu if optimizer.nesterov and mu > 0 else 1.0)
     with np.errstate(over="ignore"):  # Δ over a hostile lr past float64 is inf: refuted later
         summed = -delta / step_scale
@@ -200,6 +199,10 @@ def client_updates(
     return out
 
 
+_NOT_FINITE = unverifiable("update", "the update is not finite (training diverged?)")
+"""An honest client whose training diverged sends NaN: not evidence against its declaration."""
+
+
 def _fits(arrays: Sequence[np.ndarray], size: int) -> bool:
     """Whether :func:`client_updates` recovers these parameters in a block: a list of float32
     or float64 arrays of ``size`` values in all (what :func:`flatten` converts exactly)."""
@@ -222,17 +225,22 @@ def _block_updates(
     for row, arrays in zip(delta, theta_clients, strict=True):
         np.concatenate([a.ravel() for a in arrays], out=row)  # flatten: exact float64 values
     delta -= start
-    finite = np.isfinite(delta).all(axis=1).tolist()
     with np.errstate(over="ignore", invalid="ignore"):  # a hostile lr: inf, refuted later
-        l1 = np.add.reduce(np.abs(delta), axis=1).tolist()  # _norms, row by row
-        l2 = np.sqrt([row.dot(row) for row in delta]).tolist()
+        l1 = np.add.reduce(np.abs(delta), axis=1)  # _norms, row by row
+        # a finite ℓ1 norm means every entry is finite; only the others are looked at
+        finite = np.isfinite(l1)
+        for i in np.flatnonzero(~finite).tolist():
+            finite[i] = np.isfinite(delta[i]).all()
+        l2 = np.sqrt([row.dot(row) for row in delta])
         summed = np.negative(delta, out=delta)
         summed /= template.step_scale
         if template.weight_decay:
             summed -= template.weight_decay * start
-    not_finite = unverifiable("update", "the update is not finite (training diverged?)")
-    return [dataclasses.replace(template, summed=row, delta_norms=(one, two)) if ok
-            else not_finite for row, one, two, ok in zip(summed, l1, l2, finite, strict=True)]
+    t = template
+    return [ClientUpdate(row, t.step_scale, t.weight_decay, t.steps, t.batch_size, t.records,
+                         t.start_norms, (one, two), t.unit_roundoff) if ok else _NOT_FINITE
+            for row, one, two, ok in zip(summed, l1.tolist(), l2.tolist(), finite.tolist(),
+                                         strict=True)]
 
 
 def _norms(x: np.ndarray) -> tuple[float, float]:

@@ -19,7 +19,7 @@ from collections.abc import Hashable
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
 from strategies.replies import UNDECLARED
-from strategies.reply_verdicts import observe_reply, recovered_together, verified_together
+from strategies.reply_verdicts import observed_together, recovered_together, verified_together
 from strategies.stages.base import Reply, Round, live
 from strategies.step_releases import verify_step_reply
 
@@ -51,10 +51,10 @@ def _verified(group: list[Reply], rnd: Round) -> None:
     report, alpha = group[0].report, rnd.run.audit.verify_alpha
     assert report is not None
     arrays = [r.accepted.arrays if r.clean is None else r.clean for r in group]  # type: ignore[union-attr]
-    for reply, recovered in zip(group, recovered_together(report, rnd.theta[0], arrays),
-                                strict=True):
-        reply.recovered = recovered
-        reply.observation = observe_reply(reply.report, recovered)  # type: ignore[arg-type]
+    recovered = recovered_together(report, rnd.theta[0], arrays)
+    for reply, update, observation in zip(group, recovered,
+                                          observed_together(report, recovered), strict=True):
+        reply.recovered, reply.observation = update, observation
     updates = [r for r in group if r.accepted.releases is None]  # type: ignore[union-attr]
     for reply, verdict in zip(updates, verified_together(
             report, [r.recovered for r in updates], alpha), strict=True):
