@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -163,25 +164,15 @@ def client_update(
 def client_updates(
     theta: np.ndarray | Sequence[np.ndarray],
     theta_clients: Sequence[Sequence[np.ndarray]],
-    *,
-    lr: float,
-    steps: int,
-    batch_size: float,
-    records: RecordCount,
-    optimizer: OptimizerSettings = PLAIN_SGD,
-    fresh_state: bool = True,
-    unit_roundoff: float = FLOAT32_UNIT_ROUNDOFF,
+    **kwargs: Any,
 ) -> list[ClientUpdate | Verdict]:
     """:func:`client_update` of each client's parameters (a list of float32 or float64 arrays)
-    against one ``θ`` under one declaration, in order: the arguments checked once, the
-    updates recovered :data:`BLOCK` at a time (a dozen numpy calls per block instead of per
-    update), each one's ``summed`` a row of its block. The arithmetic per element and each
-    row's reductions are :func:`client_update`'s, so every update is its, bit for bit; a
-    client whose arrays are of another kind or size is recovered by :func:`client_update`
-    alone (which raises what it raises)."""
-    kwargs = {"lr": lr, "steps": steps, "batch_size": batch_size, "records": records,
-              "optimizer": optimizer, "fresh_state": fresh_state,
-              "unit_roundoff": unit_roundoff}
+    against one ``θ`` under one declaration (``kwargs``: :func:`client_update`'s), in order:
+    the arguments checked once, the updates recovered :data:`BLOCK` at a time (a dozen numpy
+    calls per block instead of per update), each one's ``summed`` a row of its block. The
+    arithmetic per element and each row's reductions are :func:`client_update`'s, so every
+    update is its, bit for bit; a client whose arrays are of another kind or size is
+    recovered by :func:`client_update` alone (which raises what it raises)."""
     start = flatten(theta)
     template = client_update(start, [start], **kwargs)  # Δ = 0: the arguments checked once
     out: list[ClientUpdate | Verdict] = []
@@ -191,8 +182,8 @@ def client_updates(
         if isinstance(template, Verdict):  # the optimiser defeats recovery of every update
             together = [template] * sum(fits)
         else:
-            together = _block_updates(start, [a for a, fit in zip(part, fits) if fit],
-                                      template)
+            together = _block_updates(
+                start, [a for a, fit in zip(part, fits, strict=True) if fit], template)
         rows = iter(together)
         out += [next(rows) if fit else client_update(theta, arrays, **kwargs)
                 for fit, arrays in zip(fits, part, strict=True)]
