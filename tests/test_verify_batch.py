@@ -2,14 +2,17 @@
 (``strategies/stages/verify.py``: ``recovered_together``, ``verified_together``,
 ``Mechanism.verify_many``); every reply's recovered update, observation and verdict must be
 what the per-reply functions give it alone, on a batch that mixes declarations, mechanisms,
-cheats, an undeclared reply, a replay and a diverged update."""
+cheats, an undeclared reply, a replay, a diverged update and a declaration the tests cannot
+evaluate."""
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from verification_support import simulate_round
 
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
@@ -19,7 +22,6 @@ from strategies.replies import AcceptedReply
 from strategies.reply_verdicts import observe_reply, recovered_reply, verified_or_inconsistent
 from strategies.stages.base import Reply, Round
 from strategies.stages.verify import verify
-from tests.verification_support import simulate_round
 
 DIM, ALPHA, REPLAYER = 3_000, 1e-6, 900
 F32 = np.float32
@@ -53,8 +55,10 @@ def _batch(theta: np.ndarray) -> list[Reply]:
                enumerate(KINDS)]
     diverged = updates[3][1].copy()
     diverged[7] = np.nan
+    hostile = dataclasses.replace(updates[4][0], lr=1e-300)  # Δ/η overflows: untestable
     updates += [(updates[0][0], diverged, 800), (None, updates[1][1], 801),
-                (updates[2][0], updates[2][1], REPLAYER)]
+                (updates[2][0], updates[2][1], REPLAYER), (hostile, updates[4][1], 802),
+                (hostile, updates[5][1], 803)]
     replies = []
     for node, (report, delta, cid) in enumerate(updates):
         arrays = [(theta + delta).astype(F32)]
