@@ -17,7 +17,7 @@ from fedpriv.accounting import Release
 from fedpriv.mechanisms.gaussian import GaussianMechanism
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
-from fedpriv.verification.client_round import recover_update
+from fedpriv.verification.client_round import recover_update, recover_updates, verify_updates
 from fedpriv.verification.observed import NoiseObservation
 from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
 from fedpriv.verification.replay import UpdateSketches
@@ -26,11 +26,14 @@ __all__ = [
     "fold_verdicts",
     "fresh_noise",
     "observe_reply",
+    "observed_together",
     "recovered_reply",
+    "recovered_together",
     "update_row",
     "verdict_line",
     "verdict_summary",
     "verified_or_inconsistent",
+    "verified_together",
     "verify_reply",
 ]
 
@@ -52,6 +55,19 @@ def recovered_reply(
         return recover_update(report.declaration(), theta, list(arrays))
     except Exception as exc:  # noqa: BLE001 - whatever a hostile declaration makes it raise
         return _untestable(exc)
+
+
+def recovered_together(
+    report: ClientReport, broadcast: np.ndarray, arrays: Sequence[Sequence[np.ndarray]],
+) -> list[ClientUpdate | Verdict]:
+    """:func:`recovered_reply` of replies whose reports share ``report``'s declaration, each
+    with its parameters, recovered together (:func:`fedpriv.verification.client_round.
+    recover_updates`); where that raises, each alone, so a hostile reply's verdict says why
+    as it would alone."""
+    try:
+        return recover_updates(report.declaration(), broadcast, arrays)
+    except Exception:  # noqa: BLE001 - whatever a hostile declaration makes it raise
+        return [recovered_reply(report, broadcast, a) for a in arrays]
 
 
 def verify_reply(
@@ -83,6 +99,20 @@ def verified_or_inconsistent(
         return _untestable(exc)
 
 
+def verified_together(
+    report: ClientReport, recovered: Sequence[ClientUpdate | Verdict], alpha: float
+) -> list[Verdict]:
+    """:func:`verified_or_inconsistent` of replies whose reports share ``report``'s declaration
+    and mechanism, each with its :func:`recovered_reply`, verified together
+    (:func:`fedpriv.verification.client_round.verify_updates`); where that raises, each alone,
+    so a hostile reply's verdict says why as it would alone."""
+    try:
+        return verify_updates(report.declaration(), recovered, report.mechanism.verify_many,
+                              alpha=alpha)
+    except Exception:  # noqa: BLE001 - whatever a hostile declaration makes them raise
+        return [verified_or_inconsistent(report, (), (), alpha, r) for r in recovered]
+
+
 def observe_reply(
     report: ClientReport, recovered: ClientUpdate | Verdict
 ) -> NoiseObservation | str:
@@ -95,6 +125,21 @@ def observe_reply(
         return report.mechanism.observe(recovered)
     except (ValueError, ArithmeticError) as err:  # InputError is a ValueError
         return f"not observable: {err}"
+
+
+def observed_together(
+    report: ClientReport, recovered: Sequence[ClientUpdate | Verdict]
+) -> list[NoiseObservation | str]:
+    """:func:`observe_reply` of replies whose reports share ``report``'s declaration and
+    mechanism (``Mechanism.observe_many`` of the recovered updates); where that raises, each
+    alone, as :func:`observe_reply` says why."""
+    try:
+        observed = iter(report.mechanism.observe_many(
+            [r for r in recovered if not isinstance(r, Verdict)]))
+        return [observe_reply(report, r) if isinstance(r, Verdict) else next(observed)
+                for r in recovered]
+    except (ValueError, ArithmeticError):  # InputError is a ValueError
+        return [observe_reply(report, r) for r in recovered]
 
 
 def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:

@@ -27,13 +27,13 @@ def test_replies_are_checked_with_one_blas_thread(tmp_path: Path, monkeypatch):
     if not _blas_threads():
         pytest.skip("no BLAS library reports its threads to threadpoolctl")
     seen: list[list[int]] = []
-    verify = pipeline.verified_or_inconsistent
+    verify = pipeline.verified_together  # the replies sharing a declaration, together
 
-    def recording(*args, **kwargs):
-        seen.append(_blas_threads())
-        return verify(*args, **kwargs)
+    def recording(report, recovered, alpha):  # noqa: ANN001, ANN202
+        seen.extend(_blas_threads() for _ in recovered)  # one entry per reply checked
+        return verify(report, recovered, alpha)
 
-    monkeypatch.setattr(pipeline, "verified_or_inconsistent", recording)
+    monkeypatch.setattr(pipeline, "verified_together", recording)
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2"])
     with threadpool_limits(limits=2, user_api="blas"):  # a threaded BLAS, as by default
         assert set(_blas_threads()) == {2}

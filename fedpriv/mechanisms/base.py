@@ -238,11 +238,23 @@ class Mechanism(ABC):
 
         return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
 
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
+        """:meth:`verify` of each update, in order, for updates recovered under one
+        declaration of this mechanism (a round's replies that share it): a mechanism whose
+        checks share work across them overrides this with the same verdicts, faster."""
+        return [self.verify(update, alpha) for update in updates]
+
     def observe(self, update: ClientUpdate) -> NoiseObservation | str:
         """What a recovered update shows of this mechanism's noise, for ``epsilon_observed``
         (:mod:`fedpriv.verification.observed`), or why it shows nothing (the default: no noise
         scale of this mechanism can be measured from its releases)."""
         return f"not observable: no noise scale of mechanism {self.name} to measure"
+
+    def observe_many(self, updates: Sequence[ClientUpdate]) -> list[NoiseObservation | str]:
+        """:meth:`observe` of each update, in order, for updates recovered under one
+        declaration of this mechanism: a mechanism that measures them faster together
+        overrides this with the same observations."""
+        return [self.observe(update) for update in updates]
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -148,6 +149,14 @@ class GaussianMechanism(ClippedMechanism):
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
 
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
+        """:meth:`verify` of each update, the replies sharing this declaration verified
+        together (:func:`fedpriv.verification.gaussian_batch.verify_gaussian_batch`)."""
+        from fedpriv.verification.gaussian_batch import verify_gaussian_batch
+
+        return verify_gaussian_batch(updates, noise_multiplier=self.noise_multiplier,
+                                     clip_bound=self.sensitivity, alpha=alpha)
+
     def observe(self, update: ClientUpdate) -> NoiseObservation | str:
         """The ℓ2 norm of the noisy sum (:func:`fedpriv.verification.observed.observe_gaussian`);
         nothing at σ = 0 (no noise claimed: ε is infinite anyway)."""
@@ -157,6 +166,16 @@ class GaussianMechanism(ClippedMechanism):
 
         return observe_gaussian(update, clip_bound=self.sensitivity,
                                 noise_multiplier=self.noise_multiplier)
+
+    def observe_many(self, updates: Sequence[ClientUpdate]) -> list[NoiseObservation | str]:
+        """:meth:`observe` of each update, the norms taken a block at a time
+        (:func:`fedpriv.verification.observed.observe_gaussian_many`)."""
+        if self.noise_multiplier == 0.0:
+            return [self.observe(update) for update in updates]
+        from fedpriv.verification.observed import observe_gaussian_many
+
+        return observe_gaussian_many(updates, clip_bound=self.sensitivity,
+                                     noise_multiplier=self.noise_multiplier)
 
     def canary_scores(
         self, design: CanaryDesign, pseudo_gradient: np.ndarray, *, batch_size: float,

@@ -16,13 +16,17 @@ import numpy as np
 from fedpriv.validate import check_probability
 from fedpriv.verification.declaration import Declaration, declaration_checks
 from fedpriv.verification.records import record_count
-from fedpriv.verification.update import ClientUpdate, client_update
+from fedpriv.verification.update import ClientUpdate, client_update, client_updates
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, combine_verdicts
 
-__all__ = ["Verifier", "recover_update", "verify_update"]
+__all__ = ["Verifier", "recover_update", "recover_updates", "verify_update", "verify_updates"]
 
 Verifier = Callable[[ClientUpdate, float], Verdict]
 """A mechanism's own check of a recovered update at level α (``Mechanism.verify``)."""
+
+Verifiers = Callable[[Sequence[ClientUpdate], float], list[Verdict]]
+"""A mechanism's own check of many updates recovered under one declaration, each verdict the
+one :data:`Verifier` gives (``Mechanism.verify_many``)."""
 
 
 def recover_update(
@@ -39,6 +43,21 @@ def recover_update(
                            local_size=d.local_size, sample_rate=d.sample_rate)
     return client_update(theta, theta_client, lr=d.lr, steps=d.steps, batch_size=d.batch_size,
                          records=records, optimizer=d.optimizer, fresh_state=d.fresh_state)
+
+
+def recover_updates(
+    declaration: Declaration, theta: np.ndarray | Sequence[np.ndarray],
+    theta_clients: Sequence[Sequence[np.ndarray]],
+) -> list[ClientUpdate | Verdict]:
+    """:func:`recover_update` of each client's parameters under one declaration, in order
+    (:func:`~fedpriv.verification.update.client_updates`: the same updates, recovered a block
+    at a time)."""
+    d = declaration
+    records = record_count(d.steps, batch_sizes=d.batch_sizes, sampling=d.sampling,
+                           local_size=d.local_size, sample_rate=d.sample_rate)
+    return client_updates(theta, theta_clients, lr=d.lr, steps=d.steps,
+                          batch_size=d.batch_size, records=records, optimizer=d.optimizer,
+                          fresh_state=d.fresh_state)
 
 
 def verify_update(
@@ -78,3 +97,22 @@ def verify_update(
     update = recover_update(d, theta, theta_client) if recovered is None else recovered
     checked = update if isinstance(update, Verdict) else verifier(update, a)
     return combine_verdicts([checked], preconditions=preconditions)
+
+
+def verify_updates(
+    declaration: Declaration,
+    recovered: Sequence[ClientUpdate | Verdict],
+    verifier: Verifiers,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+) -> list[Verdict]:
+    """:func:`verify_update` of client-rounds that share one declaration, each recovered
+    already (:func:`recover_update`): the declaration's checks made once, the mechanism's for
+    all the recovered updates in one call (``Mechanism.verify_many``); verdicts in order."""
+    a = check_probability("alpha", alpha)
+    preconditions = declaration_checks(declaration, a)
+    if preconditions[0].status == "inconsistent":
+        return [combine_verdicts([], preconditions=preconditions) for _ in recovered]
+    checked = iter(verifier([u for u in recovered if not isinstance(u, Verdict)], a))
+    return [combine_verdicts([u if isinstance(u, Verdict) else next(checked)],
+                             preconditions=preconditions) for u in recovered]

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy import special
@@ -42,6 +44,7 @@ from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import ROUNDOFF_RISK, chi_roundoff_quantile, norm_tolerance
 from fedpriv.verification.sandwich import (
     NoiseNorm,
+    SandwichResult,
     low_tail,
     norm_verdict,
     one_sided_p_value,
@@ -79,6 +82,7 @@ def gaussian_norm_test(
     records: RecordCount,
     alpha: float = DEFAULT_ALPHA,
     slack: float = 0.0,
+    result: SandwichResult | None = None,
 ) -> Verdict:
     """Two-sided test of ``‖u‖₂`` against Gaussian noise of std ``σC`` per step.
 
@@ -110,15 +114,25 @@ def gaussian_norm_test(
         False-alarm rate.
     slack
         Rounding tolerance on ``norm`` (moves each threshold outwards).
+    result
+        The :func:`~fedpriv.verification.sandwich.sandwich` of :func:`l2_noise`, where the
+        caller computed it for many replies at once (:mod:`~fedpriv.verification.gaussian_batch`).
     """
     x, p, k = check_nonnegative("norm", norm), check_dim("dim", dim), check_dim("steps", steps)
     s, c = check_positive("noise_std", noise_std), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
-    law = gaussian_l2_law(p)
-    noise = NoiseNorm(law, s * math.sqrt(k), law, s, k, shifted_sf=law.sf_shifted)
+    noise = l2_noise(p, s, k)
     statistic = {"noise_scale": noise.scale, "expected_noise_norm": noise.scale * math.sqrt(p)}
     return norm_verdict("gaussian-norm", x, noise, c, records, tol, a, norm="‖u‖₂",
-                        declared=f"σC = {s:.4g}", statistic=statistic)
+                        declared=f"σC = {s:.4g}", statistic=statistic, result=result)
+
+
+def l2_noise(dim: int, noise_std: float, steps: int) -> NoiseNorm:
+    """The law of the Gaussian noise's ℓ2 norm over ``k`` steps of std ``σC`` per coordinate
+    and step, and of the last step's alone (:func:`gaussian_norm_test`)."""
+    law = gaussian_l2_law(dim)
+    return NoiseNorm(law, noise_std * math.sqrt(steps), law, noise_std, steps,
+                     shifted_sf=law.sf_shifted)
 
 
 def gaussian_shape_test(
@@ -151,17 +165,45 @@ def gaussian_shape_test(
     p, k = check_dim("dim", u.size), check_dim("steps", steps)
     s, c = check_positive("noise_std", noise_std), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
-    x = float(np.sum(np.abs(u)))
-    law = gaussian_l1_law(p)
-    noise = NoiseNorm(law, s * math.sqrt(k), law, s, k)
+    return shape_verdict(float(np.sum(np.abs(u))), excess_kurtosis(u), p, noise_std=s, steps=k,
+                         clip_bound=c, records=records, alpha=a, slack=tol)
+
+
+def shape_p_value(l1_norm: float, noise: NoiseNorm, per_record: float, records: RecordCount,
+                  slack: float) -> float:
+    """The p-value of :func:`gaussian_shape_test`: the low tail of ``‖u‖₁`` (widened by
+    ``slack``) with ``noise`` its :func:`l1_noise` and a signal of ``per_record = √p·C`` per
+    record."""
+    k = noise.steps
+    return one_sided_p_value(
+        lambda b: low_tail(l1_norm + slack, noise, per_record * b), records, k > 1
+    )[0]
+
+
+def l1_noise(dim: int, noise_std: float, steps: int) -> NoiseNorm:
+    """The law of the Gaussian noise's ℓ1 norm over ``k`` steps and of the last step's alone
+    (:func:`gaussian_shape_test`)."""
+    law = gaussian_l1_law(dim)
+    return NoiseNorm(law, noise_std * math.sqrt(steps), law, noise_std, steps)
+
+
+def shape_verdict(
+    l1_norm: float, kurtosis: float, dim: int, *, noise_std: float, steps: int,
+    clip_bound: float, records: RecordCount, alpha: float, slack: float,
+    p_value: float | None = None,
+) -> Verdict:
+    """:func:`gaussian_shape_test` from its statistics, ``‖u‖₁`` and the excess kurtosis of
+    ``u`` (arguments validated by the caller); ``p_value``: its :func:`shape_p_value`, where
+    the caller computed it for many replies at once."""
+    x, p, s, c, a = l1_norm, dim, noise_std, clip_bound, alpha
+    noise = l1_noise(p, s, steps)
     per_record = math.sqrt(p) * c  # ‖s‖₁ ≤ √p ‖s‖₂
-    p_value, _ = one_sided_p_value(
-        lambda b: low_tail(x + tol, noise, per_record * b), records, k > 1
-    )
+    if p_value is None:
+        p_value = shape_p_value(x, noise, per_record, records, slack)
     statistic = {
         "l1_norm": x,
         "expected_l1_norm": noise.scale * p * math.sqrt(2.0 / math.pi),
-        "excess_kurtosis": excess_kurtosis(u),
+        "excess_kurtosis": kurtosis,
         "kurtosis_standard_error": math.sqrt(24.0 / p),
     }
     verdict = decide(
@@ -220,9 +262,26 @@ def gaussian_light_tail_test(
     p, k = check_dim("dim", u.size), check_dim("steps", steps)
     s, c = check_positive("noise_std", noise_std), check_positive("clip_bound", clip_bound)
     a, tol = check_probability("alpha", alpha), check_nonnegative("slack", slack)
+    return light_tail_verdict(tail_excess(np.abs(u), s), p, noise_std=s, steps=k, clip_bound=c,
+                              records=records, alpha=a, slack=tol)
+
+
+def tail_excess(magnitudes: np.ndarray, noise_std: float) -> float:
+    """``T(u) = Σ_i (|u_i|/σC − τ)₊`` of :func:`gaussian_light_tail_test`, from ``|u|``."""
+    return float(np.maximum(magnitudes / noise_std - LIGHT_TAIL_CUT, 0.0).sum())
+
+
+def light_tail_verdict(
+    excess: float, dim: int, *, noise_std: float, steps: int, clip_bound: float,
+    records: RecordCount, alpha: float, slack: float, p_value: float | None = None,
+) -> Verdict:
+    """:func:`gaussian_light_tail_test` from its statistic ``T(u)`` (:func:`tail_excess`;
+    arguments validated by the caller); ``p_value``: the law's lower tail at ``T + slack/σC``,
+    where the caller computed it for many replies at once."""
+    p, k, s, c, a = dim, steps, noise_std, clip_bound, alpha
     law = gaussian_excess_law(p, LIGHT_TAIL_CUT)
-    excess = float(np.maximum(np.abs(u) / s - LIGHT_TAIL_CUT, 0.0).sum())
-    p_value = law.cdf(excess + tol / s)
+    if p_value is None:
+        p_value = law.cdf(excess + slack / s)
     statistic = {"tail_excess": excess, "expected_tail_excess": p * law.mean,
                  "cut": LIGHT_TAIL_CUT}
     verdict = decide(
@@ -286,27 +345,61 @@ def verify_gaussian(
     c = check_positive("clip_bound", clip_bound)
     if sigma == 0:
         return verify_clip(update, clip_bound=c, alpha=alpha)
-    p, k, records = update.dim, update.steps, update.records
-    most = records.upper_quantile(ROUNDOFF_RISK)
-    c_float = c * (1.0 + norm_tolerance(p, most, update.unit_roundoff))
-    noise_std = sigma * c
-    step_noise = noise_std * chi_roundoff_quantile(p)
-    step2 = (step_noise + c_float * most) / update.batch_size
+    check = GaussianCheck.of(update, sigma, c, alpha)
+    slack2, slack1 = check.slacks(update)
     u = update.noisy_sum
-    slack2 = update.batch_size * update.summed_error(2, step2)
-    slack1 = update.batch_size * update.summed_error(1, math.sqrt(p) * step2)
-    common = {"steps": k, "clip_bound": c_float, "records": records, "alpha": alpha}
     with np.errstate(over="ignore"):  # a hostile update's norm past float64 is inf: refuted
         observed_norm = float(np.linalg.norm(u))
-    norm = gaussian_norm_test(observed_norm, dim=p, noise_std=noise_std, slack=slack2, **common)
-    bound = records.upper_quantile(alpha / 2)  # B, conservatively, for the power figures
-    norm = dataclasses.replace(norm, statistic={
-        **norm.statistic,
-        "detectable_fraction": gaussian_detectable_fraction(sigma, dim=p, records=bound,
-                                                            steps=k, alpha=alpha),
-        "signal_power": gaussian_signal_power(sigma, dim=p, records=bound, steps=k, alpha=alpha,
-                                              factor=SIGNAL_FACTOR),
-    })
-    shape = gaussian_shape_test(u, noise_std=noise_std, slack=slack1, **common)
-    light = gaussian_light_tail_test(u, noise_std=noise_std, slack=slack1, **common)
-    return combine_verdicts([norm, shape, light], test="gaussian")
+    norm = gaussian_norm_test(observed_norm, dim=check.dim, noise_std=check.noise_std,
+                              slack=slack2, **check.common)
+    shape = gaussian_shape_test(u, noise_std=check.noise_std, slack=slack1, **check.common)
+    light = gaussian_light_tail_test(u, noise_std=check.noise_std, slack=slack1, **check.common)
+    return check.combined(norm, shape, light)
+
+
+@dataclass(frozen=True)
+class GaussianCheck:
+    """What :func:`verify_gaussian` derives from the declaration alone — the widened clipping
+    bound, the noise std, the bound on one step's release for the rounding slacks and the
+    power figures — which the replies sharing a declaration compute once
+    (:mod:`~fedpriv.verification.gaussian_batch`)."""
+
+    dim: int
+    noise_multiplier: float
+    noise_std: float
+    step_bound: float  # ‖r_t‖₂ before cancellation, (‖S_t‖ + ‖N_t‖)/L, for the slacks
+    common: dict[str, Any]  # steps, clip_bound (widened), records, alpha
+    figures: dict[str, float]  # the norm test's power figures
+
+    @classmethod
+    def of(cls, update: ClientUpdate, sigma: float, clip: float, alpha: float) -> GaussianCheck:
+        """The check of ``update``'s declaration at ``σ > 0``, clipping bound ``C``, ``alpha``:
+        the clipping bound widened by the float32 tolerance
+        :func:`~fedpriv.verification.roundoff.norm_tolerance` and one step's noise norm taken
+        at its ``1 − 10⁻¹⁵`` quantile for the rounding slack of the parameter round trip."""
+        p, k, records = update.dim, update.steps, update.records
+        most = records.upper_quantile(ROUNDOFF_RISK)
+        c_float = clip * (1.0 + norm_tolerance(p, most, update.unit_roundoff))
+        noise_std = sigma * clip
+        step_noise = noise_std * chi_roundoff_quantile(p)
+        step2 = (step_noise + c_float * most) / update.batch_size
+        bound = records.upper_quantile(alpha / 2)  # B, conservatively, for the power figures
+        figures = {
+            "detectable_fraction": gaussian_detectable_fraction(sigma, dim=p, records=bound,
+                                                                steps=k, alpha=alpha),
+            "signal_power": gaussian_signal_power(sigma, dim=p, records=bound, steps=k,
+                                                  alpha=alpha, factor=SIGNAL_FACTOR),
+        }
+        common = {"steps": k, "clip_bound": c_float, "records": records, "alpha": alpha}
+        return cls(p, sigma, noise_std, step2, common, figures)
+
+    def slacks(self, update: ClientUpdate) -> tuple[float, float]:
+        """The rounding slacks of ``‖u‖₂`` and ``‖u‖₁`` (:meth:`ClientUpdate.summed_error`)."""
+        step2, scale = self.step_bound, update.batch_size
+        return (scale * update.summed_error(2, step2),
+                scale * update.summed_error(1, math.sqrt(self.dim) * step2))
+
+    def combined(self, norm: Verdict, shape: Verdict, light: Verdict) -> Verdict:
+        """The three tests' verdict, the power figures added to the norm test's statistic."""
+        norm = dataclasses.replace(norm, statistic={**norm.statistic, **self.figures})
+        return combine_verdicts([norm, shape, light], test="gaussian")

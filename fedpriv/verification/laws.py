@@ -59,6 +59,7 @@ __all__ = [
     "mean_normal_excess",
     "ncx2_sf",
     "ncx2_sf_minus",
+    "ncx2_sfs",
     "normal_excess_slopes",
 ]
 
@@ -93,6 +94,19 @@ def ncx2_sf_minus(x: float, df: float, nc: float, level: float) -> float:
     return upper - level if abs(upper - level) > 1e-13 else ncx2_sf(x, df, nc) - level
 
 
+def ncx2_sfs(x: np.ndarray, df: float, nc: np.ndarray) -> np.ndarray:
+    """:func:`ncx2_sf` elementwise (many replies' statistics at once): the same ufuncs and
+    the same choice per element, so each value is the scalar function's, bit for bit."""
+    with np.errstate(invalid="ignore"):
+        central = np.where(x > 0, special.chdtrc(df, np.maximum(x, 0.0)), 1.0)
+        upper = 1.0 - special.chndtr(x, df, np.maximum(nc, 0.0))
+    out = np.where(nc <= 0, central, upper)
+    tiny = (nc > 0) & ~(upper > _COMPLEMENT_FLOOR)
+    if tiny.any():
+        out[tiny] = stats.ncx2.sf(x[tiny], df, nc[tiny])
+    return out
+
+
 class NormLaw(Protocol):
     """A law of a standardised noise norm, through bounds on its two tails."""
 
@@ -118,6 +132,19 @@ class ChiNorm:
 
     def sf(self, t: float) -> float:
         return float(special.chdtrc(self.dim, t * t)) if t > 0 else 1.0
+
+    def cdfs(self, t: np.ndarray) -> np.ndarray:
+        """:meth:`cdf` elementwise, bit for bit."""
+        return np.where(t > 0, special.chdtr(self.dim, t * t), 0.0)
+
+    def sfs(self, t: np.ndarray) -> np.ndarray:
+        """:meth:`sf` elementwise, bit for bit."""
+        return np.where(t > 0, special.chdtrc(self.dim, t * t), 1.0)
+
+    def sfs_shifted(self, t: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """:meth:`sf_shifted` elementwise, bit for bit."""
+        shifted = ncx2_sfs(t * t, self.dim, shift * shift)
+        return np.where(t <= 0, 1.0, np.where(shift <= 0, self.sfs(t), shifted))
 
     def sf_shifted(self, t: float, shift: float) -> float:
         """``sup_{‖v‖ ≤ shift} P(‖Z + v‖₂ ≥ t)`` for a fixed ``v``: ``‖Z + v‖²`` is noncentral

@@ -65,7 +65,7 @@ from fedpriv.verification.roundoff import (
     gamma_roundoff_quantile,
     norm_tolerance,
 )
-from fedpriv.verification.update import ClientUpdate
+from fedpriv.verification.update import BLOCK, ClientUpdate
 
 __all__ = [
     "ASSUMPTION",
@@ -77,9 +77,11 @@ __all__ = [
     "Observer",
     "gaussian_noise_lcb",
     "gaussian_noise_lcbs",
+    "gaussian_norms",
     "laplace_noise_lcb",
     "lower_bounds",
     "observe_gaussian",
+    "observe_gaussian_many",
     "observe_laplace",
     "round_bounds",
     "round_level",
@@ -412,22 +414,24 @@ Observer = Callable[[ClientUpdate], "NoiseObservation | str"]
 
 
 def _observation(update: ClientUpdate, law: str, norm_ord: int, clip: float,
-                 step_noise: float) -> NoiseObservation | str:
+                 step_noise: float, norm: float | None = None) -> NoiseObservation | str:
     """``‖u‖/C`` less the rounding slack, which is bounded as the reply check bounds it
     (:mod:`~fedpriv.verification.roundoff`; ``step_noise`` a bound on one step's noise norm
     in that norm); not observable where the norm or the slack overflows float64 (a hostile
-    update: an infinite norm would read as infinite noise, ε_observed ≈ 0)."""
+    update: an infinite norm would read as infinite noise, ε_observed ≈ 0). ``norm``: ``‖u‖``
+    where the caller took it already (:func:`gaussian_norms`)."""
     p, records = update.dim, update.records
     most = records.upper_quantile(ROUNDOFF_RISK)
     tolerance = norm_tolerance(p, most, update.unit_roundoff)
-    u = update.noisy_sum
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is inf: refused below
         step = (step_noise + clip * (1.0 + tolerance) * most) / update.batch_size
         slack = update.batch_size * update.summed_error(norm_ord, step)
-        # summed in numpy, not by BLAS: a multithreaded dot costs more than the pass on busy
-        # cores
-        norm = (float(np.abs(u).sum()) if norm_ord == 1
-                else math.sqrt(float(np.square(u).sum())))
+        if norm is None:
+            u = update.noisy_sum
+            # summed in numpy, not by BLAS: a multithreaded dot costs more than the pass on
+            # busy cores
+            norm = (float(np.abs(u).sum()) if norm_ord == 1
+                    else math.sqrt(float(np.square(u).sum())))
     if not (math.isfinite(norm) and math.isfinite(slack)):
         return "not observable: the update's norm or its rounding slack overflows float64"
     return NoiseObservation(law, max(0.0, norm - slack) / clip, p, update.steps,
@@ -441,6 +445,32 @@ def observe_gaussian(update: ClientUpdate, *, clip_bound: float,
     c = check_positive("clip_bound", clip_bound)
     step = noise_multiplier * c * chi_roundoff_quantile(update.dim)
     return _observation(update, "gaussian", 2, c, step)
+
+
+def observe_gaussian_many(updates: Sequence[ClientUpdate], *, clip_bound: float,
+                          noise_multiplier: float) -> list[NoiseObservation | str]:
+    """:func:`observe_gaussian` of each update, in order, for updates recovered under one
+    declaration: the ℓ2 norms taken :data:`~fedpriv.verification.update.BLOCK` at a time
+    (:func:`gaussian_norms`), the same values bit for bit."""
+    c = check_positive("clip_bound", clip_bound)
+    norms = gaussian_norms(updates)
+    return [_observation(update, "gaussian", 2, c,
+                         noise_multiplier * c * chi_roundoff_quantile(update.dim), norm)
+            for update, norm in zip(updates, norms, strict=True)]
+
+
+def gaussian_norms(updates: Sequence[ClientUpdate]) -> list[float]:
+    """``‖u‖₂`` of each update as :func:`_observation` takes it, ``√(Σ u_i²)`` summed by numpy
+    (each row's pairwise sum is the vector's), a block of updates at a time."""
+    norms: list[float] = []
+    for start in range(0, len(updates), BLOCK):
+        part = updates[start:start + BLOCK]
+        u = np.stack([update.summed for update in part])
+        with np.errstate(over="ignore", invalid="ignore"):
+            u *= np.array([update.batch_size for update in part])[:, None]  # noisy_sum
+            np.square(u, out=u)
+            norms += [math.sqrt(x) for x in np.add.reduce(u, axis=1).tolist()]
+    return norms
 
 
 def observe_laplace(update: ClientUpdate, *, clip_bound: float,

@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Sequence
 
 import numpy as np
-from scipy import special
+from scipy import sparse, special
 
 from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverifiable
 
@@ -79,16 +80,21 @@ class UpdateSketches:
     def __init__(self, dim: int, seed: int) -> None:
         rng = np.random.default_rng([seed, 0x5E7C])
         self.width = min(SKETCH_WIDTH, int(dim))
-        self._bucket = rng.permutation(dim) % self.width
-        sizes = np.bincount(self._bucket, minlength=self.width).astype(np.float64)
-        self._weight = rng.choice(np.array([-1.0, 1.0]), size=dim) / np.sqrt(sizes)[self._bucket]
+        bucket = rng.permutation(dim) % self.width
+        sizes = np.bincount(bucket, minlength=self.width).astype(np.float64)
+        weight = rng.choice(np.array([-1.0, 1.0]), size=dim) / np.sqrt(sizes)[bucket]
+        # R as a sparse matrix, each row's entries in coordinate order: a row of R·Δ is then
+        # summed in that order, from 0, one rounded product at a time — what np.bincount of
+        # the products does, in ~2/3 of its time
+        self._sketcher = sparse.csr_matrix((weight, (bucket, np.arange(dim))),
+                                           shape=(self.width, dim))
+        self._sketcher.sort_indices()
         self._seen: dict[int, list[tuple[int, np.ndarray]]] = {}
         self._recent: dict[int, np.ndarray] = {}  # id(update) -> its sketch, while it lives
 
     def sketch(self, update: np.ndarray) -> np.ndarray:
         """``R·Δ`` for a flat update (float64; ``R`` has orthonormal rows)."""
-        return np.bincount(self._bucket, weights=self._weight * update.astype(np.float64),
-                           minlength=self.width)
+        return self._sketcher @ update.astype(np.float64)
 
     def _remembered_sketch(self, update: np.ndarray) -> np.ndarray:
         """:meth:`sketch`, reusing :meth:`replay_of`'s of the same array (a sketch is a pass):
@@ -99,19 +105,40 @@ class UpdateSketches:
 
     def replay_of(self, client_id: int, update: np.ndarray) -> int | None:
         """The round whose update this one repeats, or None (then nothing is recorded)."""
-        new = self._remembered_sketch(update)
-        key = id(update)
-        if key not in self._recent:  # add() of the same array reuses it (a sketch is a pass)
-            weakref.finalize(update, self._recent.pop, key, None)
-            self._recent[key] = new
-        seen = self._seen.get(client_id, [])
-        if not seen:
-            return None
-        olds = np.stack([old for _, old in seen])  # every earlier sketch at once, in order
-        gaps = olds - new
-        scales = np.sqrt(np.einsum("ij,ij->i", olds, olds))
+        return self.replays_of([client_id], [update])[0]
+
+    def replays_of(
+        self, client_ids: Sequence[int], updates: Sequence[np.ndarray]
+    ) -> list[int | None]:
+        """:meth:`replay_of` of each client's update, in order: every earlier sketch of
+        every client compared at once (a round's batch: one pass instead of one per reply).
+        Each sketch is kept while its array lives, for :meth:`fresh_noise_test` and
+        :meth:`add` (a sketch is a pass; dropped when the array is collected, so an id is
+        never reused stale)."""
+        news = []
+        for update in updates:
+            new = self._remembered_sketch(update)
+            key = id(update)
+            if key not in self._recent:
+                weakref.finalize(update, self._recent.pop, key, None)
+                self._recent[key] = new
+            news.append(new)
+        owners, rounds, olds = [], [], []
+        for i, client_id in enumerate(client_ids):
+            for rnd, old in self._seen.get(client_id, ()):
+                owners.append(i)
+                rounds.append(rnd)
+                olds.append(old)
+        found: list[int | None] = [None] * len(news)
+        if not olds:
+            return found
+        earlier = np.stack(olds)
+        gaps = earlier - np.stack(news)[owners]
+        scales = np.sqrt(np.einsum("ij,ij->i", earlier, earlier))
         close = (scales > 0) & (np.sqrt(np.einsum("ij,ij->i", gaps, gaps)) <= _TOLERANCE * scales)
-        return seen[int(np.argmax(close))][0] if close.any() else None  # the first match
+        for k in np.flatnonzero(close)[::-1].tolist():  # backwards: each client's first match
+            found[owners[k]] = rounds[k]
+        return found
 
     def fresh_noise_test(
         self, client_id: int, update: np.ndarray, noise_std: float, *,

@@ -41,12 +41,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from fedpriv.verification.laws import NormLaw
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.verdict import Verdict, decide
 
 __all__ = ["NoiseNorm", "SandwichResult", "high_tail", "low_tail", "norm_verdict",
-           "one_sided_p_value", "sandwich"]
+           "one_sided_p_value", "one_sided_p_values", "sandwich"]
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,36 @@ def one_sided_p_value(
     return min(1.0, 2.0 * best), at
 
 
+def one_sided_p_values(
+    tail: Callable[[np.ndarray], np.ndarray], records: RecordCount, count: int,
+    uses_records: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`one_sided_p_value` for ``count`` observations at once (replies sharing a
+    declaration): ``tail`` maps an array of record bounds, one per observation, to their tail
+    bounds, elementwise. The bisections run in lockstep, each ending where it would alone, so
+    every p-value and bound is the scalar function's, bit for bit."""
+    trials = np.full(count, records.trials)
+    if records.known or not uses_records:
+        return np.minimum(1.0, tail(trials)), trials
+    low, high = np.zeros(count, dtype=trials.dtype), trials
+    while (active := low < high).any():
+        mid = (low + high) // 2
+        up = active & (_exceed(records, mid) <= tail(mid))
+        high = np.where(up, mid, high)
+        low = np.where(active & ~up, mid + 1, low)
+    best, at = tail(low), low
+    before = np.where(low > 0, _exceed(records, np.maximum(low - 1, 0)), np.inf)
+    earlier = before < best
+    return np.minimum(1.0, 2.0 * np.where(earlier, before, best)), np.where(earlier, low - 1, at)
+
+
+def _exceed(records: RecordCount, bounds: np.ndarray) -> np.ndarray:
+    """``P(B > b)`` for each ``b`` (once per distinct value: the scalar is kept, and the
+    bisections of replies that share a declaration visit few values)."""
+    values, where = np.unique(bounds, return_inverse=True)
+    return np.array([records.exceed_probability(int(b)) for b in values])[where]
+
+
 @dataclass(frozen=True)
 class SandwichResult:
     """Both sides of the norm sandwich: the two-sided p-value, each side's, and the signal bound
@@ -143,11 +175,14 @@ def sandwich(
 def norm_verdict(
     test: str, observed: float, noise: NoiseNorm, per_record: float, records: RecordCount,
     slack: float, alpha: float, *, norm: str, declared: str, statistic: dict[str, float],
+    result: SandwichResult | None = None,
 ) -> Verdict:
     """The :func:`sandwich` test as a :class:`Verdict`: ``norm`` names the observed norm
     (``"‖u‖₂"``), ``declared`` the declared noise (``"σC = 0.5"``), ``statistic`` the test's own
-    figures (the sides' p-values, the signal bound and the slack are added)."""
-    both = sandwich(observed, noise, per_record, records, slack)
+    figures (the sides' p-values, the signal bound and the slack are added). ``result``: the
+    :func:`sandwich` of the same arguments where the caller computed it already (for many
+    replies at once: :mod:`~fedpriv.verification.gaussian_batch`)."""
+    both = sandwich(observed, noise, per_record, records, slack) if result is None else result
     figures = {"norm": observed, **statistic, "signal_bound": both.signal_bound,
                "p_low": both.p_low, "p_high": both.p_high, "slack": slack}
     where = "small: less noise" if both.p_low <= both.p_high else "large: more noise or signal"

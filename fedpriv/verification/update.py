@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,11 @@ from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, roundoff_bound
 from fedpriv.verification.verdict import Verdict, unverifiable
 
-__all__ = ["ClientUpdate", "client_update", "flatten"]
+__all__ = ["BLOCK", "ClientUpdate", "client_update", "client_updates", "flatten"]
+
+BLOCK = 8
+"""Updates recovered together by :func:`client_updates`: 8 × 13,700 float64 (0.9 MB) stay in
+a core's L2 cache."""
 
 
 def flatten(arrays: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
@@ -137,7 +142,7 @@ def client_update(
         return unverifiable("optimizer", reason)
     delta = end - start
     if not np.all(np.isfinite(delta)):
-        return unverifiable("update", "the update is not finite (training diverged?)")
+        return _NOT_FINITE
     step_scale = eta * (1.0 + mu if optimizer.nesterov and mu > 0 else 1.0)
     with np.errstate(over="ignore"):  # Δ over a hostile lr past float64 is inf: refuted later
         summed = -delta / step_scale
@@ -154,6 +159,79 @@ def client_update(
         delta_norms=_norms(delta),
         unit_roundoff=unit_roundoff,
     )
+
+
+def client_updates(
+    theta: np.ndarray | Sequence[np.ndarray],
+    theta_clients: Sequence[Sequence[np.ndarray]],
+    **kwargs: Any,
+) -> list[ClientUpdate | Verdict]:
+    """:func:`client_update` of each client's parameters (a list of float32 or float64 arrays)
+    against one ``θ`` under one declaration (``kwargs``: :func:`client_update`'s), in order:
+    the arguments checked once, the updates recovered :data:`BLOCK` at a time (a dozen numpy
+    calls per block instead of per update), each one's ``summed`` a row of its block. The
+    arithmetic per element and each row's reductions are :func:`client_update`'s, so every
+    update is its, bit for bit; a client whose arrays are of another kind or size is
+    recovered by :func:`client_update` alone (which raises what it raises)."""
+    start = flatten(theta)
+    template = client_update(start, [start], **kwargs)  # Δ = 0: the arguments checked once
+    out: list[ClientUpdate | Verdict] = []
+    for begin in range(0, len(theta_clients), BLOCK):
+        part = theta_clients[begin:begin + BLOCK]
+        fits = [_fits(arrays, start.size) for arrays in part]
+        if isinstance(template, Verdict):  # the optimiser defeats recovery of every update
+            together = [template] * sum(fits)
+        else:
+            together = _block_updates(
+                start, [a for a, fit in zip(part, fits, strict=True) if fit], template)
+        rows = iter(together)
+        out += [next(rows) if fit else client_update(theta, arrays, **kwargs)
+                for fit, arrays in zip(fits, part, strict=True)]
+    return out
+
+
+_NOT_FINITE = unverifiable("update", "the update is not finite (training diverged?)")
+"""An honest client whose training diverged sends NaN: not evidence against its declaration."""
+
+
+def _fits(arrays: Sequence[np.ndarray], size: int) -> bool:
+    """Whether :func:`client_updates` recovers these parameters in a block: a list of float32
+    or float64 arrays of ``size`` values in all (what :func:`flatten` converts exactly)."""
+    return (not isinstance(arrays, np.ndarray)
+            and all(isinstance(a, np.ndarray) and a.dtype in _FLOATS for a in arrays)
+            and sum(a.size for a in arrays) == size)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _block_updates(
+    start: np.ndarray, theta_clients: Sequence[Sequence[np.ndarray]], template: ClientUpdate,
+) -> list[ClientUpdate | Verdict]:
+    """One block of :func:`client_updates`; ``template`` carries what the declaration fixes
+    (an update recovered under it)."""
+    if not theta_clients:
+        return []
+    delta = np.empty((len(theta_clients), start.size))
+    for row, arrays in zip(delta, theta_clients, strict=True):
+        np.concatenate([a.ravel() for a in arrays], out=row)  # flatten: exact float64 values
+    delta -= start
+    with np.errstate(over="ignore", invalid="ignore"):  # a hostile lr: inf, refuted later
+        l1 = np.add.reduce(np.abs(delta), axis=1)  # _norms, row by row
+        # a finite ℓ1 norm means every entry is finite; only the others are looked at
+        finite = np.isfinite(l1)
+        for i in np.flatnonzero(~finite).tolist():
+            finite[i] = np.isfinite(delta[i]).all()
+        l2 = np.sqrt([row.dot(row) for row in delta])
+        summed = np.negative(delta, out=delta)
+        summed /= template.step_scale
+        if template.weight_decay:
+            summed -= template.weight_decay * start
+    t = template
+    return [ClientUpdate(row, t.step_scale, t.weight_decay, t.steps, t.batch_size, t.records,
+                         t.start_norms, (one, two), t.unit_roundoff) if ok else _NOT_FINITE
+            for row, one, two, ok in zip(summed, l1.tolist(), l2.tolist(), finite.tolist(),
+                                         strict=True)]
 
 
 def _norms(x: np.ndarray) -> tuple[float, float]:

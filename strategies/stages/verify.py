@@ -2,38 +2,85 @@
 replay of the client's earlier update is inconsistent outright; else the update is recovered
 once (:func:`~strategies.reply_verdicts.recovered_reply`), verified (in steps mode recomposed,
 then every step tested: :func:`~strategies.step_releases.verify_step_reply`) and observed
-(``epsilon_observed``). An undeclared reply's verdict says so."""
+(``epsilon_observed``). An undeclared reply's verdict says so.
+
+The replies whose reports share a declaration and mechanism (a round's usual case: every
+client runs the same configuration) are recovered and verified together
+(:func:`~strategies.reply_verdicts.recovered_together`,
+:func:`~strategies.reply_verdicts.verified_together`: ``Mechanism.verify_many``), which do what
+depends on the declaration alone once and take the updates' statistics a block at a time and
+the tests' p-values for all of them at once; each verdict is the one
+:func:`~strategies.reply_verdicts.verified_or_inconsistent` gives the reply alone."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
+from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
 from strategies.replies import UNDECLARED
-from strategies.reply_verdicts import observe_reply, recovered_reply, verified_or_inconsistent
+from strategies.reply_verdicts import observed_together, recovered_together, verified_together
 from strategies.stages.base import Reply, Round, live
 from strategies.step_releases import verify_step_reply
 
 __all__ = ["verify"]
 
 
-def _verified(reply: Reply, rnd: Round) -> Verdict:
-    report, accepted, alpha = reply.report, reply.accepted, rnd.run.audit.verify_alpha
-    assert report is not None and accepted is not None and reply.flat is not None
-    replayed = rnd.run.sketches_of(reply.dim).replay_of(reply.client_id, reply.flat)
-    if replayed is not None:
-        return Verdict("replay", "inconsistent", f"the update repeats this client's update of "
-                       f"round {replayed}", p_value=0.0, speaks_to=("fresh-noise",))
-    reply.fresh = True
-    theta, _ = rnd.theta
-    arrays = accepted.arrays if reply.clean is None else reply.clean
-    recovered = reply.recovered = recovered_reply(report, theta, arrays)
-    reply.observation = observe_reply(report, recovered)
-    if accepted.releases is None:
-        return verified_or_inconsistent(report, theta, arrays, alpha, recovered)
-    return verify_step_reply(report, rnd.broadcast, accepted.arrays, accepted.releases, alpha,
-                             reply.share)
+def _replays(replies: list[Reply], rnd: Round) -> list[int | None]:
+    """The round each reply's update repeats of its client's earlier updates, or None
+    (:meth:`~fedpriv.verification.replay.UpdateSketches.replays_of`, all at once)."""
+    if not replies:
+        return []
+    sketches = rnd.run.sketches_of(replies[0].dim)
+    return sketches.replays_of([r.client_id for r in replies], [r.flat for r in replies])  # type: ignore[misc]
+
+
+def _declared_as(report: ClientReport) -> Hashable:
+    """What replies verified together share: the declaration and the mechanism (both
+    compared by value); a report whose fields do not hash is a group of its own."""
+    key = (report.declaration(), report.mechanism)
+    try:
+        hash(key)
+    except TypeError:
+        return id(report)
+    return key
+
+
+def _verified(group: list[Reply], rnd: Round) -> None:
+    """Recover, observe and verify fresh replies that share a declaration and mechanism."""
+    report, alpha = group[0].report, rnd.run.audit.verify_alpha
+    assert report is not None
+    arrays = [r.accepted.arrays if r.clean is None else r.clean for r in group]  # type: ignore[union-attr]
+    recovered = recovered_together(report, rnd.theta[0], arrays)
+    for reply, update, observation in zip(group, recovered,
+                                          observed_together(report, recovered), strict=True):
+        reply.recovered, reply.observation = update, observation
+    updates = [r for r in group if r.accepted.releases is None]  # type: ignore[union-attr]
+    for reply, verdict in zip(updates, verified_together(
+            report, [r.recovered for r in updates], alpha), strict=True):
+        reply.verdict = verdict
+    for reply in group:
+        accepted = reply.accepted
+        assert accepted is not None and accepted.report is not None
+        if accepted.releases is not None:
+            reply.verdict = verify_step_reply(accepted.report, rnd.broadcast, accepted.arrays,
+                                              accepted.releases, alpha, reply.share)
 
 
 def verify(batch: list[Reply], rnd: Round) -> None:
-    for reply in live(batch):
-        reply.verdict = (Verdict("declaration", "undeclared", UNDECLARED)
-                         if reply.report is None else _verified(reply, rnd))
+    fresh: dict[Hashable, list[Reply]] = {}
+    replies = live(batch)
+    for reply in replies:
+        if reply.report is None:
+            reply.verdict = Verdict("declaration", "undeclared", UNDECLARED)
+    declared = [r for r in replies if r.report is not None]
+    for reply, replayed in zip(declared, _replays(declared, rnd), strict=True):
+        if replayed is not None:
+            reply.verdict = Verdict("replay", "inconsistent", "the update repeats this "
+                                    f"client's update of round {replayed}", p_value=0.0,
+                                    speaks_to=("fresh-noise",))
+        else:
+            reply.fresh = True
+            fresh.setdefault(_declared_as(reply.report), []).append(reply)  # type: ignore[arg-type]
+    for group in fresh.values():
+        _verified(group, rnd)
