@@ -64,3 +64,21 @@ def test_a_round_in_parts_records_what_the_whole_round_does(tmp_path: Path, monk
     keys = ("epsilon", "log_bayes_capacity", "mbp_bound", "verification")
     assert [{k: c[k] for k in keys} for c in parts["clients"]] == \
         [{k: c[k] for k in keys} for c in whole["clients"]]
+
+
+def test_a_finished_part_holds_no_arrays(tmp_path: Path, monkeypatch) -> None:
+    """Once a part is done, its replies let go of every array (Δ, its flat copy, the update
+    without canaries, the recovered update): 10,000 replies would otherwise hold ~1 GB each."""
+    seen: list = []
+    run_round = stages.run_round
+
+    def keep(batch, rnd, *, audit):  # noqa: ANN001, ANN202
+        run_round(batch, rnd, audit=audit)
+        seen.extend(batch)
+
+    monkeypatch.setattr(stages, "run_round", keep)
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1"])
+    run_federation(LocalGrid(app, 3), cfg, tmp_path / "run")
+    assert len(seen) == 3
+    assert all(r.delta == [] and r.flat is None and r.clean is None and r.recovered is None
+               for r in seen)

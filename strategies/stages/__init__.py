@@ -72,7 +72,7 @@ def run_round(batch: list[Reply], rnd: Round, *, audit: bool) -> None:
         for stage in rest:
             stage(part, rnd)
         for reply in part:
-            reply.delta, reply.flat, reply.clean = [], None, None
+            reply.delta, reply.flat, reply.clean, reply.recovered = [], None, None, None
 
 
 @contextmanager
