@@ -18,7 +18,7 @@ def fold(batch: list[Reply], rnd: Round) -> None:
     run = rnd.run
     replies = live(batch)
     bounds = round_bounds([  # the noise bounds of a declaration's replies found together
-        (r.client_id, getattr(run.ledger.clients.get(r.client_id), "observed", None),
+        (r.client_id, run.ledger.observed.get(r.client_id),
          r.observation if r.report is not None else None) for r in replies])
     for reply, bound in zip(replies, bounds, strict=True):
         report, cid = reply.report, reply.client_id
