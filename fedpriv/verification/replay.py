@@ -161,29 +161,44 @@ class UpdateSketches:
             news = np.stack([self._remembered_sketch(tests[i][1]) for i in where])
             rows = np.stack([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
             spans, ranks = distances_from_spans(news, rows.reshape(len(where), -1, self.width))
-            for j, i in enumerate(where):
-                client_id, _, noise_std, slack = tests[i]
-                distances, dims = spans[j:j + 1], ranks[j:j + 1]
-                if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
-                    older = np.stack([y for _, y in self._seen[client_id][:-SPAN_ROUNDS]])
-                    far, lines = distances_from_lines(news[j], older)
-                    distances, dims = np.append(distances, far), np.append(dims, lines)
-                out[i] = self._fresh_verdict(distances, dims, noise_std, slack, count, alpha)
+            distances, dims = spans[:, None], ranks[:, None]
+            if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
+                lines = [distances_from_lines(news[j], np.stack(
+                    [y for _, y in self._seen[tests[i][0]][:-SPAN_ROUNDS]]))
+                    for j, i in enumerate(where)]
+                distances = np.hstack([distances, np.stack([far for far, _ in lines])])
+                dims = np.hstack([dims, np.stack([line for _, line in lines])])
+            found = self._fresh_verdicts(distances, dims, [tests[i][2:] for i in where], count,
+                                         alpha)
+            for i, verdict in zip(where, found, strict=True):
+                out[i] = verdict
         return cast(list[Verdict], out)  # every test has its verdict
 
-    def _fresh_verdict(self, distances: np.ndarray, ranks: np.ndarray, noise_std: float,
-                       slack: float, earlier: int, alpha: float) -> Verdict:
-        """The fresh-noise verdict of an update's distances from its earlier updates' span
-        (and older lines), with their dimensions: one χ tail each, Bonferroni over them."""
+    def _fresh_verdicts(self, distances: np.ndarray, ranks: np.ndarray,
+                        scales: list[tuple[float, float]], earlier: int,
+                        alpha: float) -> list[Verdict]:
+        """The fresh-noise verdicts of updates from their ``(n, k)`` distances from their
+        earlier updates' span (and older lines) of dimensions ``ranks``, at their
+        ``(noise_std, slack)``: one χ tail per distance of fewer dimensions than the sketch,
+        Bonferroni over them (elementwise, as one update at a time)."""
+        stds, slacks = (np.array(column)[:, None] for column in zip(*scales, strict=True))
         free = self.width - ranks
-        distances, free = distances[free >= 1], free[free >= 1]
-        t = (distances + slack) / noise_std
-        tails = special.chdtr(free, t * t)  # one χ² tail per group, all at once
-        nearest = float(np.min(distances / noise_std)) if tails.size else math.inf
-        if not tails.size:
+        valid = free >= 1
+        t = (distances + slacks) / stds
+        tails = np.where(valid, special.chdtr(free, t * t), np.inf)  # a χ² tail each
+        nearest = np.min(np.where(valid, distances / stds, np.inf), axis=1).tolist()
+        least, tested = np.min(tails, axis=1).tolist(), valid.sum(axis=1).tolist()
+        return [self._fresh_verdict(*found, earlier, alpha)
+                for found in zip(nearest, least, tested, strict=True)]
+
+    def _fresh_verdict(self, nearest: float, least: float, tested: int, earlier: int,
+                       alpha: float) -> Verdict:
+        """One update's fresh-noise verdict from its least distance in noise stds, its least
+        χ tail and the number of tails (none: the earlier updates span the sketch)."""
+        if not tested:
             return unverifiable("fresh-noise", "the earlier updates span the sketch",
                                 speaks_to=FRESH)
-        p_value = min(1.0, len(tails) * float(np.min(tails)))
+        p_value = min(1.0, tested * least)
         statistic = {"distance_in_noise_stds": nearest, "sketch_width": float(self.width),
                      "earlier_rounds": float(earlier)}
         return decide(
