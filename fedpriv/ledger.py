@@ -153,7 +153,8 @@ _KEPT_ANSWERS = 4096
 class _Folded:
     """One round folded into one history: the new ledger, its accountant's result and its row
     but ``epsilon_observed`` — shared by the clients with that previous ledger (one object) and
-    round. ``previous`` is held so that its ``id`` in :meth:`PrivacyLedger.fold`'s key stays its."""
+    round. ``previous`` is held so that its ``id`` in :meth:`PrivacyLedger.fold`'s key stays its
+    own."""
 
     previous: ClientLedger | None
     ledger: ClientLedger
@@ -266,9 +267,7 @@ class PrivacyLedger:
                 self._folded[key] = folded
         seen = replace(self.observed.get(client_id) or ObservedNoise())
         bound = seen.add(NOT_OBSERVED if observation is None else observation, observed_bound)
-        new = folded.ledger
-        row = {**folded.row, "epsilon_observed": observed_document(
-            new.accountant, new.inconsistent or new.undeclared, folded.result, seen, self.delta)}
+        row = {**folded.row, "epsilon_observed": self._observed(folded.ledger, folded.result, seen)}
         if row["epsilon_observed"] is not None and observation is not None:
             this = (observation.as_dict() if isinstance(observation, NoiseObservation)
                     else observation)
@@ -396,9 +395,14 @@ class PrivacyLedger:
         result = ledger.accountant.result(self.delta)
         seen = self.observed.get(client_id) or ObservedNoise()
         return {**self._history_row(ledger, result, accuracy),
-                "epsilon_observed": observed_document(ledger.accountant, ledger.inconsistent
-                                                      or ledger.undeclared, result, seen,
-                                                      self.delta)}
+                "epsilon_observed": self._observed(ledger, result, seen)}
+
+    def _observed(self, ledger: ClientLedger, result: AccountingResult,
+                  seen: ObservedNoise) -> dict[str, Any] | None:
+        """The ``epsilon_observed`` document of a client's ledger (``result``: its
+        accountant's) and its observed noise (:func:`fedpriv.ledger_observed.observed_document`)."""
+        return observed_document(ledger.accountant, ledger.inconsistent or ledger.undeclared,
+                                 result, seen, self.delta)
 
     def _history_row(self, ledger: ClientLedger, acct: AccountingResult,
                      accuracy: float | None) -> dict[str, Any]:
