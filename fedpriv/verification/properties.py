@@ -209,8 +209,6 @@ def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> Prope
 
 def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     """The replay's verdict, its power stated in ε (module docstring)."""
-    from fedpriv.verification.sensitivity import USEFUL_EPSILON_RATIO
-
     failed = [v for v in verdicts if v.status == "inconsistent"]
     if failed:
         return PropertyVerdict("sensitivity", "failed", failed[0].reason, useful=True)
@@ -218,6 +216,8 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     if not passed:
         reasons = "; ".join(v.reason for v in verdicts) or "per-record sensitivity assumed"
         return PropertyVerdict("sensitivity", "not-tested", reasons)
+    from fedpriv.verification.sensitivity import USEFUL_EPSILON_RATIO  # (after the cheap exits)
+
     ratio = passed[0].statistic.get("detectable_epsilon_ratio")
     exact = [v for v in verdicts if v.test == "committed-noise" and v.status == "consistent"]
     if ratio is None and not exact:
