@@ -172,8 +172,9 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
     p-value becomes Bonferroni's over every statistical part, as in ``combine_verdicts``."""
     failed = [c for c in checks if c.status == "inconsistent"]
     parts = (*checks, *(verdict.parts or (verdict,)))
-    statistic = {**verdict.statistic,
-                 **{f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}}
+    extra = {f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}
+    # verdicts are immutable: without numbers of its own a check leaves the verdict's mapping
+    statistic = {**verdict.statistic, **extra} if extra else verdict.statistic
     tested = [c for c in checks if c.alpha is not None]
     alpha, p_value = verdict.alpha, verdict.p_value
     if tested:
