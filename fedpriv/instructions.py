@@ -34,8 +34,8 @@ from fedpriv.verification.verdict import Verdict
 
 SIZE = ("size-sampling",)  # the property the size check speaks to (Verdict.speaks_to)
 
-__all__ = ["client_mechanism", "instructed_report", "settings_differences", "settings_verdict",
-           "size_verdict"]
+__all__ = ["SettingsVerdicts", "client_mechanism", "instructed_report", "settings_differences",
+           "settings_key", "settings_verdict", "size_verdict"]
 
 
 @lru_cache(maxsize=1024)
@@ -145,6 +145,42 @@ def settings_verdict(sent: ClientReport, declared: ClientReport) -> Verdict:
     shown = "; ".join(f"{k}: sent {v!r}, declared {w!r}" for k, v, w in diffs)
     return Verdict("settings", "inconsistent", f"declared settings differ from the server's "
                    f"instructions ({shown})", p_value=0.0, speaks_to=("settings",))
+
+
+def settings_key(report: ClientReport) -> tuple:
+    """What :func:`settings_differences` reads of a report, hashable: reports with equal keys
+    differ from any other report in the same fields. The scalars come with their types
+    (:func:`_same` tells a bool from a number); the mechanism and the optimiser are validated
+    frozen dataclasses (``from_config``), equal only with equal fields of one type each."""
+    values = (report.server_round, report.local_steps, report.lr, report.batch_size,
+              report.sampling, report.epsilon_budget)
+    return (*values, *map(type, values), report.mechanism, report.optimizer)
+
+
+class SettingsVerdicts:
+    """:func:`settings_verdict` of many replies, computed once per distinct pair of
+    :func:`settings_key` (a round's replies mostly declare one instruction, issue 37).
+    A ``consistent`` verdict names no value and is shared; an ``inconsistent`` one shows the
+    reply's own values (a −0.0 is not a 0.0 there, though the keys are equal), so it is
+    computed for each reply — the fields it names are the kept one's."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, Verdict] = {}
+
+    def __call__(self, sent: ClientReport, declared: ClientReport,
+                 sent_key: tuple | None = None) -> Verdict:
+        """:func:`settings_verdict` of ``declared`` against ``sent`` (``sent_key``: its
+        :func:`settings_key`, when the caller keeps it)."""
+        key = (settings_key(sent) if sent_key is None else sent_key, settings_key(declared))
+        try:
+            verdict = self._kept.get(key)
+        except TypeError:  # a mechanism with unhashable parameters: computed every time
+            return settings_verdict(sent, declared)
+        if verdict is None:
+            verdict = self._kept[key] = settings_verdict(sent, declared)
+        elif verdict.status != "consistent":
+            verdict = settings_verdict(sent, declared)
+        return verdict
 
 
 def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verdict:

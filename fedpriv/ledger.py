@@ -65,10 +65,11 @@ clients share accountings), assuming per-example clipping at the declared C. It 
 once a round's noise could not be observed (VMF, an adaptive optimiser), an update contradicted
 its declaration, or the bound is below what an accountant can take (σ, λ < 10⁻⁴).
 
-Clients with the same history of releases have the same ε and capacities: both are computed
-once per distinct history (:func:`fedpriv.accounting.epsilon` keeps each ledger's result) and
-per distinct release, not once per client, so folding a round of N clients costs
-O(distinct histories) accounting, not O(N) (issue #16).
+Clients with the same history of releases have the same ε and capacities: a round's fold is
+computed once per distinct history (the clients' shared :class:`ClientLedger`) and round, its
+ledger and row shared (the accountant keeps each ledger's ε too:
+:func:`fedpriv.accounting.epsilon`), so folding a round of N clients costs O(distinct
+histories) accounting and O(N) lookups (issues #16, #37); each client's observed noise is its own.
 """
 
 from __future__ import annotations
@@ -79,20 +80,22 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from fedpriv.accounting import ClientAccountant, Release, ReleaseEvent, accountable
-from fedpriv.accounting.at_noise import epsilon_at_noise, noise_grid
+from fedpriv.accounting import (
+    AccountingResult,
+    ClientAccountant,
+    Release,
+    ReleaseEvent,
+    accountable,
+)
 from fedpriv.accounting.central import central_epsilon, central_sampling
 from fedpriv.accounting.sampling import check_neighbouring, level_relation
 from fedpriv.errors import InputError
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
+from fedpriv.ledger_observed import NOT_OBSERVED, observed_document
 from fedpriv.validate import check_dim
-from fedpriv.verification.observed import (
-    ASSUMPTION,
-    NoiseObservation,
-    ObservedNoise,
-)
+from fedpriv.verification.observed import NoiseObservation, ObservedNoise
 
 __all__ = ["NEIGHBOURS", "NOT_OBSERVED", "UNVERIFIED_SIZE", "ClientLedger", "PrivacyLedger",
            "accounted_sampling", "secret_radius_units"]
@@ -117,7 +120,9 @@ def _log_capacity(release: Release, dim: int, radius: float) -> float:
 
 @dataclass
 class ClientLedger:
-    """One client's running totals (cumulative over every release it made)."""
+    """One client's running totals (cumulative over every release it made), its observed noise
+    aside (:attr:`PrivacyLedger.observed`): clients with the same history share one, so it is
+    never changed in place — a fold or an undeclared round makes a new one."""
 
     accountant: ClientAccountant
     releases: int = 0
@@ -130,7 +135,6 @@ class ClientLedger:
     unit: str = "record"
     central: Release | None = None  # client level: the release against the aggregate
     undeclared: bool = False
-    observed: ObservedNoise = field(default_factory=ObservedNoise)
     #: the releases at the sampling the client claimed, kept from its first round whose local
     #: size the server did not verify (None: every round's size was verified, and the
     #: accountant's releases are the claimed ones)
@@ -140,11 +144,22 @@ class ClientLedger:
 
 UNVERIFIED_SIZE = "local size not verified by the server"
 """Why a record-level round is accounted at sample rate 1 (the tally's ``sampling`` says so)."""
-NOT_OBSERVED = "a round's update was not observed"
-"""``epsilon_observed``'s reason when a fold carried no observation (a caller that does not
-measure: no column at all while no round of the client was measured)."""
 _KEPT_ANSWERS = 4096
-"""Most :meth:`PrivacyLedger.unaccountable` answers kept (distinct histories and rounds)."""
+"""Most :meth:`PrivacyLedger.unaccountable` answers, and :class:`_Folded` histories, kept
+(distinct histories and rounds)."""
+
+
+@dataclass(frozen=True)
+class _Folded:
+    """One round folded into one history: the new ledger, its accountant's result and its row
+    but ``epsilon_observed`` — shared by the clients with that previous ledger (one object) and
+    round. ``previous`` is held so that its ``id`` in :meth:`PrivacyLedger.fold`'s key stays its
+    own."""
+
+    previous: ClientLedger | None
+    ledger: ClientLedger
+    result: AccountingResult  # the accountant's result of ``ledger``
+    row: dict[str, Any]
 
 
 def accounted_sampling(unit: str, size_verified: bool, sample_rate: float,
@@ -182,6 +197,9 @@ class PrivacyLedger:
         self.clients: dict[int, ClientLedger] = {}
         self.client_samples: dict[int, tuple[int, int]] = {}  # round -> (m sampled, of N)
         self._accountable: dict[tuple, str | None] = {}  # unaccountable()'s answers, kept
+        self._folded: dict[tuple, _Folded] = {}  # fold()'s histories, kept
+        #: Each client's observed noise so far (``epsilon_observed``): its own, not its history's.
+        self.observed: dict[int, ObservedNoise] = {}
         #: The largest ``epsilon`` any fold has returned: the worst client's ε so far.
         self.worst_epsilon = 0.0
 
@@ -190,6 +208,7 @@ class PrivacyLedger:
         replacement (``epsilon_central``; a count above the population is the population)."""
         population = check_dim("population", population)
         self.client_samples[rnd] = (min(check_dim("count", count), population), population)
+        self._folded.clear()  # epsilon_central of a kept row reads the client samples
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.clients)
@@ -232,7 +251,42 @@ class PrivacyLedger:
         steps = check_dim("steps", steps)
         if unit not in NEIGHBOURS:
             raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
-        ledger = self._copy(client_id)
+        previous = self.clients.get(client_id)
+        args = (rnd, release, steps, sample_rate, batch_size, dim, verification, accuracy, unit,
+                verified, population, size_verified, noise_verified)
+        key: tuple | None = (id(previous), *args)
+        try:
+            folded = self._folded.get(key)  # type: ignore[arg-type]
+        except TypeError:  # a release with unhashable parameters: computed every time
+            folded, key = None, None
+        if folded is None:
+            folded = self._fold_history(previous, *args)
+            if key is not None:
+                if len(self._folded) >= _KEPT_ANSWERS:
+                    self._folded.clear()
+                self._folded[key] = folded
+        seen = replace(self.observed.get(client_id) or ObservedNoise())
+        bound = seen.add(NOT_OBSERVED if observation is None else observation, observed_bound)
+        row = {**folded.row, "epsilon_observed": self._observed(folded.ledger, folded.result, seen)}
+        if row["epsilon_observed"] is not None and observation is not None:
+            this = (observation.as_dict() if isinstance(observation, NoiseObservation)
+                    else observation)
+            row["epsilon_observed"] = {**row["epsilon_observed"], "round_bound": bound,
+                                       "round_observation": this}
+        self.clients[client_id], self.observed[client_id] = folded.ledger, seen
+        self.worst_epsilon = max(self.worst_epsilon, row["epsilon"])
+        return row
+
+    def _fold_history(
+        self, previous: ClientLedger | None, rnd: int, release: Release, steps: int,
+        sample_rate: float, batch_size: float, dim: int, verification: str | None,
+        accuracy: float | None, unit: str, verified: bool | None, population: int | None,
+        size_verified: bool, noise_verified: bool,
+    ) -> _Folded:
+        """:meth:`fold`'s part that the client's history and round decide (its arguments, in
+        order): a new ledger from a copy of ``previous`` (a new one for a new client), and
+        its row — kept by :meth:`fold` for every client of that history and round."""
+        ledger = self._new() if previous is None else self._copy(previous)
         ledger.unit = unit
         if unit == "client":  # its release class is the pair against the server, as it is
             ledger.central = release.central()
@@ -254,19 +308,11 @@ class PrivacyLedger:
         ledger.unverified |= verification != "consistent" or (verified is False
                                                               and not noise_verified)
         ledger.noise_only |= noise_verified
-        bound = ledger.observed.add(NOT_OBSERVED if observation is None else observation,
-                                    observed_bound)
-        row = self._row(ledger, accuracy)
+        result = ledger.accountant.result(self.delta)
+        row = self._history_row(ledger, result, accuracy)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)
-        if row["epsilon_observed"] is not None and observation is not None:
-            this = (observation.as_dict() if isinstance(observation, NoiseObservation)
-                    else observation)
-            row["epsilon_observed"] = {**row["epsilon_observed"], "round_bound": bound,
-                                       "round_observation": this}
-        self.clients[client_id] = ledger
-        self.worst_epsilon = max(self.worst_epsilon, row["epsilon"])
-        return row
+        return _Folded(previous, ledger, result, row)
 
     def unaccountable(
         self, client_id: int, release: Release, *, steps: int, sample_rate: float,
@@ -336,9 +382,8 @@ class PrivacyLedger:
         accountant can bound them — ε, log C (cumulative and this round's) and the MBP bound
         are infinite from now on, the guarantee ``undeclared``. The declared releases before
         it, if any, stay in ``epsilon_declared`` and ``log_capacity_declared``."""
-        ledger = self._ledger(client_id)
-        ledger.rounds.append(rnd)
-        ledger.undeclared = True
+        ledger = self._ledger(client_id)  # shared with its history's clients: a new one
+        self.clients[client_id] = replace(ledger, rounds=[*ledger.rounds, rnd], undeclared=True)
         return {**self.tally(client_id), "log_capacity_round": math.inf}
 
     def tally(self, client_id: int, *, accuracy: float | None = None) -> dict[str, Any]:
@@ -346,11 +391,23 @@ class PrivacyLedger:
         (``log_capacity_round = 0``): what a round the client sat out, e.g. declining for its
         budget, leaves. A client without releases has ε = 0 and no ``guarantee`` or PAC
         fields (no release to state them of)."""
-        return self._row(self._ledger(client_id), accuracy)
+        ledger = self._ledger(client_id)
+        result = ledger.accountant.result(self.delta)
+        seen = self.observed.get(client_id) or ObservedNoise()
+        return {**self._history_row(ledger, result, accuracy),
+                "epsilon_observed": self._observed(ledger, result, seen)}
 
-    def _row(self, ledger: ClientLedger, accuracy: float | None) -> dict[str, Any]:
-        """:meth:`tally` of one client's ledger."""
-        acct = ledger.accountant.result(self.delta)
+    def _observed(self, ledger: ClientLedger, result: AccountingResult,
+                  seen: ObservedNoise) -> dict[str, Any] | None:
+        """The ``epsilon_observed`` document of a client's ledger (``result``: its
+        accountant's) and its observed noise (:func:`fedpriv.ledger_observed.observed_document`)."""
+        return observed_document(ledger.accountant, ledger.inconsistent or ledger.undeclared,
+                                 result, seen, self.delta)
+
+    def _history_row(self, ledger: ClientLedger, acct: AccountingResult,
+                     accuracy: float | None) -> dict[str, Any]:
+        """:meth:`tally` of one client's ledger (``acct``: its accountant's result), but for
+        ``epsilon_observed`` (None here), which is the client's own (:attr:`observed`)."""
         claimed = acct if ledger.claimed is None else ledger.claimed.result(self.delta)
         broken = ledger.inconsistent or ledger.undeclared
         mbp = math.inf if broken else ledger.mbp_bound
@@ -374,40 +431,9 @@ class PrivacyLedger:
             "mbp_bound": mbp, "abp_bound": abp_bound(mbp),
             "guarantee": self._guarantee(ledger, acct.epsilon) if released else None,
             "pac_accuracy": accuracy if ledger.releases else None, "pac_robust_confidence": pac,
-            "epsilon_observed": self._observed(ledger, acct.accountant, acct.epsilon),
+            "epsilon_observed": None,
             **self._units(ledger),
         }  # fmt: skip
-
-    def _observed(self, ledger: ClientLedger, accountant: str,
-                  declared: float) -> dict[str, Any] | None:
-        """The ``epsilon_observed`` document (module docstring); None before any round
-        was observed or said why not."""
-        seen = ledger.observed
-        if seen.rounds == 0 and seen.reason in (None, NOT_OBSERVED):
-            return None
-        events = ledger.accountant.events
-        declared_noise = events[-1].release.parameter if events else None
-        doc: dict[str, Any] = {
-            "value": math.inf, "noise_lower": seen.bound if seen.rounds else None,
-            "noise_declared": declared_noise, "ratio": None, "noise_accounted": None,
-            "parameter": events[-1].release.parameter_name if events else None,
-            "confidence": seen.confidence, "assumption": ASSUMPTION, "rounds": seen.rounds,
-            "accountant": accountant, "reason": None,
-        }
-        if ledger.inconsistent or ledger.undeclared:
-            return {**doc, "reason": "an update contradicted its declaration or came without one"}
-        if seen.reason is not None:
-            return {**doc, "reason": seen.reason}
-        value = epsilon_at_noise(ledger.accountant.events, seen.bound, self.delta,
-                                 ledger.accountant.accountant, ledger.accountant.route,
-                                 ledger.accountant.neighbouring)
-        ratio = value / declared if declared > 0 and math.isfinite(declared) else None
-        reason = None if math.isfinite(value) else (
-            "no noise shown: the clipped signal alone (C·B) can make the releases' norms"
-            if seen.bound == 0.0 else
-            f"the noise bound {seen.bound:.3g} is below what can be accounted")
-        return {**doc, "value": value, "ratio": ratio, "reason": reason,
-                "noise_accounted": noise_grid(seen.bound) if seen.bound > 0 else None}
 
     def _units(self, ledger: ClientLedger) -> dict[str, Any]:
         """The unit columns; at the client level ``epsilon_central``, how clients were sampled
@@ -434,15 +460,13 @@ class PrivacyLedger:
     def _new(self) -> ClientLedger:
         return ClientLedger(ClientAccountant(self.accountant, neighbouring=self.neighbouring))
 
-    def _copy(self, client_id: int) -> ClientLedger:
-        """A copy of the client's ledger (a new one for a new client) that :meth:`fold` may
-        change without touching the ledger until it succeeds."""
-        ledger = self.clients.get(client_id)
-        if ledger is None:
-            return self._new()
+    @staticmethod
+    def _copy(ledger: ClientLedger) -> ClientLedger:
+        """A copy of a ledger that :meth:`fold` may change without touching the ledger (shared
+        by the clients of its history) until it succeeds."""
         claimed = None if ledger.claimed is None else ledger.claimed.copy()
         return replace(ledger, accountant=ledger.accountant.copy(), rounds=list(ledger.rounds),
-                       observed=replace(ledger.observed), claimed=claimed)
+                       claimed=claimed)
 
     @staticmethod
     def _guarantee(ledger: ClientLedger, declared_epsilon: float) -> str:

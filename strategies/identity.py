@@ -41,12 +41,17 @@ from flwr.serverapp import Grid
 from fedpriv.config import Config
 from fedpriv.data import Dataset, client_sizes
 from fedpriv.failures import FirstSeen, log_first
-from fedpriv.instructions import instructed_report, settings_verdict, size_verdict
+from fedpriv.instructions import (
+    SettingsVerdicts,
+    instructed_report,
+    settings_key,
+    size_verdict,
+)
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
 from strategies.replies import AcceptedReply
 
-__all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "NodeBinding", "aggregation_weights",
+__all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "KnownChecks", "NodeBinding", "aggregation_weights",
            "engine_partitions", "known_checks", "node_binding", "partition_sizes",
            "unverified_share", "weigh_replies"]
 
@@ -189,23 +194,58 @@ def unverified_share(weights: Sequence[float], known: Sequence[int | None]) -> f
     return sum(w for w, k in zip(weights, known, strict=True) if k is None) / total
 
 
+class KnownChecks:
+    """:func:`known_checks` of one round's replies, what they share computed once (issue 37):
+    the server's instructions per distinct set of ``[[mechanism.overrides]]`` naming the
+    client (they decide its mechanism and budget: ``MechanismConfig.for_client``,
+    ``budget_for``), the settings verdict per distinct instructions and declared settings
+    (:class:`~fedpriv.instructions.SettingsVerdicts`), the size verdict per distinct known
+    and declared size; the identity verdict is each reply's own."""
+
+    def __init__(self, cfg: Config | None, binding: NodeBinding, server_round: int) -> None:
+        self.cfg, self.binding, self.server_round = cfg, binding, server_round
+        self._sent: dict[tuple[int, ...], tuple[ClientReport, tuple]] = {}
+        self._settings = SettingsVerdicts()
+        self._sizes: dict[tuple[int | None, int], Verdict] = {}
+
+    def _instructions(self, cfg: Config, cid: int, size: int) -> tuple[ClientReport, tuple]:
+        """The report the server's instructions give client ``cid`` and its
+        :func:`~fedpriv.instructions.settings_key`, kept per set of overrides naming it (its
+        local size and id are no setting: :func:`~fedpriv.instructions.settings_differences`)."""
+        naming = tuple(i for i, o in enumerate(cfg.mechanism.overrides) if cid in o["clients"])
+        kept = self._sent.get(naming)
+        if kept is None:
+            sent = instructed_report(cfg, cid, self.server_round, size)
+            kept = self._sent[naming] = (sent, settings_key(sent))
+        return kept
+
+    def __call__(self, node: int, report: ClientReport) -> list[Verdict]:
+        """:func:`known_checks` of one reply of the round."""
+        cid = report.partition_id
+        known = self.binding.sizes.get(cid)  # client-level too: its n is its aggregation weight
+        checks = []
+        if self.cfg is not None:
+            sent, key = self._instructions(self.cfg, cid, report.local_examples
+                                           if known is None else known)
+            checks.append(self._settings(sent, report, key))
+        size = self._sizes.get((known, report.local_examples))
+        if size is None:
+            size = self._sizes[known, report.local_examples] = size_verdict(
+                known, report, f"the {self.binding.source}")
+        checks.append(size)
+        checks.append(self.binding.identity_verdict(node, cid))
+        return checks
+
+
 def known_checks(
     cfg: Config | None, binding: NodeBinding, server_round: int, node: int, report: ClientReport,
 ) -> list[Verdict]:
     """What the server checks of a declared reply against what it knows — the preconditions
     of its client-round verdict: ``settings`` (the report its instructions give,
     :func:`fedpriv.instructions.instructed_report`, at the server-known size where it has one;
-    only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``."""
-    cid = report.partition_id
-    known = binding.sizes.get(cid)  # client-level too: its n is its aggregation weight
-    checks = []
-    if cfg is not None:
-        sent = instructed_report(cfg, cid, server_round,
-                                 report.local_examples if known is None else known)
-        checks.append(settings_verdict(sent, report))
-    checks.append(size_verdict(known, report, f"the {binding.source}"))
-    checks.append(binding.identity_verdict(node, cid))
-    return checks
+    only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``
+    (a round's replies: :class:`KnownChecks`)."""
+    return KnownChecks(cfg, binding, server_round)(node, report)
 
 
 def weigh_replies(

@@ -1,8 +1,8 @@
 """What the audit pipeline concludes of one accepted reply: its verdict against the declaration
-(:func:`verify_reply`, guarded by :func:`verified_or_inconsistent`), its fresh-noise test
-(:func:`fresh_noise`), what its update shows of its noise (:func:`observe_reply`), and the forms
-the store keeps of them (:func:`verdict_summary`, :func:`verdict_line`, :func:`update_row`) and
-what the privacy ledger reads back of a summary (:func:`fold_verdicts`).
+(:func:`verify_reply`, guarded by :func:`verified_or_inconsistent`), its fresh-noise test's
+scale (:func:`fresh_noise_scale`), what its update shows of its noise (:func:`observe_reply`), the
+forms the store keeps of them (:func:`verdict_summary`, :func:`verdict_line`, :func:`update_row`)
+and what the privacy ledger reads back of a summary (:func:`fold_verdicts`).
 Pure functions of the reply, its report and the sketches: :mod:`strategies.pipeline` calls them.
 """
 
@@ -20,11 +20,10 @@ from fedpriv.verification import ClientUpdate, Verdict, verify_update
 from fedpriv.verification.client_round import recover_update, recover_updates, verify_updates
 from fedpriv.verification.observed import NoiseObservation
 from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
-from fedpriv.verification.replay import UpdateSketches
 
 __all__ = [
     "fold_verdicts",
-    "fresh_noise",
+    "fresh_noise_scale",
     "observe_reply",
     "observed_together",
     "recovered_reply",
@@ -209,18 +208,16 @@ def update_row(report: ClientReport, node: int, release: Release) -> dict:
     }  # fmt: skip
 
 
-def fresh_noise(sketches: UpdateSketches, cid: int, report: ClientReport, flat: np.ndarray,
-                theta_norm: float, alpha: float) -> Verdict | None:
-    """The ``fresh-noise`` test of a Gaussian release against the client's earlier updates
-    (:meth:`~fedpriv.verification.replay.UpdateSketches.fresh_noise_test`): the last step's
-    noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
-    included); None for other mechanisms and adaptive optimisers (not testable).
-    ``theta_norm`` is the broadcast's ℓ2 norm, which sizes the round-off slack."""
+def fresh_noise_scale(report: ClientReport, flat: np.ndarray,
+                      theta_norm: float) -> tuple[float, float] | None:
+    """``(noise_std, slack)`` of the ``fresh-noise`` test of a Gaussian release: the last
+    step's noise enters Δ with std at least ``η·σC/L`` under SGD (momentum and weight decay
+    included), and Δ's float32 round-off is bounded from ``theta_norm`` (the broadcast's ℓ2
+    norm) and ‖Δ‖; None for other mechanisms and adaptive optimisers (not testable)."""
     mechanism, d = report.mechanism, report.declaration()
     if not isinstance(mechanism, GaussianMechanism) or d.optimizer.name != "sgd":
         return None
     std = d.lr * mechanism.noise_std / d.batch_size
     unit = 2.0**-24  # float32: the client's round trip and the server's subtraction
     step = float(np.linalg.norm(flat))
-    slack = unit * (d.steps + 1) * (2 * theta_norm + (8 * d.steps + 1) * step)
-    return sketches.fresh_noise_test(cid, flat, std, alpha=alpha, slack=slack)
+    return std, unit * (d.steps + 1) * (2 * theta_norm + (8 * d.steps + 1) * step)

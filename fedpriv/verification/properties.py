@@ -69,7 +69,7 @@ round (the existing path: not aggregated, ε unbounded).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -123,12 +123,16 @@ class PropertyVerdict:
         return out
 
 
-def _leaves(verdict: Verdict) -> Iterator[Verdict]:
-    if not verdict.parts:
-        yield verdict
-        return
-    for part in verdict.parts:
-        yield from _leaves(part)
+def _leaves(verdict: Verdict) -> list[Verdict]:
+    """The checks of a verdict tree, in order (a stack, not nested generators: per reply)."""
+    out, stack = [], [verdict]
+    while stack:
+        node = stack.pop()
+        if node.parts:
+            stack.extend(reversed(node.parts))
+        else:
+            out.append(node)
+    return out
 
 
 def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
@@ -190,6 +194,8 @@ def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
 
 
 def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> PropertyVerdict:
+    if not verdicts:
+        return PropertyVerdict(name, "not-tested", untested)
     failed = [v for v in verdicts if v.status == "inconsistent"]
     if failed:
         return PropertyVerdict(name, "failed", failed[0].reason, useful=True)
@@ -203,8 +209,6 @@ def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> Prope
 
 def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     """The replay's verdict, its power stated in ε (module docstring)."""
-    from fedpriv.verification.sensitivity import USEFUL_EPSILON_RATIO
-
     failed = [v for v in verdicts if v.status == "inconsistent"]
     if failed:
         return PropertyVerdict("sensitivity", "failed", failed[0].reason, useful=True)
@@ -212,6 +216,8 @@ def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
     if not passed:
         reasons = "; ".join(v.reason for v in verdicts) or "per-record sensitivity assumed"
         return PropertyVerdict("sensitivity", "not-tested", reasons)
+    from fedpriv.verification.sensitivity import USEFUL_EPSILON_RATIO  # (after the cheap exits)
+
     ratio = passed[0].statistic.get("detectable_epsilon_ratio")
     exact = [v for v in verdicts if v.test == "committed-noise" and v.status == "consistent"]
     if ratio is None and not exact:
@@ -258,13 +264,18 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
         elif leaf.status in ("unverifiable", "undeclared"):
             unmapped.append(f"{leaf.test}: {leaf.reason}")
     untested = "; ".join(["no check of this property ran", *unmapped])
-    out = {name: _direct_property(name, found[name], untested) for name in PROPERTIES}
-    for v in norms:
-        for prop in _norm_properties(v):
-            out[prop.name] = prop
-    if found["noise-law"]:
-        out["noise-law"] = _law_property(found["noise-law"])
-    out["sensitivity"] = _sensitivity_property(found["sensitivity"])
+    sides = {prop.name: prop for v in norms for prop in _norm_properties(v)}  # the last wins
+    out = {}
+    for name in PROPERTIES:  # each property from the first of these that speaks to it
+        if name == "sensitivity":
+            out[name] = _sensitivity_property(found[name])
+        elif name == "noise-law" and found[name]:
+            out[name] = _law_property(found[name])
+        elif name in sides:
+            out[name] = sides[name]
+        else:
+            out[name] = _direct_property(name, found[name], untested)
+    out.update({name: prop for name, prop in sides.items() if name not in out})
     exact = [v for v in found["sensitivity"]
              if v.test == "committed-noise" and v.status == "consistent"]
     for name in COMMITTED_SETTLES if exact else ():

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 from scipy import sparse, special
@@ -55,7 +56,7 @@ from fedpriv.verification.verdict import DEFAULT_ALPHA, Verdict, decide, unverif
 FRESH = ("fresh-noise",)  # the property the test speaks to (Verdict.speaks_to)
 
 __all__ = ["SKETCH_WIDTH", "SPAN_ROUNDS", "UpdateSketches", "distance_from_span",
-           "distances_from_lines"]
+           "distances_from_lines", "distances_from_spans"]
 
 SKETCH_WIDTH = 256
 """``m``: rows of the sketch. Power needs ``m − d`` well above the χ quantile's gap (≈ 3.6 at
@@ -64,6 +65,8 @@ SPAN_ROUNDS = 32
 """``d``: the latest rounds whose span the new update is tested against jointly; each older
 round is tested on its own (Bonferroni over all the comparisons)."""
 _TOLERANCE = 1e-3
+_FIRST = Verdict("fresh-noise", "consistent", "the client's first accepted update: no earlier "
+                 "release to share noise with", p_value=1.0, speaks_to=FRESH)
 
 
 class UpdateSketches:
@@ -161,30 +164,70 @@ class UpdateSketches:
         slack
             A bound on ``Δ``'s rounding error in ℓ2 (widens the distance).
         """
-        earlier = [y for _, y in self._seen.get(client_id, [])]
-        if not earlier:  # vacuously fresh: deterministic, never a false alarm
-            return Verdict("fresh-noise", "consistent", "the client's first accepted update: "
-                           "no earlier release to share noise with", p_value=1.0,
-                           speaks_to=FRESH)
-        if not noise_std > 0 or not math.isfinite(noise_std):
-            return unverifiable("fresh-noise", "no Gaussian noise declared", speaks_to=FRESH)
-        new = self._remembered_sketch(update)
-        distance, rank = distance_from_span(new, np.stack(earlier[-SPAN_ROUNDS:]))
-        distances, ranks = np.array([distance]), np.array([rank])
-        if len(earlier) > SPAN_ROUNDS:  # each older round alone: one line each, all at once
-            older, lines = distances_from_lines(new, np.stack(earlier[:-SPAN_ROUNDS]))
-            distances, ranks = np.append(distances, older), np.append(ranks, lines)
+        return self.fresh_noise_tests([(client_id, update, noise_std, slack)], alpha=alpha)[0]
+
+    def fresh_noise_tests(self, tests: Sequence[tuple[int, np.ndarray, float, float]], *,
+                          alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+        """:meth:`fresh_noise_test` of each ``(client_id, update, noise_std, slack)`` — a
+        round's replies (issue 37) — the spans of the updates whose clients have as many
+        earlier rounds found together (:func:`distances_from_spans`): the same verdicts as
+        one at a time."""
+        out: list[Verdict | None] = [None] * len(tests)
+        groups: dict[int, list[int]] = {}  # number of earlier rounds -> tests
+        for i, (client_id, _, noise_std, _) in enumerate(tests):
+            earlier = len(self._seen.get(client_id, ()))
+            if not earlier:  # vacuously fresh: deterministic, never a false alarm
+                out[i] = _FIRST
+            elif not noise_std > 0 or not math.isfinite(noise_std):
+                out[i] = unverifiable("fresh-noise", "no Gaussian noise declared",
+                                      speaks_to=FRESH)
+            else:
+                groups.setdefault(earlier, []).append(i)
+        for count, where in groups.items():
+            # np.array, not np.stack: the same array, a quarter of the time per sketch
+            news = np.array([self._remembered_sketch(tests[i][1]) for i in where])
+            rows = np.array([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
+            spans, ranks = distances_from_spans(news, rows.reshape(len(where), -1, self.width))
+            distances, dims = spans[:, None], ranks[:, None]
+            if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
+                lines = [distances_from_lines(news[j], np.stack(
+                    [y for _, y in self._seen[tests[i][0]][:-SPAN_ROUNDS]]))
+                    for j, i in enumerate(where)]
+                distances = np.hstack([distances, np.stack([far for far, _ in lines])])
+                dims = np.hstack([dims, np.stack([line for _, line in lines])])
+            found = self._fresh_verdicts(distances, dims, [tests[i][2:] for i in where], count,
+                                         alpha)
+            for i, verdict in zip(where, found, strict=True):
+                out[i] = verdict
+        return cast(list[Verdict], out)  # every test has its verdict
+
+    def _fresh_verdicts(self, distances: np.ndarray, ranks: np.ndarray,
+                        scales: list[tuple[float, float]], earlier: int,
+                        alpha: float) -> list[Verdict]:
+        """The fresh-noise verdicts of updates from their ``(n, k)`` distances from their
+        earlier updates' span (and older lines) of dimensions ``ranks``, at their
+        ``(noise_std, slack)``: one χ tail per distance of fewer dimensions than the sketch,
+        Bonferroni over them (elementwise, as one update at a time)."""
+        stds, slacks = (np.array(column)[:, None] for column in zip(*scales, strict=True))
         free = self.width - ranks
-        distances, free = distances[free >= 1], free[free >= 1]
-        t = (distances + slack) / noise_std
-        tails = special.chdtr(free, t * t)  # one χ² tail per group, all at once
-        nearest = float(np.min(distances / noise_std)) if tails.size else math.inf
-        if not tails.size:
+        valid = free >= 1
+        t = (distances + slacks) / stds
+        tails = np.where(valid, special.chdtr(free, t * t), np.inf)  # a χ² tail each
+        nearest = np.min(np.where(valid, distances / stds, np.inf), axis=1).tolist()
+        least, tested = np.min(tails, axis=1).tolist(), valid.sum(axis=1).tolist()
+        return [self._fresh_verdict(*found, earlier, alpha)
+                for found in zip(nearest, least, tested, strict=True)]
+
+    def _fresh_verdict(self, nearest: float, least: float, tested: int, earlier: int,
+                       alpha: float) -> Verdict:
+        """One update's fresh-noise verdict from its least distance in noise stds, its least
+        χ tail and the number of tails (none: the earlier updates span the sketch)."""
+        if not tested:
             return unverifiable("fresh-noise", "the earlier updates span the sketch",
                                 speaks_to=FRESH)
-        p_value = min(1.0, len(tails) * float(np.min(tails)))
+        p_value = min(1.0, tested * least)
         statistic = {"distance_in_noise_stds": nearest, "sketch_width": float(self.width),
-                     "earlier_rounds": float(len(earlier))}
+                     "earlier_rounds": float(earlier)}
         return decide(
             "fresh-noise", p_value, alpha, statistic,
             passed=f"the update is {nearest:.4g} noise stds from its earlier updates' span",
@@ -237,9 +280,25 @@ def distance_from_span(vector: np.ndarray, rows: np.ndarray) -> tuple[float, int
     (O(m·d²)); columns that add almost nothing (``|R_jj| ≤ 10⁻¹⁰ max``) are left out. Any
     subspace computed from the earlier rounds alone keeps the test valid with ``χ_{m − d}``,
     ``d`` its dimension (module docstring), so the choice affects power only."""
-    q, r = np.linalg.qr(rows.T)
-    diag = np.abs(np.diag(r))
-    top = float(diag.max()) if diag.size else 0.0
-    basis = q[:, diag > 1e-10 * top] if top > 0 else q[:, :0]
-    residual = vector - basis @ (basis.T @ vector)
-    return float(np.linalg.norm(residual)), int(basis.shape[1])
+    distances, ranks = distances_from_spans(vector[None, :], rows[None])
+    return float(distances[0]), int(ranks[0])
+
+
+def distances_from_spans(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`distance_from_span` of each ``vectors[i]`` (``(n, m)``) from the span of its
+    ``rows[i]`` (``(n, d, m)``), all at once: one stacked QR and stacked products instead of
+    a factorisation and two products per vector (LAPACK and BLAS still run matrix by matrix,
+    so each distance is the one a call of its own gives, bit for bit)."""
+    q, r = np.linalg.qr(rows.transpose(0, 2, 1))
+    diag = np.abs(np.diagonal(r, axis1=1, axis2=2))
+    top = diag.max(axis=1, initial=0.0)
+    keep = (diag > 1e-10 * top[:, None]) & (top > 0)[:, None]
+    # each basis laid out as a selection of its columns is (Fortran order): the same BLAS
+    # kernels, hence the same rounding, as one vector at a time
+    bases = np.ascontiguousarray(q.transpose(0, 2, 1))
+    coefficients = np.matmul(bases, vectors[..., None])
+    residual = vectors - np.matmul(bases.transpose(0, 2, 1), coefficients)[..., 0]
+    for i in np.flatnonzero(~keep.all(axis=1)):  # columns left out: that span's own basis
+        basis = q[i][:, keep[i]]
+        residual[i] = vectors[i] - basis @ (basis.T @ vectors[i])
+    return np.sqrt(np.vecdot(residual, residual)), keep.sum(axis=1)

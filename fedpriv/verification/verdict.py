@@ -12,7 +12,7 @@ declaration) or ``p = 1``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
@@ -172,8 +172,9 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
     p-value becomes Bonferroni's over every statistical part, as in ``combine_verdicts``."""
     failed = [c for c in checks if c.status == "inconsistent"]
     parts = (*checks, *(verdict.parts or (verdict,)))
-    statistic = {**verdict.statistic,
-                 **{f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}}
+    extra = {f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}
+    # verdicts are immutable: without numbers of its own a check leaves the verdict's mapping
+    statistic = {**verdict.statistic, **extra} if extra else verdict.statistic
     tested = [c for c in checks if c.alpha is not None]
     alpha, p_value = verdict.alpha, verdict.p_value
     if tested:
@@ -181,10 +182,12 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
         p_values = [q.p_value for q in parts if q.p_value is not None]
         alpha = sum(alphas)
         p_value = min(1.0, len(alphas) * min(p_values))
-    if not failed:
-        return replace(verdict, parts=parts, statistic=statistic, alpha=alpha, p_value=p_value)
-    own = [verdict] if verdict.status == "inconsistent" else []
-    reason = "; ".join(f"{c.test}: {c.reason}" for c in [*failed, *own])
-    bad = 0.0 if any(c.alpha is None for c in failed) else p_value
-    return replace(verdict, status="inconsistent", reason=reason, p_value=bad, parts=parts,
-                   statistic=statistic, alpha=alpha)
+    status, reason = verdict.status, verdict.reason
+    if failed:
+        own = [verdict] if verdict.status == "inconsistent" else []
+        status, reason = "inconsistent", "; ".join(f"{c.test}: {c.reason}"
+                                                   for c in [*failed, *own])
+        p_value = 0.0 if any(c.alpha is None for c in failed) else p_value
+    # built directly, not by dataclasses.replace (twice as long: a reply gets several)
+    return Verdict(verdict.test, status, reason, p_value, alpha, statistic, parts,
+                   verdict.speaks_to, verdict.refutes_only)

@@ -15,10 +15,31 @@ from strategies.stages.base import Reply, Round, RunState, declared, reject
 __all__ = ["accountable", "unaccountable"]
 
 
-def unaccountable(run: RunState, rnd: int, cid: int, report: ClientReport, dim: int) -> str | None:
+def unaccountable(run: RunState, rnd: int, cid: int, report: ClientReport, dim: int,
+                  kept: dict[tuple, tuple] | None = None) -> str | None:
     """Why the run cannot account what the report declares (None: it can):
     :meth:`~fedpriv.ledger.PrivacyLedger.unaccountable` and
-    :meth:`~strategies.canary_audit.CanaryAuditor.unaccountable`."""
+    :meth:`~strategies.canary_audit.CanaryAuditor.unaccountable`. ``kept``: the answers of the
+    first, per distinct history (the client's shared ledger) and declaration, which a round's
+    clients share (issue 37)."""
+    history = run.ledger.clients.get(cid)
+    # everything the ledger's answer reads of the report and the run (validated values)
+    key = (id(history), dim, report.mechanism, report.local_steps, report.sample_rate,
+           report.local_examples, report.sampling, report.batch_size,
+           run.binding.sizes.get(cid))
+    try:
+        found = None if kept is None else kept.get(key)
+    except TypeError:  # a mechanism with unhashable parameters: computed every time
+        found, kept = None, None
+    if found is None:
+        found = (history, _ledger_unaccountable(run, cid, report, dim))
+        if kept is not None:
+            kept[key] = found  # with the ledger, whose id stays its own while kept
+    return found[1] or run.canaries.unaccountable(rnd, cid, report, dim)
+
+
+def _ledger_unaccountable(run: RunState, cid: int, report: ClientReport, dim: int) -> str | None:
+    """:func:`unaccountable`'s ledger part: the release, the PAC accuracy and the fold."""
     try:
         release = report.mechanism.release(dim)
         run.accuracy(report, dim)
@@ -27,15 +48,15 @@ def unaccountable(run: RunState, rnd: int, cid: int, report: ClientReport, dim: 
     # at the sampling the fold will account (fedpriv.ledger.accounted_sampling): the claimed
     # one only at a size the server knows and the reply declares (size_verdict, as stage 8)
     known = size_verdict(run.binding.sizes.get(cid), report, run.binding.source)
-    return (run.ledger.unaccountable(
+    return run.ledger.unaccountable(
         cid, release, steps=report.releases, **report.release_sampling,
         batch_size=report.secret_batch, dim=dim, unit=report.mechanism.level,
         size_verified=known.status == "consistent")
-        or run.canaries.unaccountable(rnd, cid, report, dim))
 
 
 def accountable(batch: list[Reply], rnd: Round) -> None:
     run, size = rnd.run, len(rnd.run.dataset.train_y)
+    kept: dict[tuple, tuple] = {}  # the ledger's answers, per history and declaration
     for reply in declared(batch):
         report, cid = reply.report, reply.client_id
         assert report is not None
@@ -46,7 +67,7 @@ def accountable(batch: list[Reply], rnd: Round) -> None:
         ):
             kind, why = "malformed", "malformed reply: reply field 'record-ids': outside the " \
                                      "training set"
-        elif (what := unaccountable(run, rnd.number, cid, report, reply.dim)) is not None:
+        elif (what := unaccountable(run, rnd.number, cid, report, reply.dim, kept)) is not None:
             kind, why = "unaccountable", f"unaccountable declaration: {what}"
         if why is not None:
             run.written.discard(cid)  # its updates row is the rejection's

@@ -6,19 +6,35 @@ tallied with no guarantee. A fold that fails (all or nothing) turns the reply do
 
 from __future__ import annotations
 
+from fedpriv.protocol import ClientReport
 from fedpriv.verification.observed import round_bounds
 from strategies.replies import Rejection
 from strategies.reply_verdicts import fold_verdicts, verdict_summary
-from strategies.stages.base import Reply, Round, live, reject
+from strategies.stages.base import Reply, Round, RunState, live, reject
 
 __all__ = ["fold"]
+
+
+def _accuracy(run: RunState, report: ClientReport, dim: int,
+              kept: dict[tuple, float | None]) -> float | None:
+    """:meth:`~strategies.stages.base.RunState.accuracy`, once per distinct mechanism, ``p``
+    and ``q·n`` of the round (``kept``): what it reads of a declaration."""
+    key = (report.mechanism, dim, report.divisor)
+    try:
+        if key in kept:
+            return kept[key]
+    except TypeError:  # a mechanism with unhashable parameters: computed every time
+        return run.accuracy(report, dim)
+    kept[key] = found = run.accuracy(report, dim)
+    return found
 
 
 def fold(batch: list[Reply], rnd: Round) -> None:
     run = rnd.run
     replies = live(batch)
+    accuracies: dict[tuple, float | None] = {}
     bounds = round_bounds([  # the noise bounds of a declaration's replies found together
-        (r.client_id, getattr(run.ledger.clients.get(r.client_id), "observed", None),
+        (r.client_id, run.ledger.observed.get(r.client_id),
          r.observation if r.report is not None else None) for r in replies])
     for reply, bound in zip(replies, bounds, strict=True):
         report, cid = reply.report, reply.client_id
@@ -33,7 +49,8 @@ def fold(batch: list[Reply], rnd: Round) -> None:
             reply.tally = run.ledger.fold(
                 rnd.number, cid, reply.release, steps=report.releases,
                 **report.release_sampling, batch_size=report.secret_batch, dim=reply.dim,
-                **fold_verdicts(reply.summary), accuracy=run.accuracy(report, reply.dim),
+                **fold_verdicts(reply.summary),
+                accuracy=_accuracy(run, report, reply.dim, accuracies),
                 unit=report.mechanism.level, observation=reply.observation,
                 observed_bound=bound)
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
