@@ -19,7 +19,7 @@ from reliability_support import QUICKSTART
 import fedpriv.audit.store
 from fedpriv.audit import AuditStore, verify
 from fedpriv.audit.reply_rows import ReplyRows
-from fedpriv.audit.tensors import decode_state, encode_state
+from fedpriv.audit.tensors import _npy, decode_state, encode_state
 from workflows.config import load_config
 
 
@@ -194,3 +194,25 @@ def test_a_memory_bundle_is_the_bytes_zipfile_writes(arrays):
 def test_a_memory_bundle_refuses_objects():
     with pytest.raises(ValueError, match="allow_pickle"):
         encode_state({"o": np.array([object()])})
+
+
+@pytest.mark.parametrize("array", [
+    np.zeros(3), np.arange(12).reshape(3, 4).T, np.ones((2, 3, 4), order="F"), np.array(5.0),
+    np.zeros((0, 7), np.float32), np.arange(6, dtype=">u2"), np.array(["ab", "c"]),
+    np.zeros(2, [("a", "<f4"), ("b", "<i8", (2,))]), np.random.default_rng(0).normal(size=97),
+    np.zeros(1, [(f"field{i}", "<f4") for i in range(3000)]),  # a header over 64 KiB: 2.0
+])
+@pytest.mark.filterwarnings("ignore:Stored array in format 2.0")
+def test_a_member_is_the_bytes_numpy_saves(array):
+    """The ``.npy`` header built from dtype, shape and order (no stand-in array) and the data
+    are what ``np.save`` writes, for each dtype, shape, order and header format."""
+    saved = io.BytesIO()
+    np.save(saved, array, allow_pickle=False)
+    assert _npy(array) == saved.getvalue()
+
+
+def test_a_memory_bundle_of_too_many_arrays_is_refused():
+    """Over 65,535 members zipfile writes zip64 fields this layout has not: a clear error,
+    not a struct.error."""
+    with pytest.raises(ValueError, match="65536 arrays: too many for a memory row"):
+        encode_state({f"a{i}": np.zeros(1) for i in range(65536)})
