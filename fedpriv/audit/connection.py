@@ -21,6 +21,7 @@ References
 .. [4] SQLite, "Uniform Resource Identifiers", query parameter ``immutable``,
    https://www.sqlite.org/uri.html#uriimmutable ; "Write-Ahead Logging", §"Read-Only
    Databases", https://www.sqlite.org/wal.html#readonly
+.. [5] SQLite, "SAVEPOINT", https://www.sqlite.org/lang_savepoint.html
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
 
-__all__ = ["BATCHED", "BUSY_TIMEOUT_MS", "DURABLE", "connect", "create_database"]
+__all__ = ["BATCHED", "BUSY_TIMEOUT_MS", "DURABLE", "connect", "create_database", "savepoint"]
 
 #: How long a writer waits for another writer's transaction before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -86,6 +88,20 @@ def _writer_pragmas(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {BATCHED}")
     conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+
+
+@contextmanager
+def savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    """Make the writes inside all or nothing within the open transaction: on an exception
+    they are undone (``ROLLBACK TO``) and the transaction goes on without them ([5]_)."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
 
 
 def _check_header(db_path: Path) -> None:
