@@ -45,7 +45,7 @@ from typing import Any
 from fedpriv.atomic import DIR_MODE, fsync_dir, make_dirs_durable, sync_files
 from fedpriv.audit import reply_rows, writer_lock
 from fedpriv.audit.chain import PendingChain, append, append_deletions
-from fedpriv.audit.connection import BATCHED, DURABLE, create_database, savepoint
+from fedpriv.audit.connection import BATCHED, DURABLE, create_database, release_cache, savepoint
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
 from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES
@@ -320,7 +320,7 @@ class AuditStore(StoreReader):
     def complete_round(self, rnd: int, metrics: Mapping[str, Any] | None = None) -> None:
         """Make every file of round ``rnd`` durable, then mark the round complete, recording
         the server's ``accuracy``/``loss`` and the rest of ``metrics`` (as JSON), in one
-        durable transaction."""
+        durable transaction; then free the page cache the round filled."""
         self._batch_status.pop(rnd, None)
         extra = {k: py_value(v) for k, v in (metrics or {}).items()}
         accuracy, loss = extra.pop("accuracy", None), extra.pop("loss", None)
@@ -335,6 +335,7 @@ class AuditStore(StoreReader):
                 (time.time(), accuracy, loss, to_json(extra), rnd),
             )
             self._chain(conn, "rounds", [rnd])
+        release_cache(self._conn)
 
     def discard_incomplete_rounds(self) -> list[int]:
         """Delete every incomplete round's rows and tensor files (for a resume); return them.
