@@ -10,6 +10,7 @@ import itertools
 import sqlite3
 import time
 import zipfile
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -18,8 +19,9 @@ from reliability_support import QUICKSTART
 
 import fedpriv.audit.store
 from fedpriv.audit import AuditStore, verify
-from fedpriv.audit.reply_rows import ReplyRows
-from fedpriv.audit.tensors import decode_state, encode_state
+from fedpriv.audit.reply_rows import UPDATE_COLUMNS, ReplyRows, update_values
+from fedpriv.audit.schema import SCHEMA_SQL
+from fedpriv.audit.tensors import _npy, decode_state, encode_state
 from workflows.config import load_config
 
 
@@ -98,7 +100,7 @@ def _run(run_dir: Path, write, *, batch: bool) -> Path:  # noqa: ANN001
         store.write_update(1, 0, None, _declared(0))
         store.complete_round(1, {"accuracy": 0.5})
         store.begin_round(2)
-        with store.batch() if batch else _nothing():
+        with store.batch() if batch else nullcontext():
             store.record_failure(2, "timeout", "no reply", client_id=9, node_id=19)
             store.write_update(2, 9, None, {"node_id": 19, "status": "failed", "error": "x"})
             store.write_tally(2, 4, {"epsilon": 0.5, "details": {"early": True}})
@@ -106,14 +108,6 @@ def _run(run_dir: Path, write, *, batch: bool) -> Path:  # noqa: ANN001
         store.complete_round(2, {"accuracy": 0.6})
         store.mark_status("completed")
     return run_dir
-
-
-class _nothing:  # noqa: N801 - a null context in place of store.batch()
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _contents(run_dir: Path) -> dict:
@@ -160,6 +154,44 @@ def test_a_client_twice_in_a_batch_leaves_nothing(tmp_path):
     assert _contents(run_dir) == before
 
 
+def test_a_failed_write_of_replies_inside_a_batch_leaves_nothing_of_it(tmp_path):
+    """Inside the round's batch a caller that catches ``write_replies``' error and carries on
+    commits none of that call's rows or files (a savepoint), only the rest of the batch, all
+    chained: ``verify`` finds nothing wrong."""
+    run_dir = tmp_path / "run"
+    with AuditStore.create(run_dir, load_config(QUICKSTART, []).to_dict(), seed=0) as store:
+        store.begin_round(1)
+        replies = _replies()
+        with store.batch():
+            store.write_tally(1, 3, {"epsilon": 0.5})  # pending, rewritten by the failed call
+            with pytest.raises(sqlite3.IntegrityError):
+                store.write_replies(1, [replies[0], replies[3], replies[3]])
+            store.write_replies(1, [replies[1]])
+        store.complete_round(1, {"accuracy": 0.5})
+    assert verify(run_dir) == []
+    conn = sqlite3.connect(run_dir / "audit.sqlite")
+    assert conn.execute("SELECT client_id FROM updates").fetchall() == [(1,)]
+    assert conn.execute("SELECT client_id, kind FROM memory").fetchall() == [(1, "canaries")]
+    assert conn.execute("SELECT client_id, epsilon FROM tallies ORDER BY client_id").fetchall() \
+        == [(1, 7.5), (3, 0.5)]
+    assert conn.execute("SELECT COUNT(*) FROM tensors").fetchone() == (0,)
+    conn.close()
+    assert not list((run_dir / "tensors").rglob("*.npz"))
+
+
+def test_an_update_row_binds_every_column_the_schema_has():
+    """``UPDATE_COLUMNS`` (derived from ``UPDATE_FIELDS``) is the ``updates`` table's columns
+    but its id, so no key of a reply's meta is dropped; a key the fields lack is refused,
+    named."""
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(SCHEMA_SQL)
+    columns = [row[1] for row in conn.execute("PRAGMA table_info(updates)")]
+    assert sorted(UPDATE_COLUMNS) == sorted(columns[1:]) and columns[0] == "update_id"
+    assert len(set(UPDATE_COLUMNS)) == len(UPDATE_COLUMNS)
+    with pytest.raises(ValueError, match="unknown update meta keys \\['learning_rate'\\]"):
+        update_values({"lr": 0.5, "learning_rate": 0.5})
+
+
 def _zipfile_bundle(arrays: dict) -> bytes:
     """The bundle as ``zipfile`` writes it: each ``.npy`` member whole, ZipInfo's stamp."""
     buffer = io.BytesIO()
@@ -194,3 +226,25 @@ def test_a_memory_bundle_is_the_bytes_zipfile_writes(arrays):
 def test_a_memory_bundle_refuses_objects():
     with pytest.raises(ValueError, match="allow_pickle"):
         encode_state({"o": np.array([object()])})
+
+
+@pytest.mark.parametrize("array", [
+    np.zeros(3), np.arange(12).reshape(3, 4).T, np.ones((2, 3, 4), order="F"), np.array(5.0),
+    np.zeros((0, 7), np.float32), np.arange(6, dtype=">u2"), np.array(["ab", "c"]),
+    np.zeros(2, [("a", "<f4"), ("b", "<i8", (2,))]), np.random.default_rng(0).normal(size=97),
+    np.zeros(1, [(f"field{i}", "<f4") for i in range(3000)]),  # a header over 64 KiB: 2.0
+])
+@pytest.mark.filterwarnings("ignore:Stored array in format 2.0")
+def test_a_member_is_the_bytes_numpy_saves(array):
+    """The ``.npy`` header built from dtype, shape and order (no stand-in array) and the data
+    are what ``np.save`` writes, for each dtype, shape, order and header format."""
+    saved = io.BytesIO()
+    np.save(saved, array, allow_pickle=False)
+    assert _npy(array) == saved.getvalue()
+
+
+def test_a_memory_bundle_of_too_many_arrays_is_refused():
+    """Over 65,535 members zipfile writes zip64 fields this layout has not: a clear error,
+    not a struct.error."""
+    with pytest.raises(ValueError, match="65536 arrays: too many for a memory row"):
+        encode_state({f"a{i}": np.zeros(1) for i in range(65536)})

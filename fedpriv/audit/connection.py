@@ -21,6 +21,7 @@ References
 .. [4] SQLite, "Uniform Resource Identifiers", query parameter ``immutable``,
    https://www.sqlite.org/uri.html#uriimmutable ; "Write-Ahead Logging", §"Read-Only
    Databases", https://www.sqlite.org/wal.html#readonly
+.. [5] SQLite, "SAVEPOINT", https://www.sqlite.org/lang_savepoint.html
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from __future__ import annotations
 import os
 import secrets
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +40,8 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.records import insert_row
 from fedpriv.audit.schema import APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION
 
-__all__ = ["BATCHED", "BUSY_TIMEOUT_MS", "DURABLE", "connect", "create_database"]
+__all__ = ["BATCHED", "BUSY_TIMEOUT_MS", "DURABLE", "connect", "create_database",
+           "release_cache", "savepoint"]
 
 #: How long a writer waits for another writer's transaction before giving up.
 BUSY_TIMEOUT_MS = 60_000
@@ -82,10 +85,33 @@ def _unwritable(db_path: Path) -> bool:
 WRITER_CACHE_KIB = 64 * 1024
 
 
+def release_cache(conn: sqlite3.Connection) -> None:
+    """Free the writer's page cache (``PRAGMA shrink_memory``), called after a round's commit:
+    the cache only pays inside a round's transaction, and a sweep's workers would each hold
+    :data:`WRITER_CACHE_KIB` until their store closes. Measured at 5,000 replies a round: the
+    ~64 MiB go back to the allocator (reused, or returned to the system by ``malloc_trim``:
+    80 → 14 MiB held) and the next round takes no longer (its pages come from the OS cache)."""
+    conn.execute("PRAGMA shrink_memory")
+
+
 def _writer_pragmas(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {BATCHED}")
     conn.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+
+
+@contextmanager
+def savepoint(conn: sqlite3.Connection, name: str) -> Iterator[None]:
+    """Make the writes inside all or nothing within the open transaction: on an exception
+    they are undone (``ROLLBACK TO``) and the transaction goes on without them ([5]_)."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
 
 
 def _check_header(db_path: Path) -> None:

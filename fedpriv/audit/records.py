@@ -21,8 +21,8 @@ import numpy as np
 
 from fedpriv.protocol import ClientReport
 
-__all__ = ["JSON_FIELDS", "UpdateRecord", "insert_row", "insert_rows", "py_value", "row_values",
-           "to_json"]
+__all__ = ["JSON_FIELDS", "UpdateRecord", "field_columns", "insert_row", "insert_rows",
+           "py_value", "row_values", "to_json"]
 
 #: Fields holding a JSON document; the column is the field name + ``_json``.
 JSON_FIELDS = frozenset({"mechanism_params", "details", "estimate", "verification",
@@ -60,7 +60,7 @@ _PLAIN = frozenset({str, int, float, type(None)})
 
 
 @cache
-def _columns(allowed: tuple[str, ...]) -> dict[str, str]:
+def field_columns(allowed: tuple[str, ...]) -> dict[str, str]:
     """Each allowed key's column: a JSON field's name + ``_json``, any other its own name."""
     return {key: f"{key}_json" if key in JSON_FIELDS else key for key in allowed}
 
@@ -73,7 +73,7 @@ def row_values(values: Mapping[str, Any], allowed: tuple[str, ...], what: str) -
     ValueError
         A key that the schema does not know (a typo would otherwise lose a number silently).
     """
-    columns = _columns(allowed)
+    columns = field_columns(allowed)
     if not columns.keys() >= values.keys():
         unknown = sorted(set(values) - set(allowed))
         raise ValueError(f"unknown {what} keys {unknown}; allowed: {', '.join(allowed)}")

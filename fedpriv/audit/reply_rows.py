@@ -10,26 +10,27 @@ it.
 
 from __future__ import annotations
 
+import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fedpriv.audit.records import py_value, row_values, to_json
+from fedpriv.audit.records import field_columns, insert_rows, py_value, row_values, to_json
 from fedpriv.audit.schema import TALLY_FIELDS, UPDATE_FIELDS
 from fedpriv.audit.tensors import Arrays, encode_state
 from fedpriv.failures import failure_line
 
-__all__ = ["UPDATE_COLUMNS", "BatchRows", "ReplyRows", "chain_entries", "failure_values",
-           "record_ids_json", "tally_upsert", "tally_values", "update_values"]
+__all__ = ["UPDATE_COLUMNS", "BatchRows", "ReplyRows", "failure_values", "record_ids_json",
+           "rewritten", "tally_upsert", "tally_values", "update_values"]
 
-#: Every column of an ``updates`` row but its id, in the order :meth:`write_replies` binds
-#: them (a column a row's meta leaves out is NULL, as a plain ``INSERT`` leaves it).
-UPDATE_COLUMNS = ("round", "client_id", "node_id", "tensor_id", "num_examples", "local_steps",
-                  "lr", "batch_size", "sample_rate", "mechanism", "mechanism_params_json",
-                  "formal_guarantee", "pseudo_gradient", "status", "error", "report_json",
+#: Every column of an ``updates`` row but its id, in the order :meth:`BatchRows.write` binds
+#: them (a column a row's meta leaves out is NULL, as a plain ``INSERT`` leaves it): the
+#: columns of :data:`~fedpriv.audit.schema.UPDATE_FIELDS` (what :func:`update_values` may
+#: give) and those the writer sets.
+UPDATE_COLUMNS = ("round", "client_id", "tensor_id", *field_columns(UPDATE_FIELDS).values(),
                   "created")
 
 
@@ -52,21 +53,19 @@ class ReplyRows:
 
 @dataclass(frozen=True)
 class BatchRows:
-    """A batch of replies' rows laid out for one ``executemany`` per table
-    (:meth:`fedpriv.audit.AuditStore.write_replies`): ``memory`` and ``truths`` as the
-    statements' parameters, ``failures`` and ``updates`` as {column: value} in write order
-    (every row with the same columns), ``tallies`` as runs of consecutive rows that give the
-    same columns (each run one statement; the rows keep their order), the ids of
-    the tensor files written (in write order) and the memory and tally rows that may be
-    rewritten (their chain entries pending from earlier writes are written first)."""
+    """A batch of replies' rows laid out for one ``executemany`` per table (:meth:`write`):
+    ``memory`` and ``truths`` as the statements' parameters, ``failures`` and ``updates`` as
+    {column: value} in write order (every row with the same columns), ``tallies`` as runs of
+    consecutive rows that give the same columns (each run one statement; the rows keep their
+    order), and ``chain``: the rows' chain entries in the order the per-row writers chain
+    them, a ``failures`` or ``updates`` entry's key None until its row's id is known."""
 
     memory: list[tuple]
     failures: list[dict[str, Any]]
     updates: list[dict[str, Any]]
     truths: list[tuple]
     tallies: list[tuple[tuple[str, ...], list[tuple]]]
-    tensors: list[int]
-    rewritten: list[tuple[str, tuple]]
+    chain: list[tuple[str, tuple | None]]
 
     @classmethod
     def lay_out(cls, rnd: int, replies: Sequence[ReplyRows],
@@ -74,36 +73,73 @@ class BatchRows:
         """The rows of ``replies`` in round ``rnd``; ``tensor(kind, client, arrays)`` writes a
         tensor file and its ``tensors`` row and returns its id (called in the order the
         per-row writers write them: a reply's update, then its true batch)."""
-        out, now = cls([], [], [], [], [], [], []), time.time()
+        out, now = cls([], [], [], [], [], []), time.time()
         for reply in replies:
             out._add(rnd, reply, tensor, now)
         return out
 
     def _add(self, rnd: int, reply: ReplyRows, tensor: Callable[[str, int, Arrays], int],
              now: float) -> None:
-        """One reply's rows, after those of the replies before it."""
+        """One reply's rows and chain entries, after those of the replies before it, in the
+        order ``write_memory``, ``record_failure``, ``write_update``, ``write_ground_truth``
+        and ``write_tally`` write and chain them."""
         cid = int(reply.client_id)
-        self.memory.extend((rnd, cid, kind, encode_state(state))
-                           for kind, state in reply.memory.items())
-        self.rewritten.extend(("memory", (rnd, cid, kind)) for kind in reply.memory)
+        for kind, state in reply.memory.items():
+            self.memory.append((rnd, cid, kind, encode_state(state)))
+            self.chain.append(("memory", (rnd, cid, kind)))
         if reply.failure is not None:
             self.failures.append(failure_values(rnd, *reply.failure, cid,
                                                 reply.update.get("node_id")))
-        tid = None if reply.arrays is None else tensor("update", cid, reply.arrays)
+            self.chain.append(("failures", None))
         row = {**update_values(reply.update), "round": rnd, "client_id": cid,
-               "tensor_id": tid, "created": now}
+               "tensor_id": self._tensor(tensor, "update", cid, reply.arrays), "created": now}
         self.updates.append({column: row.get(column) for column in UPDATE_COLUMNS})
-        truth = None
+        self.chain.append(("updates", None))
         if reply.truth is not None:
             ids, arrays = reply.truth
-            truth = None if arrays is None else tensor("ground_truth", cid, arrays)
+            truth = self._tensor(tensor, "ground_truth", cid, arrays)
             self.truths.append((rnd, cid, record_ids_json(ids), truth))
-        self.tensors.extend(t for t in (tid, truth) if t is not None)
+            self.chain.append(("ground_truth", (rnd, cid)))
         values = tally_values(reply.tally)
         if not self.tallies or self.tallies[-1][0] != tuple(values):
             self.tallies.append((tuple(values), []))
         self.tallies[-1][1].append((rnd, cid, *values.values()))
-        self.rewritten.append(("tallies", (rnd, cid)))
+        self.chain.append(("tallies", (rnd, cid)))
+
+    def _tensor(self, tensor: Callable[[str, int, Arrays], int], kind: str, cid: int,
+                arrays: Arrays | None) -> int | None:
+        """The id of ``arrays``' tensor file and row, written and chained now; None for none."""
+        if arrays is None:
+            return None
+        tensor_id = tensor(kind, cid, arrays)
+        self.chain.append(("tensors", (tensor_id,)))
+        return tensor_id
+
+    def write(self, conn: sqlite3.Connection) -> list[tuple[str, tuple]]:
+        """Insert the rows, one ``executemany`` per table (a tally run per statement); return
+        their chain entries in order, each ``failures`` and ``updates`` entry with its id."""
+        conn.executemany("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
+                         "VALUES (?, ?, ?, ?)", self.memory)
+        ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", self.failures)),
+               "updates": iter(insert_rows(conn, "updates", "update_id", self.updates))}
+        conn.executemany("INSERT INTO ground_truth (round, client_id, record_ids_json, "
+                         "tensor_id) VALUES (?, ?, ?, ?)", self.truths)
+        for columns, values in self.tallies:
+            conn.executemany(tally_upsert(columns), values)
+        return [(table, (next(ids[table]),) if key is None else key)
+                for table, key in self.chain]
+
+
+def rewritten(rnd: int, replies: Sequence[ReplyRows]) -> list[tuple[str, tuple]]:
+    """The rows of ``replies`` a write may find written already (``memory`` and ``tallies``
+    rows are upserted): a chain entry of one pending from an earlier write is chained first,
+    as the row stood (:meth:`fedpriv.audit.chain.PendingChain.before_writes`)."""
+    keys: list[tuple[str, tuple]] = []
+    for reply in replies:
+        cid = int(reply.client_id)
+        keys += [("memory", (rnd, cid, kind)) for kind in reply.memory]
+        keys.append(("tallies", (rnd, cid)))
+    return keys
 
 
 def update_values(meta: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,26 +187,3 @@ def tally_upsert(columns: Sequence[str]) -> str:
 def record_ids_json(record_ids: Iterable[Any]) -> str:
     """A ``ground_truth`` row's ``record_ids_json``: the batch's record ids, in order."""
     return to_json([py_value(i) for i in record_ids])
-
-
-def chain_entries(
-    rnd: int, rows: Sequence[ReplyRows], ids: Mapping[str, Iterator[int]]
-) -> list[tuple[str, tuple]]:
-    """The chain entries of a batch of replies in the order their per-row writers chain them
-    (per reply: memory, failure, update tensor, update, true batch tensor, true batch, tally);
-    ``ids`` gives each ``tensors``, ``failures`` and ``updates`` row's id in write order."""
-    entries: list[tuple[str, tuple]] = []
-    for row in rows:
-        cid = int(row.client_id)
-        entries += [("memory", (rnd, cid, kind)) for kind in row.memory]
-        if row.failure is not None:
-            entries.append(("failures", (next(ids["failures"]),)))
-        if row.arrays is not None:
-            entries.append(("tensors", (next(ids["tensors"]),)))
-        entries.append(("updates", (next(ids["updates"]),)))
-        if row.truth is not None:
-            if row.truth[1] is not None:
-                entries.append(("tensors", (next(ids["tensors"]),)))
-            entries.append(("ground_truth", (rnd, cid)))
-        entries.append(("tallies", (rnd, cid)))
-    return entries

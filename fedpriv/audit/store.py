@@ -28,9 +28,7 @@ A run directory holds ``audit.sqlite`` (schema in :mod:`fedpriv.audit.schema`, d
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import re
 import secrets
 import shutil
@@ -44,21 +42,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from fedpriv.atomic import DIR_MODE, FILE_MODE, fsync_dir, make_dirs_durable, sync_files
-from fedpriv.audit import reply_rows
+from fedpriv.atomic import DIR_MODE, fsync_dir, make_dirs_durable, sync_files
+from fedpriv.audit import reply_rows, writer_lock
 from fedpriv.audit.chain import PendingChain, append, append_deletions
-from fedpriv.audit.connection import BATCHED, DURABLE, create_database
-from fedpriv.audit.errors import StoreError
+from fedpriv.audit.connection import BATCHED, DURABLE, create_database, release_cache, savepoint
 from fedpriv.audit.reader import DB_NAME, TENSOR_DIR, StoreReader
-from fedpriv.audit.records import insert_row, insert_rows, py_value, row_values, to_json
+from fedpriv.audit.records import insert_row, py_value, row_values, to_json
 from fedpriv.audit.schema import ATTACK_FIELDS, RUN_STATUSES
 from fedpriv.audit.tensors import Arrays, TensorInfo, encode_state, save_arrays
+from fedpriv.audit.writer_lock import LOCK_NAME
 from fedpriv.failures import failure_line
 
 __all__ = ["DB_NAME", "LOCK_NAME", "TENSOR_DIR", "AuditStore"]
-
-#: The writer lock's file in the run directory.
-LOCK_NAME = "writer.lock"
 
 _ROUND_DIR = re.compile(r"r(\d+)")
 
@@ -109,23 +104,15 @@ class AuditStore(StoreReader):
     # -- the writer lock ---------------------------------------------------------------------
 
     def hold_writer_lock(self) -> None:
-        """Hold the run's exclusive writer lock until :meth:`close` (or the process's death).
+        """Hold the run's exclusive writer lock (:mod:`fedpriv.audit.writer_lock`) until
+        :meth:`close` (or the process's death).
 
         Raises
         ------
         StoreError
             Another process (or another open store in this one) holds it: the run is going.
         """
-        lock = self.run_dir / LOCK_NAME
-        handle = os.fdopen(os.open(lock, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE), "a")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise StoreError(
-                self.run_dir, "another process is writing this run", "a run no process writes"
-            ) from None
-        self._writer_lock = handle
+        self._writer_lock = writer_lock.hold_writer_lock(self.run_dir)
 
     def close(self) -> None:
         """Close the database connection and release the writer lock if held."""
@@ -177,14 +164,21 @@ class AuditStore(StoreReader):
                 yield
                 self._pending.flush(self._conn)  # the batch's chain entries, in write order
             except BaseException:
-                for _, path in self._batch:
-                    path.unlink(missing_ok=True)
+                self._drop_files(0)
                 raise
             finally:
                 written, self._batch, self._pending = self._batch, None, PendingChain()
                 self._batch_status.clear()
         for rnd, path in written:
             self._unsynced.setdefault(rnd, []).append(path)
+
+    def _drop_files(self, start: int) -> None:
+        """Remove the open batch's tensor files from the ``start``-th on (their rows were
+        rolled back) and forget them."""
+        assert self._batch is not None
+        for _, path in self._batch[start:]:
+            path.unlink(missing_ok=True)
+        del self._batch[start:]
 
     def _chain(self, conn: sqlite3.Connection, table: str, key: list[Any]) -> None:
         """Chain a row just written (:func:`~fedpriv.audit.chain.append`); inside a
@@ -231,6 +225,10 @@ class AuditStore(StoreReader):
             self._dirs.add(directory)
         return directory
 
+    def _tensor_path(self, rnd: int, kind: str, stem: str) -> Path:
+        """A new tensor file's path: unique by its random suffix, named for what it holds."""
+        return self._tensor_dir(rnd) / f"{kind}-{stem}-{secrets.token_hex(4)}.npz"
+
     @contextmanager
     def _with_tensor(
         self, rnd: int, kind: str, stem: str, arrays: Arrays | None, *, must_be_open: bool = True
@@ -240,7 +238,7 @@ class AuditStore(StoreReader):
         running = self._check_round(rnd, must_be_open=must_be_open) == "running"
         path = None
         if arrays is not None:
-            path = self._tensor_dir(rnd) / f"{kind}-{stem}-{secrets.token_hex(4)}.npz"
+            path = self._tensor_path(rnd, kind, stem)
             info = save_arrays(path, arrays, durable=not running)
         try:
             with self._transaction(durable=not running) as conn:
@@ -276,7 +274,7 @@ class AuditStore(StoreReader):
         """Inside a :meth:`batch` of a running round: write ``arrays`` (synced when the round
         completes, removed if the batch fails) and insert its ``tensors`` row; its id."""
         assert self._batch is not None
-        path = self._tensor_dir(rnd) / f"{kind}-c{client_id}-{secrets.token_hex(4)}.npz"
+        path = self._tensor_path(rnd, kind, f"c{client_id}")
         info = save_arrays(path, arrays, durable=False)
         self._batch.append((rnd, path))
         return self._tensor_row(self._conn, rnd, kind, path, info)
@@ -322,7 +320,7 @@ class AuditStore(StoreReader):
     def complete_round(self, rnd: int, metrics: Mapping[str, Any] | None = None) -> None:
         """Make every file of round ``rnd`` durable, then mark the round complete, recording
         the server's ``accuracy``/``loss`` and the rest of ``metrics`` (as JSON), in one
-        durable transaction."""
+        durable transaction; then free the page cache the round filled."""
         self._batch_status.pop(rnd, None)
         extra = {k: py_value(v) for k, v in (metrics or {}).items()}
         accuracy, loss = extra.pop("accuracy", None), extra.pop("loss", None)
@@ -337,6 +335,7 @@ class AuditStore(StoreReader):
                 (time.time(), accuracy, loss, to_json(extra), rnd),
             )
             self._chain(conn, "rounds", [rnd])
+        release_cache(self._conn)
 
     def discard_incomplete_rounds(self) -> list[int]:
         """Delete every incomplete round's rows and tensor files (for a resume); return them.
@@ -459,24 +458,24 @@ class AuditStore(StoreReader):
         running round ``rnd``: the rows, ids and chain entries ``write_memory``,
         ``record_failure``, ``write_update``, ``write_ground_truth`` and ``write_tally`` write
         one reply after another, but one ``executemany`` per table, in one :meth:`batch`. A
-        client at most once: ``updates`` refuses a second row."""
+        client at most once: ``updates`` refuses a second row. All or nothing even inside an
+        outer batch (a savepoint): on an exception none of its rows and files remain, so a
+        caller that carries on commits no row the chain lacks."""
         if not replies:
             return
         with self.batch():
-            conn = self._conn
+            assert self._batch is not None
             self._check_round(rnd, must_be_open=True)
-            rows = reply_rows.BatchRows.lay_out(rnd, replies, partial(self._batched_tensor, rnd))
-            self._pending.before_writes(conn, rows.rewritten)
-            conn.executemany("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
-                             "VALUES (?, ?, ?, ?)", rows.memory)
-            ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", rows.failures)),
-                   "updates": iter(insert_rows(conn, "updates", "update_id", rows.updates)),
-                   "tensors": iter(rows.tensors)}
-            conn.executemany("INSERT INTO ground_truth (round, client_id, record_ids_json, "
-                             "tensor_id) VALUES (?, ?, ?, ?)", rows.truths)
-            for columns, values in rows.tallies:
-                conn.executemany(reply_rows.tally_upsert(columns), values)
-            self._pending.extend(reply_rows.chain_entries(rnd, replies, ids))
+            self._pending.before_writes(self._conn, reply_rows.rewritten(rnd, replies))
+            start = len(self._batch)
+            try:
+                with savepoint(self._conn, "write_replies"):
+                    tensor = partial(self._batched_tensor, rnd)
+                    rows = reply_rows.BatchRows.lay_out(rnd, replies, tensor)
+                    self._pending.extend(rows.write(self._conn))
+            except BaseException:
+                self._drop_files(start)
+                raise
 
     def write_attack(
         self,

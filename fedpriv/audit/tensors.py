@@ -125,18 +125,27 @@ def encode_state(arrays: Mapping[str, np.ndarray]) -> bytes:
 @lru_cache(maxsize=64)
 def _npy_header(dtype: np.dtype, shape: tuple[int, ...], fortran: bool) -> bytes:
     """The ``.npy`` header :func:`numpy.lib.format.write_array` writes for arrays of this
-    dtype, shape and order (it depends on nothing else): written once, before the data of
-    an empty stand-in. ValueError for an object dtype (no pickles)."""
+    dtype, shape and order (it depends on nothing else), built from them as write_array
+    builds it: format 1.0, or 2.0 for a header over 64 KiB (a structured dtype whose field
+    names need format 3.0 is refused with ValueError). Nothing of the array's size is
+    allocated: a canary array's shape changes from client to client."""
+    fields = {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": fortran,
+              "shape": shape}
     member = io.BytesIO()
-    stand_in = np.empty(shape, dtype, order="F" if fortran else "C")
-    np.lib.format.write_array(member, stand_in, allow_pickle=False)
-    data = member.getvalue()
-    return data[:len(data) - stand_in.nbytes]
+    try:
+        np.lib.format.write_array_header_1_0(member, fields)
+    except ValueError:  # too long for format 1.0's 16-bit header length
+        member = io.BytesIO()
+        np.lib.format.write_array_header_2_0(member, fields)
+    return member.getvalue()
 
 
 def _npy(array: np.ndarray) -> bytes:
     """``array`` as :func:`numpy.lib.format.write_array` writes it: its header, then its data
-    in the order the header names (Fortran for an array only Fortran-contiguous)."""
+    in the order the header names (Fortran for an array only Fortran-contiguous).
+    ValueError for an object dtype (no pickles)."""
+    if array.dtype.hasobject:
+        raise ValueError("Object arrays cannot be saved when allow_pickle=False")
     fortran = bool(array.flags.f_contiguous and not array.flags.c_contiguous)
     header = _npy_header(array.dtype, array.shape, fortran)
     return header + (array.T if fortran else array).tobytes()
@@ -146,10 +155,17 @@ def _stored_zip(members: Sequence[tuple[str, bytes]]) -> bytes:
     """The zip ``zipfile.ZipFile(buffer, "w", ZIP_STORED)`` writes for these members, each
     ``writestr(ZipInfo(name), data)``: a local header (ZipInfo's defaults, 1980-01-01, the
     data's CRC-32 and size) and the data per member, then the central directory and its end
-    record. ValueError for 2 GiB of data or more (where zipfile would add zip64 fields)."""
+    record. ValueError where zipfile would write zip64 fields, which this layout has not:
+    more than 65,535 members, or members of more than (2³¹ − 1) / 1.05 bytes (about 1.9
+    GiB) together (zipfile gives a member zip64 fields from 1.05 × its size > 2³¹ − 1, and
+    the directory from an offset > 2³¹ − 1)."""
+    if len(members) > zipfile.ZIP_FILECOUNT_LIMIT:
+        raise ValueError(f"{len(members)} arrays: too many for a memory row (at most "
+                         f"{zipfile.ZIP_FILECOUNT_LIMIT})")
     total = sum(len(data) for _, data in members)
     if total * 1.05 > zipfile.ZIP64_LIMIT:
-        raise ValueError(f"{total} bytes of arrays: too large for a memory row")
+        raise ValueError(f"{total} bytes of arrays: too large for a memory row (at most "
+                         f"{int(zipfile.ZIP64_LIMIT / 1.05)})")
     local, central, offset = [], [], 0
     for name, data in members:
         encoded, flags = _zip_name(name)
