@@ -28,6 +28,7 @@ from strategies.stages.verify import verify
 from strategies.step_releases import verify_step_reply
 
 DIM, ALPHA, REPLAYER, TINY, STEPS, RAISING = 3_000, 1e-6, 900, 804, 805, 806
+HUGE, SHORT = 807, 808  # an honest group's hostile members: its check, its recovery raises
 F32 = np.float32
 
 # (mechanism, simulate_round's keywords): a group of honest Gaussian replies larger than a block,
@@ -85,6 +86,12 @@ def _batch(theta: np.ndarray) -> list[Reply]:
     accepted = AcceptedReply(len(replies), TINY, updates[0][0], tiny, 1.0, None)  # type: ignore[arg-type]
     replies.append(Reply(len(replies), None, accepted=accepted, dim=DIM,  # type: ignore[arg-type]
                          flat=np.zeros(DIM, F32)))
+    # in the honest group: ‖u‖₂ overflows (verify_gaussian raises), too few parameters
+    # (recovery raises)
+    for cid, arrays in ((HUGE, [np.full(DIM, 1e200)]), (SHORT, [theta[:10]])):
+        accepted = AcceptedReply(len(replies), cid, updates[0][0], arrays, 1.0, None)  # type: ignore[arg-type]
+        replies.append(Reply(len(replies), None, accepted=accepted, dim=DIM,  # type: ignore[arg-type]
+                             flat=np.zeros(DIM, F32)))
     return replies
 
 
@@ -128,12 +135,18 @@ def theta() -> np.ndarray:
     return theta
 
 
-def test_batched_verdicts_are_the_per_reply_ones(theta: np.ndarray) -> None:
+def _verified(theta: np.ndarray) -> tuple[list[Reply], Round]:
+    """The mixed batch through the verification stage, and its round."""
     batch = _batch(theta)
     run = SimpleNamespace(audit=SimpleNamespace(verify_alpha=ALPHA), sketches=_sketches(batch))
     run.sketches_of = lambda dim: run.sketches
     rnd = Round(2, [theta], None, run)  # type: ignore[arg-type]
     verify(batch, rnd)
+    return batch, rnd
+
+
+def test_batched_verdicts_are_the_per_reply_ones(theta: np.ndarray) -> None:
+    batch, rnd = _verified(theta)
     reference = _sketches(_batch(theta))
     statuses, mechanisms = set(), set()
     for reply in batch:
@@ -155,6 +168,26 @@ def test_batched_verdicts_are_the_per_reply_ones(theta: np.ndarray) -> None:
     steps = next(r for r in batch if r.client_id == STEPS).verdict
     assert tiny is not None and "gaussian-norm" in tiny.reason and "is too small" in tiny.reason
     assert steps is not None and {p.test for p in steps.parts} >= {"composition", "steps"}
+    for cid in (HUGE, SHORT, RAISING):
+        verdict = next(r for r in batch if r.client_id == cid).verdict
+        assert verdict is not None and "cannot be tested" in verdict.reason, cid
+
+
+def test_a_hostile_reply_leaves_its_group_verified_together(
+    theta: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reply whose recovery or check raises gets its own verdict inside the batch: its group
+    never falls back to recovering and verifying every reply alone (only the report whose
+    declaration raises, a group of its own, is)."""
+    import strategies.reply_verdicts as verdicts
+
+    calls: list[str] = []
+    for name in ("recovered_reply", "verified_or_inconsistent"):
+        original = getattr(verdicts, name)
+        monkeypatch.setattr(verdicts, name, lambda *a, f=original, n=name: (calls.append(n),
+                                                                            f(*a))[1])
+    _verified(theta)
+    assert sorted(calls) == ["recovered_reply", "verified_or_inconsistent"]
 
 
 def test_the_sketch_is_the_count_sketch_of_before_bit_for_bit() -> None:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
     from fedpriv.verification.observed import NoiseObservation
+    from fedpriv.verification.verdict import Checked
 
 __all__ = ["GaussianMechanism", "GaussianRelease"]
 
@@ -149,7 +150,7 @@ class GaussianMechanism(ClippedMechanism):
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
 
-    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Checked]:
         """:meth:`verify` of each update, the replies sharing this declaration verified
         together (:func:`fedpriv.verification.gaussian_batch.verify_gaussian_batch`) where
         :meth:`verify` is this class's own: a subclass's override is never bypassed."""

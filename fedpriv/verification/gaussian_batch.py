@@ -15,6 +15,7 @@ cover (another declaration, a norm or slack past float64) is verified alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TypeAlias
 
 import numpy as np
@@ -33,7 +34,7 @@ from fedpriv.verification.laws import ChiNorm, excess_kurtoses
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.sandwich import NoiseNorm, SandwichResult, one_sided_p_values
 from fedpriv.verification.update import BLOCK, ClientUpdate, row_norms
-from fedpriv.verification.verdict import Verdict
+from fedpriv.verification.verdict import Checked, attempted
 
 __all__ = ["verify_gaussian_batch"]
 
@@ -45,16 +46,18 @@ Declared: TypeAlias = tuple[int, int, RecordCount, float, float, float, tuple[fl
 def verify_gaussian_batch(
     updates: Sequence[ClientUpdate], *, noise_multiplier: float, clip_bound: float,
     alpha: float,
-) -> list[Verdict]:
-    """:func:`~fedpriv.verification.gaussian.verify_gaussian` of each update, in order; the
-    updates that share the first one's declaration (dimension, steps, records, divisor,
-    optimiser scale, θ's norms) are verified together (module docstring)."""
+) -> list[Checked]:
+    """:func:`~fedpriv.verification.gaussian.verify_gaussian` of each update, in order, or
+    what it raised for that update alone (a hostile update's: the others keep their
+    verdicts); the updates that share the first one's declaration (dimension, steps, records,
+    divisor, optimiser scale, θ's norms) are verified together (module docstring)."""
     sigma = check_nonnegative("noise_multiplier", noise_multiplier)
     c = check_positive("clip_bound", clip_bound)
     a = check_probability("alpha", alpha)
 
-    def alone(update: ClientUpdate) -> Verdict:
-        return verify_gaussian(update, noise_multiplier=sigma, clip_bound=c, alpha=alpha)
+    def alone(update: ClientUpdate) -> Checked:
+        return attempted(partial(verify_gaussian, update, noise_multiplier=sigma, clip_bound=c,
+                                 alpha=alpha))
 
     if sigma == 0 or not updates:
         return [alone(u) for u in updates]
@@ -64,7 +67,7 @@ def verify_gaussian_batch(
     stats = _statistics([updates[i] for i in shared], check)
     finite = np.isfinite(stats[:, [0, 1, 3, 4, 5]]).all(axis=1)
     together = [i for i, ok in zip(shared, finite.tolist(), strict=True) if ok]
-    verdicts: dict[int, Verdict] = {i: alone(updates[i])
+    verdicts: dict[int, Checked] = {i: alone(updates[i])
                                     for i in sorted(set(range(len(updates))) - set(together))}
     stats = stats[finite]
     s, common = check.noise_std, {**check.common, "alpha": a}
