@@ -453,7 +453,9 @@ def excess_kurtoses(rows: np.ndarray) -> np.ndarray:
     Every reply's verification reports it (a description, not a test). A row whose ``m₂``
     would under- or overflow when squared (a hostile update of ‖u‖ ≈ 10⁻⁸⁵) has its squares
     scaled by a power of two first: exact, and the kurtosis is scale-free, so it stays the
-    number it describes instead of 0/0."""
+    number it describes instead of 0/0. (Entries whose own squares leave float64, below
+    10⁻¹⁶² or above 10¹⁵⁴, have no representable moments: NaN or a rough figure, the same on
+    either path.)"""
     p = rows.shape[1]
     rows -= (np.add.reduce(rows, axis=1) / p)[:, None]
     np.multiply(rows, rows, out=rows)
