@@ -32,8 +32,8 @@ from fedpriv.verification.laws import (
     ncx2_sfs,
     normal_excess_slopes,
 )
-from fedpriv.verification.sandwich import one_sided_p_value, one_sided_p_values
 from fedpriv.verification.records import record_count
+from fedpriv.verification.sandwich import one_sided_p_value, one_sided_p_values
 
 
 def _ncx2_sf_series(x: float, df: int, nc: float) -> float:
