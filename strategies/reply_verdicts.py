@@ -61,10 +61,11 @@ def recovered_together(
 ) -> list[ClientUpdate | Verdict]:
     """:func:`recovered_reply` of replies whose reports share ``report``'s declaration, each
     with its parameters, recovered together (:func:`fedpriv.verification.client_round.
-    recover_updates`); where that raises, each alone, so a hostile reply's verdict says why
-    as it would alone."""
+    recover_updates`): a reply whose recovery raises gets the verdict why, as it would alone,
+    the others their updates; where the shared part raises (a hostile declaration), each
+    alone."""
     try:
-        return recover_updates(report.declaration(), broadcast, arrays)
+        return recover_updates(report.declaration(), broadcast, arrays, _untestable)
     except Exception:  # noqa: BLE001 - whatever a hostile declaration makes it raise
         return [recovered_reply(report, broadcast, a) for a in arrays]
 
@@ -103,11 +104,12 @@ def verified_together(
 ) -> list[Verdict]:
     """:func:`verified_or_inconsistent` of replies whose reports share ``report``'s declaration
     and mechanism, each with its :func:`recovered_reply`, verified together
-    (:func:`fedpriv.verification.client_round.verify_updates`); where that raises, each alone,
-    so a hostile reply's verdict says why as it would alone."""
+    (:func:`fedpriv.verification.client_round.verify_updates`): a reply whose check raises
+    gets the verdict why, as it would alone, the others theirs; where the shared part raises
+    (a hostile declaration), each alone."""
     try:
         return verify_updates(report.declaration(), recovered, report.mechanism.verify_many,
-                              alpha=alpha)
+                              alpha=alpha, failed=_untestable)
     except Exception:  # noqa: BLE001 - whatever a hostile declaration makes them raise
         return [verified_or_inconsistent(report, (), (), alpha, r) for r in recovered]
 

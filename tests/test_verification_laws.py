@@ -15,6 +15,7 @@ from fedpriv.verification.laws import (
     ChiNorm,
     GammaNorm,
     abs_normal_slopes,
+    excess_kurtoses,
     excess_kurtosis,
     gaussian_excess_law,
     gaussian_l1_law,
@@ -28,8 +29,11 @@ from fedpriv.verification.laws import (
     mean_abs_laplace_sum,
     ncx2_sf,
     ncx2_sf_minus,
+    ncx2_sfs,
     normal_excess_slopes,
 )
+from fedpriv.verification.records import record_count
+from fedpriv.verification.sandwich import one_sided_p_value, one_sided_p_values
 
 
 def _ncx2_sf_series(x: float, df: int, nc: float) -> float:
@@ -266,3 +270,43 @@ def test_excess_kurtosis_is_scipys(draw):
         size=13_700)
     assert excess_kurtosis(u) == pytest.approx(float(stats.kurtosis(u)), rel=1e-12, abs=1e-12)
     assert math.isnan(excess_kurtosis(np.zeros(4)))
+
+
+def test_the_kurtosis_of_an_underflowing_vector_is_its_scaled_copys():
+    """``m₂ ≈ 10⁻¹⁷⁰`` squares to 0 in float64: the kurtosis (scale-free) is that of the same
+    vector at unit scale, for one vector as for rows, instead of a ZeroDivisionError (one
+    reply's verdict) or NaN (the batch's), whichever path took it."""
+    rng = np.random.default_rng(5)
+    u = rng.standard_normal(3_000)
+    for scale in (2.0**-283, 2.0**-330, 2.0**300, 2.0**350):  # exact scalings
+        assert excess_kurtosis(scale * u) == excess_kurtosis(u)
+    rows = np.stack([u, 1e-85 * u, 1e150 * u, np.zeros_like(u)])
+    got = excess_kurtoses(rows.copy())
+    assert got[:3] == pytest.approx([excess_kurtosis(u)] * 3, rel=1e-12)
+    assert [excess_kurtosis(r) for r in rows[:3]] == got[:3].tolist() and math.isnan(got[3])
+
+
+def test_the_array_forms_are_the_scalar_ones_bit_for_bit():
+    """The batch's χ tails, non-central χ² and bisection over the record bound (one call for
+    many replies) give each element what the scalar forms (one reply) give, edge values
+    included: the two forms are kept apart only for speed (the scalar ones, called dozens of
+    times per reply alone and per step in steps mode, cost a fifth of a 1-element array's)."""
+    rng = np.random.default_rng(6)
+    for dim in (1, 3, 3_000):
+        law = ChiNorm(dim)
+        t = np.concatenate([rng.choice([-1.0, 1.0], 300) * 10 ** rng.uniform(-3, 3, 300)
+                            * math.sqrt(dim), [0.0, -0.0, math.inf, -math.inf, math.nan]])
+        shift = np.concatenate([10 ** rng.uniform(-3, 2.5, 300), [0.0, 1.0, 1.0, 1.0, 1.0]])
+        shift[::7] = 0.0
+        pairs = [(law.cdfs(t), [law.cdf(x) for x in t]), (law.sfs(t), [law.sf(x) for x in t]),
+                 (law.sfs_shifted(t, shift),
+                  [law.sf_shifted(x, v) for x, v in zip(t, shift, strict=True)]),
+                 (ncx2_sfs(t * np.abs(t), dim, shift),
+                  [ncx2_sf(x * abs(x), dim, v) for x, v in zip(t, shift, strict=True)])]
+        for array, scalars in pairs:
+            assert array.tobytes() == np.array(scalars).tobytes()
+    records = record_count(3, sampling="poisson", local_size=60, sample_rate=16 / 60)
+    law, observed = ChiNorm(100), np.array([6.0, 9.0, 10.0, 13.0, 25.0, 40.0])
+    p, at = one_sided_p_values(lambda b: law.sfs(observed - 0.5 * b), records, observed.size)
+    alone = [one_sided_p_value(lambda b, x=x: law.sf(x - 0.5 * b), records) for x in observed]
+    assert (p.tolist(), at.tolist()) == ([a for a, _ in alone], [b for _, b in alone])

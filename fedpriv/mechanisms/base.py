@@ -21,6 +21,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from fedpriv.gradients import GradientSource
     from fedpriv.verification import ClientUpdate, Verdict
     from fedpriv.verification.observed import NoiseObservation
+    from fedpriv.verification.verdict import Checked
 
 __all__ = [
     "CLIP_RANGE",
@@ -238,11 +240,15 @@ class Mechanism(ABC):
 
         return unverifiable(self.name, f"no test of an update against mechanism {self.name}")
 
-    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
-        """:meth:`verify` of each update, in order, for updates recovered under one
-        declaration of this mechanism (a round's replies that share it): a mechanism whose
-        checks share work across them overrides this with the same verdicts, faster."""
-        return [self.verify(update, alpha) for update in updates]
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Checked]:
+        """:meth:`verify` of each update, in order, or what it raised for that update
+        (:data:`~fedpriv.verification.verdict.Checked`: one hostile update never costs the
+        others their verdicts), for updates recovered under one declaration of this mechanism
+        (a round's replies that share it): a mechanism whose checks share work across them
+        overrides this with the same verdicts, faster."""
+        from fedpriv.verification.verdict import attempted
+
+        return [attempted(partial(self.verify, update, alpha)) for update in updates]
 
     def observe(self, update: ClientUpdate) -> NoiseObservation | str:
         """What a recovered update shows of this mechanism's noise, for ``epsilon_observed``

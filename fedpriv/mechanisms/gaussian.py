@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from fedpriv.canaries import CanaryDesign
     from fedpriv.verification import ClientUpdate, Verdict
     from fedpriv.verification.observed import NoiseObservation
+    from fedpriv.verification.verdict import Checked
 
 __all__ = ["GaussianMechanism", "GaussianRelease"]
 
@@ -149,9 +150,12 @@ class GaussianMechanism(ClippedMechanism):
         return verify_gaussian(update, noise_multiplier=self.noise_multiplier,
                                clip_bound=self.sensitivity, alpha=alpha)
 
-    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Verdict]:
+    def verify_many(self, updates: Sequence[ClientUpdate], alpha: float) -> list[Checked]:
         """:meth:`verify` of each update, the replies sharing this declaration verified
-        together (:func:`fedpriv.verification.gaussian_batch.verify_gaussian_batch`)."""
+        together (:func:`fedpriv.verification.gaussian_batch.verify_gaussian_batch`) where
+        :meth:`verify` is this class's own: a subclass's override is never bypassed."""
+        if type(self).verify is not GaussianMechanism.verify:
+            return super().verify_many(updates, alpha)
         from fedpriv.verification.gaussian_batch import verify_gaussian_batch
 
         return verify_gaussian_batch(updates, noise_multiplier=self.noise_multiplier,
@@ -169,9 +173,11 @@ class GaussianMechanism(ClippedMechanism):
 
     def observe_many(self, updates: Sequence[ClientUpdate]) -> list[NoiseObservation | str]:
         """:meth:`observe` of each update, the norms taken a block at a time
-        (:func:`fedpriv.verification.observed.observe_gaussian_many`)."""
-        if self.noise_multiplier == 0.0:
-            return [self.observe(update) for update in updates]
+        (:func:`fedpriv.verification.observed.observe_gaussian_many`) where :meth:`observe`
+        is this class's own: a subclass's override (client-level releases observe nothing) is
+        never bypassed."""
+        if self.noise_multiplier == 0.0 or type(self).observe is not GaussianMechanism.observe:
+            return super().observe_many(updates)
         from fedpriv.verification.observed import observe_gaussian_many
 
         return observe_gaussian_many(updates, clip_bound=self.sensitivity,

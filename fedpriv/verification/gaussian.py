@@ -59,7 +59,7 @@ from fedpriv.verification.verdict import (
 )
 
 __all__ = ["LIGHT_TAIL_CUT", "gaussian_light_tail_test", "gaussian_norm_test",
-           "gaussian_shape_test", "verify_gaussian"]
+           "gaussian_shape_test", "tail_excesses", "verify_gaussian"]
 
 LAW = ("noise-law",)
 """The property both sides of the noise law speak to (:class:`~fedpriv.verification.Verdict`)."""
@@ -190,16 +190,13 @@ def l1_noise(dim: int, noise_std: float, steps: int) -> NoiseNorm:
 def shape_verdict(
     l1_norm: float, kurtosis: float, dim: int, *, noise_std: float, steps: int,
     clip_bound: float, records: RecordCount, alpha: float, slack: float,
-    p_value: float | None = None,
 ) -> Verdict:
     """:func:`gaussian_shape_test` from its statistics, ``‖u‖₁`` and the excess kurtosis of
-    ``u`` (arguments validated by the caller); ``p_value``: its :func:`shape_p_value`, where
-    the caller computed it for many replies at once."""
+    ``u`` (arguments validated by the caller)."""
     x, p, s, c, a = l1_norm, dim, noise_std, clip_bound, alpha
     noise = l1_noise(p, s, steps)
     per_record = math.sqrt(p) * c  # ‖s‖₁ ≤ √p ‖s‖₂
-    if p_value is None:
-        p_value = shape_p_value(x, noise, per_record, records, slack)
+    p_value = shape_p_value(x, noise, per_record, records, slack)
     statistic = {
         "l1_norm": x,
         "expected_l1_norm": noise.scale * p * math.sqrt(2.0 / math.pi),
@@ -268,20 +265,29 @@ def gaussian_light_tail_test(
 
 def tail_excess(magnitudes: np.ndarray, noise_std: float) -> float:
     """``T(u) = Σ_i (|u_i|/σC − τ)₊`` of :func:`gaussian_light_tail_test`, from ``|u|``."""
-    return float(np.maximum(magnitudes / noise_std - LIGHT_TAIL_CUT, 0.0).sum())
+    return float(tail_excesses(magnitudes, noise_std))
+
+
+def tail_excesses(magnitudes: np.ndarray, noise_std: float,
+                  out: np.ndarray | None = None) -> np.ndarray:
+    """:func:`tail_excess` of each row of ``magnitudes`` (the last axis summed; ``out``: where
+    ``|u|/σC`` is formed, ``magnitudes`` itself when the caller is done with it)."""
+    scaled = np.divide(magnitudes, noise_std, out=out)
+    scaled -= LIGHT_TAIL_CUT
+    np.maximum(scaled, 0.0, out=scaled)
+    return np.add.reduce(scaled, axis=-1)
 
 
 def light_tail_verdict(
     excess: float, dim: int, *, noise_std: float, steps: int, clip_bound: float,
-    records: RecordCount, alpha: float, slack: float, p_value: float | None = None,
+    records: RecordCount, alpha: float, slack: float,
 ) -> Verdict:
     """:func:`gaussian_light_tail_test` from its statistic ``T(u)`` (:func:`tail_excess`;
-    arguments validated by the caller); ``p_value``: the law's lower tail at ``T + slack/σC``,
-    where the caller computed it for many replies at once."""
+    arguments validated by the caller); its p-value is the law's lower tail at
+    ``T + slack/σC``."""
     p, k, s, c, a = dim, steps, noise_std, clip_bound, alpha
     law = gaussian_excess_law(p, LIGHT_TAIL_CUT)
-    if p_value is None:
-        p_value = law.cdf(excess + slack / s)
+    p_value = law.cdf(excess + slack / s)
     statistic = {"tail_excess": excess, "expected_tail_excess": p * law.mean,
                  "cut": LIGHT_TAIL_CUT}
     verdict = decide(

@@ -15,45 +15,49 @@ cover (another declaration, a norm or slack past float64) is verified alone.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
+from typing import TypeAlias
 
 import numpy as np
 
 from fedpriv.validate import check_nonnegative, check_positive, check_probability
 from fedpriv.verification.gaussian import (
-    LIGHT_TAIL_CUT,
     GaussianCheck,
     gaussian_norm_test,
     l2_noise,
     light_tail_verdict,
     shape_verdict,
+    tail_excesses,
     verify_gaussian,
 )
-from fedpriv.verification.laws import ChiNorm
+from fedpriv.verification.laws import ChiNorm, excess_kurtoses
 from fedpriv.verification.records import RecordCount
 from fedpriv.verification.sandwich import NoiseNorm, SandwichResult, one_sided_p_values
-from fedpriv.verification.update import ClientUpdate
-from fedpriv.verification.verdict import Verdict
+from fedpriv.verification.update import BLOCK, ClientUpdate, row_norms
+from fedpriv.verification.verdict import Checked, attempted
 
-__all__ = ["BLOCK", "verify_gaussian_batch"]
+__all__ = ["verify_gaussian_batch"]
 
-BLOCK = 8
-"""Updates whose statistics are taken together: 8 × 13,700 float64 (0.9 MB) and their
-magnitudes stay in a core's L2 cache."""
+Declared: TypeAlias = tuple[int, int, RecordCount, float, float, float, tuple[float, float],
+                            float]
+"""What an update shares with those verified together (:func:`_declared`)."""
 
 
 def verify_gaussian_batch(
     updates: Sequence[ClientUpdate], *, noise_multiplier: float, clip_bound: float,
     alpha: float,
-) -> list[Verdict]:
-    """:func:`~fedpriv.verification.gaussian.verify_gaussian` of each update, in order; the
-    updates that share the first one's declaration (dimension, steps, records, divisor,
-    optimiser scale, θ's norms) are verified together (module docstring)."""
+) -> list[Checked]:
+    """:func:`~fedpriv.verification.gaussian.verify_gaussian` of each update, in order, or
+    what it raised for that update alone (a hostile update's: the others keep their
+    verdicts); the updates that share the first one's declaration (dimension, steps, records,
+    divisor, optimiser scale, θ's norms) are verified together (module docstring)."""
     sigma = check_nonnegative("noise_multiplier", noise_multiplier)
     c = check_positive("clip_bound", clip_bound)
     a = check_probability("alpha", alpha)
 
-    def alone(update: ClientUpdate) -> Verdict:
-        return verify_gaussian(update, noise_multiplier=sigma, clip_bound=c, alpha=alpha)
+    def alone(update: ClientUpdate) -> Checked:
+        return attempted(partial(verify_gaussian, update, noise_multiplier=sigma, clip_bound=c,
+                                 alpha=alpha))
 
     if sigma == 0 or not updates:
         return [alone(u) for u in updates]
@@ -63,9 +67,8 @@ def verify_gaussian_batch(
     stats = _statistics([updates[i] for i in shared], check)
     finite = np.isfinite(stats[:, [0, 1, 3, 4, 5]]).all(axis=1)
     together = [i for i, ok in zip(shared, finite.tolist(), strict=True) if ok]
-    verdicts: list[Verdict | None] = [None] * len(updates)
-    for i in set(range(len(updates))) - set(together):
-        verdicts[i] = alone(updates[i])
+    verdicts: dict[int, Checked] = {i: alone(updates[i])
+                                    for i in sorted(set(range(len(updates))) - set(together))}
     stats = stats[finite]
     s, common = check.noise_std, {**check.common, "alpha": a}
     norms = _sandwiches(stats[:, 0], stats[:, 4], l2_noise(check.dim, s, check.common["steps"]),
@@ -78,10 +81,10 @@ def verify_gaussian_batch(
             shape_verdict(l1, kurtosis, check.dim, noise_std=s, slack=slack1, **common),
             light_tail_verdict(excess, check.dim, noise_std=s, slack=slack1, **common),
         )
-    return verdicts  # type: ignore[return-value]
+    return [verdicts[i] for i in range(len(updates))]
 
 
-def _declared(update: ClientUpdate) -> tuple:
+def _declared(update: ClientUpdate) -> Declared:
     """What :class:`GaussianCheck` and the slacks read of an update besides its own Δ."""
     return (update.dim, update.steps, update.records, update.batch_size, update.step_scale,
             update.weight_decay, update.start_norms, update.unit_roundoff)
@@ -102,22 +105,15 @@ def _statistics(updates: Sequence[ClientUpdate], check: GaussianCheck) -> np.nda
 
 def _block_statistics(updates: Sequence[ClientUpdate], check: GaussianCheck) -> np.ndarray:
     """:func:`_statistics` of one block."""
-    p, s = check.dim, check.noise_std
+    s = check.noise_std
     u = np.stack([update.summed for update in updates])
     with np.errstate(over="ignore", invalid="ignore"):  # a hostile update: verified alone
         u *= updates[0].batch_size  # ClientUpdate.noisy_sum
-        norms = np.sqrt([row.dot(row) for row in u])
+        norms = row_norms(u)
         magnitudes = np.abs(u)
         l1 = np.add.reduce(magnitudes, axis=1)
-        np.divide(magnitudes, s, out=magnitudes)  # tail_excess, in place
-        magnitudes -= LIGHT_TAIL_CUT
-        np.maximum(magnitudes, 0.0, out=magnitudes)
-        excess = np.add.reduce(magnitudes, axis=1)
-        u -= (np.add.reduce(u, axis=1) / p)[:, None]  # excess_kurtosis, in place
-        np.multiply(u, u, out=u)
-        m2 = np.add.reduce(u, axis=1) / p
-        np.multiply(u, u, out=u)
-        kurtosis = np.where(m2 > 0, np.add.reduce(u, axis=1) / p / (m2 * m2) - 3.0, np.nan)
+        excess = tail_excesses(magnitudes, s, out=magnitudes)
+        kurtosis = excess_kurtoses(u)
     slacks = np.array([check.slacks(update) for update in updates])
     return np.column_stack([norms, l1, kurtosis, excess, slacks])
 

@@ -126,21 +126,18 @@ class UpdateSketches:
                 weakref.finalize(update, self._recent.pop, key, None)
                 self._recent[key] = new
             news.append(new)
-        owners, rounds, olds = [], [], []
+        found: list[int | None] = [None] * len(news)
+        owners: list[int] = []
+        rounds: list[int] = []
+        olds: list[np.ndarray] = []
         for i, client_id in enumerate(client_ids):
             for rnd, old in self._seen.get(client_id, ()):
                 owners.append(i)
                 rounds.append(rnd)
                 olds.append(old)
-        found: list[int | None] = [None] * len(news)
-        if not olds:
-            return found
-        earlier = np.stack(olds)
-        gaps = earlier - np.stack(news)[owners]
-        scales = np.sqrt(np.einsum("ij,ij->i", earlier, earlier))
-        close = (scales > 0) & (np.sqrt(np.einsum("ij,ij->i", gaps, gaps)) <= _TOLERANCE * scales)
-        for k in np.flatnonzero(close)[::-1].tolist():  # backwards: each client's first match
-            found[owners[k]] = rounds[k]
+            if len(olds) >= _COMPARED or i == len(client_ids) - 1:
+                _first_matches(news, owners, rounds, olds, found)
+                owners, rounds, olds = [], [], []
         return found
 
     def fresh_noise_test(
@@ -302,3 +299,24 @@ def distances_from_spans(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
         basis = q[i][:, keep[i]]
         residual[i] = vectors[i] - basis @ (basis.T @ vectors[i])
     return np.sqrt(np.vecdot(residual, residual)), keep.sum(axis=1)
+
+
+_COMPARED = 4_096
+"""Earlier sketches :meth:`UpdateSketches.replays_of` compares at once (whole clients, so a
+block can exceed it by one client's rounds): 4,096 × 256 float64 is 8 MB, about three times
+that with the gaps and the new sketches, whatever the round's size and the run's length."""
+
+
+def _first_matches(news: Sequence[np.ndarray], owners: Sequence[int], rounds: Sequence[int],
+                   olds: Sequence[np.ndarray], found: list[int | None]) -> None:
+    """Write into ``found[owner]`` the first round whose sketch in ``olds`` (each client's in
+    order) ``news[owner]`` repeats to within :data:`_TOLERANCE`: every row compared on its own,
+    so a block's verdicts are those of any other blocking."""
+    if not olds:
+        return
+    earlier = np.stack(olds)
+    gaps = earlier - np.stack(news)[list(owners)]
+    scales = np.sqrt(np.einsum("ij,ij->i", earlier, earlier))
+    close = (scales > 0) & (np.sqrt(np.einsum("ij,ij->i", gaps, gaps)) <= _TOLERANCE * scales)
+    for k in np.flatnonzero(close)[::-1].tolist():  # backwards: each client's first match
+        found[owners[k]] = rounds[k]

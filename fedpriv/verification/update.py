@@ -18,7 +18,7 @@ clients use plain SGD.)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +31,18 @@ from fedpriv.verification.records import RecordCount
 from fedpriv.verification.roundoff import FLOAT32_UNIT_ROUNDOFF, roundoff_bound
 from fedpriv.verification.verdict import Verdict, unverifiable
 
-__all__ = ["BLOCK", "ClientUpdate", "client_update", "client_updates", "flatten"]
+__all__ = ["BLOCK", "ClientUpdate", "client_update", "client_updates", "flatten", "row_norms"]
 
 BLOCK = 8
-"""Updates recovered together by :func:`client_updates`: 8 × 13,700 float64 (0.9 MB) stay in
-a core's L2 cache."""
+"""Updates recovered (:func:`client_updates`) or measured
+(:mod:`~fedpriv.verification.gaussian_batch`) together: 8 × 13,700 float64 (0.9 MB) and their
+magnitudes stay in a core's L2 cache."""
+
+
+def row_norms(rows: np.ndarray) -> np.ndarray:
+    """The ℓ2 norm of each row, ``√(r·r)``: what ``np.linalg.norm`` of the row gives, bit for
+    bit (it is that expression for a vector)."""
+    return np.sqrt([row.dot(row) for row in rows])
 
 
 def flatten(arrays: np.ndarray | Sequence[np.ndarray]) -> np.ndarray:
@@ -164,6 +171,7 @@ def client_update(
 def client_updates(
     theta: np.ndarray | Sequence[np.ndarray],
     theta_clients: Sequence[Sequence[np.ndarray]],
+    failed: Callable[[Exception], Verdict] | None = None,
     **kwargs: Any,
 ) -> list[ClientUpdate | Verdict]:
     """:func:`client_update` of each client's parameters (a list of float32 or float64 arrays)
@@ -172,7 +180,8 @@ def client_updates(
     calls per block instead of per update), each one's ``summed`` a row of its block. The
     arithmetic per element and each row's reductions are :func:`client_update`'s, so every
     update is its, bit for bit; a client whose arrays are of another kind or size is
-    recovered by :func:`client_update` alone (which raises what it raises)."""
+    recovered by :func:`client_update` alone, and where that raises gets ``failed`` of the
+    exception (which is raised where ``failed`` is None): the others keep their updates."""
     start = flatten(theta)
     template = client_update(start, [start], **kwargs)  # Δ = 0: the arguments checked once
     out: list[ClientUpdate | Verdict] = []
@@ -185,9 +194,22 @@ def client_updates(
             together = _block_updates(
                 start, [a for a, fit in zip(part, fits, strict=True) if fit], template)
         rows = iter(together)
-        out += [next(rows) if fit else client_update(theta, arrays, **kwargs)
+        out += [next(rows) if fit else _alone(theta, arrays, failed, kwargs)
                 for fit, arrays in zip(fits, part, strict=True)]
     return out
+
+
+def _alone(
+    theta: np.ndarray | Sequence[np.ndarray], arrays: Sequence[np.ndarray],
+    failed: Callable[[Exception], Verdict] | None, kwargs: dict[str, Any],
+) -> ClientUpdate | Verdict:
+    """:func:`client_update` of one client's parameters, or ``failed`` of what it raised."""
+    try:
+        return client_update(theta, arrays, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile reply makes it raise
+        if failed is None:
+            raise
+        return failed(exc)
 
 
 _NOT_FINITE = unverifiable("update", "the update is not finite (training diverged?)")
@@ -222,7 +244,7 @@ def _block_updates(
         finite = np.isfinite(l1)
         for i in np.flatnonzero(~finite).tolist():
             finite[i] = np.isfinite(delta[i]).all()
-        l2 = np.sqrt([row.dot(row) for row in delta])
+        l2 = row_norms(delta)
         summed = np.negative(delta, out=delta)
         summed /= template.step_scale
         if template.weight_decay:

@@ -11,14 +11,16 @@ declaration) or ``p = 1``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 __all__ = [
     "DEFAULT_ALPHA",
+    "Checked",
     "Status",
     "Verdict",
+    "attempted",
     "combine_verdicts",
     "decide",
     "unverifiable",
@@ -87,6 +89,19 @@ class Verdict:
             "statistic": dict(self.statistic),
             "parts": [part.to_dict() for part in self.parts],
         }
+
+
+Checked: TypeAlias = "Verdict | Exception"
+"""One update's verdict, or what checking it alone raised (a hostile update's): the caller
+gives it the verdict it gets alone, and the updates checked with it keep theirs."""
+
+
+def attempted(check: Callable[[], Verdict]) -> Checked:
+    """``check()``, or the exception it raised (:data:`Checked`)."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - whatever a hostile update makes a check raise
+        return exc
 
 
 def decide(

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+import numpy as np
+
 from fedpriv.protocol import ClientReport
 from fedpriv.verification import Verdict
-from strategies.replies import UNDECLARED
+from strategies.replies import UNDECLARED, AcceptedReply
 from strategies.reply_verdicts import observed_together, recovered_together, verified_together
 from strategies.stages.base import Reply, Round, live
 from strategies.step_releases import verify_step_reply
@@ -32,37 +34,51 @@ def _replays(replies: list[Reply], rnd: Round) -> list[int | None]:
     if not replies:
         return []
     sketches = rnd.run.sketches_of(replies[0].dim)
-    return sketches.replays_of([r.client_id for r in replies], [r.flat for r in replies])  # type: ignore[misc]
+    return sketches.replays_of([r.client_id for r in replies], [_flat(r) for r in replies])
+
+
+def _flat(reply: Reply) -> np.ndarray:
+    """A declared reply's flattened Δ (the update stage sets it for every declared reply)."""
+    assert reply.flat is not None
+    return reply.flat
 
 
 def _declared_as(report: ClientReport) -> Hashable:
     """What replies verified together share: the declaration and the mechanism (both
-    compared by value); a report whose fields do not hash is a group of its own."""
-    key = (report.declaration(), report.mechanism)
+    compared by value). A report whose fields do not hash, or whose declaration raises (a
+    hostile report), is a group of its own: recovering it alone says why, and one reply
+    never stops the round."""
     try:
+        key = (report.declaration(), report.mechanism)
         hash(key)
-    except TypeError:
+    except Exception:  # noqa: BLE001 - whatever a hostile report makes them raise
         return id(report)
     return key
+
+
+def _accepted(reply: Reply) -> AcceptedReply:
+    """A live reply's accepted form (the conform stage sets it, or rejects the reply)."""
+    assert reply.accepted is not None
+    return reply.accepted
 
 
 def _verified(group: list[Reply], rnd: Round) -> None:
     """Recover, observe and verify fresh replies that share a declaration and mechanism."""
     report, alpha = group[0].report, rnd.run.audit.verify_alpha
     assert report is not None
-    arrays = [r.accepted.arrays if r.clean is None else r.clean for r in group]  # type: ignore[union-attr]
+    arrays = [_accepted(r).arrays if r.clean is None else r.clean for r in group]
     recovered = recovered_together(report, rnd.theta[0], arrays)
     for reply, update, observation in zip(group, recovered,
                                           observed_together(report, recovered), strict=True):
         reply.recovered, reply.observation = update, observation
-    updates = [r for r in group if r.accepted.releases is None]  # type: ignore[union-attr]
+    updates = [r for r in group if _accepted(r).releases is None]
     for reply, verdict in zip(updates, verified_together(
             report, [r.recovered for r in updates], alpha), strict=True):
         reply.verdict = verdict
     for reply in group:
-        accepted = reply.accepted
-        assert accepted is not None and accepted.report is not None
+        accepted = _accepted(reply)
         if accepted.releases is not None:
+            assert accepted.report is not None
             reply.verdict = verify_step_reply(accepted.report, rnd.broadcast, accepted.arrays,
                                               accepted.releases, alpha, reply.share)
 
@@ -70,17 +86,20 @@ def _verified(group: list[Reply], rnd: Round) -> None:
 def verify(batch: list[Reply], rnd: Round) -> None:
     fresh: dict[Hashable, list[Reply]] = {}
     replies = live(batch)
+    declared: list[tuple[Reply, ClientReport]] = []
     for reply in replies:
         if reply.report is None:
             reply.verdict = Verdict("declaration", "undeclared", UNDECLARED)
-    declared = [r for r in replies if r.report is not None]
-    for reply, replayed in zip(declared, _replays(declared, rnd), strict=True):
+        else:
+            declared.append((reply, reply.report))
+    for (reply, report), replayed in zip(
+            declared, _replays([r for r, _ in declared], rnd), strict=True):
         if replayed is not None:
             reply.verdict = Verdict("replay", "inconsistent", "the update repeats this "
                                     f"client's update of round {replayed}", p_value=0.0,
                                     speaks_to=("fresh-noise",))
         else:
             reply.fresh = True
-            fresh.setdefault(_declared_as(reply.report), []).append(reply)  # type: ignore[arg-type]
+            fresh.setdefault(_declared_as(report), []).append(reply)
     for group in fresh.values():
         _verified(group, rnd)
