@@ -180,23 +180,30 @@ class UpdateSketches:
                                       speaks_to=FRESH)
             else:
                 groups.setdefault(earlier, []).append(i)
-        for count, where in groups.items():
-            # np.array, not np.stack: the same array, a quarter of the time per sketch
-            news = np.array([self._remembered_sketch(tests[i][1]) for i in where])
-            rows = np.array([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
-            spans, ranks = distances_from_spans(news, rows.reshape(len(where), -1, self.width))
-            distances, dims = spans[:, None], ranks[:, None]
-            if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
-                lines = [distances_from_lines(news[j], np.stack(
-                    [y for _, y in self._seen[tests[i][0]][:-SPAN_ROUNDS]]))
-                    for j, i in enumerate(where)]
-                distances = np.hstack([distances, np.stack([far for far, _ in lines])])
-                dims = np.hstack([dims, np.stack([line for _, line in lines])])
-            found = self._fresh_verdicts(distances, dims, [tests[i][2:] for i in where], count,
-                                         alpha)
-            for i, verdict in zip(where, found, strict=True):
-                out[i] = verdict
+        for count, group in groups.items():
+            for start in range(0, len(group), _FRESH_CHUNK):
+                where = group[start:start + _FRESH_CHUNK]
+                for i, verdict in zip(where, self._fresh_chunk(tests, where, count, alpha),
+                                      strict=True):
+                    out[i] = verdict
         return cast(list[Verdict], out)  # every test has its verdict
+
+    def _fresh_chunk(self, tests: Sequence[tuple[int, np.ndarray, float, float]],
+                     where: list[int], count: int, alpha: float) -> list[Verdict]:
+        """The verdicts of ``tests[i]`` for ``i`` in ``where`` (at most :data:`_FRESH_CHUNK`),
+        whose clients all have ``count`` earlier rounds: their spans found together."""
+        # np.array, not np.stack: the same array, a quarter of the time per sketch
+        news = np.array([self._remembered_sketch(tests[i][1]) for i in where])
+        rows = np.array([y for i in where for _, y in self._seen[tests[i][0]][-SPAN_ROUNDS:]])
+        spans, ranks = distances_from_spans(news, rows.reshape(len(where), -1, self.width))
+        distances, dims = spans[:, None], ranks[:, None]
+        if count > SPAN_ROUNDS:  # each older round alone: one line each, all at once
+            lines = [distances_from_lines(news[j], np.stack(
+                [y for _, y in self._seen[tests[i][0]][:-SPAN_ROUNDS]]))
+                for j, i in enumerate(where)]
+            distances = np.hstack([distances, np.stack([far for far, _ in lines])])
+            dims = np.hstack([dims, np.stack([line for _, line in lines])])
+        return self._fresh_verdicts(distances, dims, [tests[i][2:] for i in where], count, alpha)
 
     def _fresh_verdicts(self, distances: np.ndarray, ranks: np.ndarray,
                         scales: list[tuple[float, float]], earlier: int,
@@ -300,6 +307,13 @@ def distances_from_spans(vectors: np.ndarray, rows: np.ndarray) -> tuple[np.ndar
         residual[i] = vectors[i] - basis @ (basis.T @ vectors[i])
     return np.sqrt(np.vecdot(residual, residual)), keep.sum(axis=1)
 
+
+_FRESH_CHUNK = 128
+"""Replies :meth:`UpdateSketches.fresh_noise_tests` factorises at once (of one group: as many
+earlier rounds each). Each holds its earlier sketches, their QR factor and its basis, up to
+:data:`SPAN_ROUNDS` × :data:`SKETCH_WIDTH` float64 each (64 KiB): ~200 KiB per reply, so
+~25 MiB per chunk whatever the round's size — the whole group at once was 1 GiB for 5,000
+replies, and no faster (LAPACK and BLAS run matrix by matrix anyway)."""
 
 _COMPARED = 4_096
 """Earlier sketches :meth:`UpdateSketches.replays_of` compares at once (whole clients, so a
