@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from fedpriv.config import Config
+from fedpriv.kept import KeptAnswers
 from fedpriv.mechanisms import Mechanism, build_mechanism
 from fedpriv.mechanisms.config import node_config_keys
 from fedpriv.protocol import ClientReport, sampling_rate
@@ -157,6 +158,11 @@ def settings_key(report: ClientReport) -> tuple:
     return (*values, *map(type, values), report.mechanism, report.optimizer)
 
 
+_KEPT_SETTINGS = 1024
+"""Most settings verdicts :class:`SettingsVerdicts` keeps (distinct instructions and
+declared settings)."""
+
+
 class SettingsVerdicts:
     """:func:`settings_verdict` of many replies, computed once per distinct pair of
     :func:`settings_key` (a round's replies mostly declare one instruction, issue 37).
@@ -165,22 +171,23 @@ class SettingsVerdicts:
     computed for each reply — the fields it names are the kept one's."""
 
     def __init__(self) -> None:
-        self._kept: dict[tuple, Verdict] = {}
+        self._kept: KeptAnswers[Verdict] = KeptAnswers(_KEPT_SETTINGS)
 
     def __call__(self, sent: ClientReport, declared: ClientReport,
                  sent_key: tuple | None = None) -> Verdict:
         """:func:`settings_verdict` of ``declared`` against ``sent`` (``sent_key``: its
         :func:`settings_key`, when the caller keeps it)."""
         key = (settings_key(sent) if sent_key is None else sent_key, settings_key(declared))
-        try:
-            verdict = self._kept.get(key)
-        except TypeError:  # a mechanism with unhashable parameters: computed every time
-            return settings_verdict(sent, declared)
-        if verdict is None:
-            verdict = self._kept[key] = settings_verdict(sent, declared)
-        elif verdict.status != "consistent":
-            verdict = settings_verdict(sent, declared)
-        return verdict
+        computed: list[Verdict] = []  # this reply's own, when its key is new
+
+        def compute() -> Verdict:
+            computed.append(settings_verdict(sent, declared))
+            return computed[0]
+
+        verdict = self._kept.get(key, compute)
+        if computed or verdict.status == "consistent":
+            return verdict
+        return settings_verdict(sent, declared)  # the reply's own values
 
 
 def size_verdict(known: int | None, declared: ClientReport, source: str) -> Verdict:

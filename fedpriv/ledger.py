@@ -90,6 +90,7 @@ from fedpriv.accounting import (
 from fedpriv.accounting.central import central_epsilon, central_sampling
 from fedpriv.accounting.sampling import check_neighbouring, level_relation
 from fedpriv.errors import InputError
+from fedpriv.kept import KeptAnswers
 from fedpriv.leakage.bayesian import abp_bound
 from fedpriv.leakage.capacity import THREAT_MODELS
 from fedpriv.leakage.robustness import pac_robust_confidence
@@ -146,13 +147,13 @@ UNVERIFIED_SIZE = "local size not verified by the server"
 """Why a record-level round is accounted at sample rate 1 (the tally's ``sampling`` says so)."""
 _KEPT_ANSWERS = 4096
 """Most :meth:`PrivacyLedger.unaccountable` answers, and :class:`_Folded` histories, kept
-(distinct histories and rounds)."""
+(distinct histories and rounds; the least recently used dropped first)."""
 
 
 @dataclass(frozen=True)
 class _Folded:
     """One round folded into one history: the new ledger, its accountant's result and its row
-    but ``epsilon_observed`` — shared by the clients with that previous ledger (one object) and
+    but ``epsilon_observed`` and ``pac_accuracy`` — shared by the clients with that previous ledger (one object) and
     round. ``previous`` is held so that its ``id`` in :meth:`PrivacyLedger.fold`'s key stays its
     own."""
 
@@ -196,8 +197,8 @@ class PrivacyLedger:
         self.pac_beta, self.neighbouring = pac_beta, check_neighbouring(neighbouring)
         self.clients: dict[int, ClientLedger] = {}
         self.client_samples: dict[int, tuple[int, int]] = {}  # round -> (m sampled, of N)
-        self._accountable: dict[tuple, str | None] = {}  # unaccountable()'s answers, kept
-        self._folded: dict[tuple, _Folded] = {}  # fold()'s histories, kept
+        self._accountable: KeptAnswers[str | None] = KeptAnswers(_KEPT_ANSWERS)
+        self._folded: KeptAnswers[_Folded] = KeptAnswers(_KEPT_ANSWERS)  # fold()'s histories
         #: Each client's observed noise so far (``epsilon_observed``): its own, not its history's.
         self.observed: dict[int, ObservedNoise] = {}
         #: The largest ``epsilon`` any fold has returned: the worst client's ε so far.
@@ -252,22 +253,14 @@ class PrivacyLedger:
         if unit not in NEIGHBOURS:
             raise ValueError(f"unit {unit!r} not in {list(NEIGHBOURS)}")
         previous = self.clients.get(client_id)
-        args = (rnd, release, steps, sample_rate, batch_size, dim, verification, accuracy, unit,
-                verified, population, size_verified, noise_verified)
-        key: tuple | None = (id(previous), *args)
-        try:
-            folded = self._folded.get(key)  # type: ignore[arg-type]
-        except TypeError:  # a release with unhashable parameters: computed every time
-            folded, key = None, None
-        if folded is None:
-            folded = self._fold_history(previous, *args)
-            if key is not None:
-                if len(self._folded) >= _KEPT_ANSWERS:
-                    self._folded.clear()
-                self._folded[key] = folded
+        args = (rnd, release, steps, sample_rate, batch_size, dim, verification, unit, verified,
+                population, size_verified, noise_verified)
+        folded = self._folded.get((id(previous), *args),
+                                  lambda: self._fold_history(previous, *args))
         seen = replace(self.observed.get(client_id) or ObservedNoise())
         bound = seen.add(NOT_OBSERVED if observation is None else observation, observed_bound)
-        row = {**folded.row, "epsilon_observed": self._observed(folded.ledger, folded.result, seen)}
+        row = {**folded.row, "pac_accuracy": accuracy if folded.ledger.releases else None,
+               "epsilon_observed": self._observed(folded.ledger, folded.result, seen)}
         if row["epsilon_observed"] is not None and observation is not None:
             this = (observation.as_dict() if isinstance(observation, NoiseObservation)
                     else observation)
@@ -279,13 +272,14 @@ class PrivacyLedger:
 
     def _fold_history(
         self, previous: ClientLedger | None, rnd: int, release: Release, steps: int,
-        sample_rate: float, batch_size: float, dim: int, verification: str | None,
-        accuracy: float | None, unit: str, verified: bool | None, population: int | None,
-        size_verified: bool, noise_verified: bool,
+        sample_rate: float, batch_size: float, dim: int, verification: str | None, unit: str,
+        verified: bool | None, population: int | None, size_verified: bool,
+        noise_verified: bool,
     ) -> _Folded:
         """:meth:`fold`'s part that the client's history and round decide (its arguments, in
         order): a new ledger from a copy of ``previous`` (a new one for a new client), and
-        its row — kept by :meth:`fold` for every client of that history and round."""
+        its row but the client's own ``epsilon_observed`` and ``pac_accuracy`` — kept by
+        :meth:`fold` for every client of that history and round."""
         ledger = self._new() if previous is None else self._copy(previous)
         ledger.unit = unit
         if unit == "client":  # its release class is the pair against the server, as it is
@@ -309,7 +303,7 @@ class PrivacyLedger:
                                                               and not noise_verified)
         ledger.noise_only |= noise_verified
         result = ledger.accountant.result(self.delta)
-        row = self._history_row(ledger, result, accuracy)
+        row = self._history_row(ledger, result, None)
         row["log_capacity_round"] = (math.inf if verification == "inconsistent"
                                      else round_capacity)
         return _Folded(previous, ledger, result, row)
@@ -335,22 +329,12 @@ class PrivacyLedger:
             return f"{exc.key} = {exc.value!r}: expected {exc.allowed}"
         # the answer depends on the history and the round alone, which a round's clients
         # share: computed once per distinct key, not once per reply
-        key: tuple | None = (tuple(events), batch_size, dim, unit, size_verified, sample_rate,
-                             population, tuple(self.client_samples.items()))
-        try:
-            if key in self._accountable:
-                return self._accountable[key]
-        except TypeError:  # a release with unhashable parameters: computed every time
-            key = None
-        reason = self._unaccountable(client_id, previous, events, release, steps=steps,
-                                     sample_rate=sample_rate, batch_size=batch_size, dim=dim,
-                                     unit=unit, population=population,
-                                     size_verified=size_verified)
-        if key is not None:
-            if len(self._accountable) >= _KEPT_ANSWERS:
-                self._accountable.clear()
-            self._accountable[key] = reason
-        return reason
+        key = (tuple(events), batch_size, dim, unit, size_verified, sample_rate, population,
+               tuple(self.client_samples.items()))
+        return self._accountable.get(key, lambda: self._unaccountable(
+            client_id, previous, events, release, steps=steps, sample_rate=sample_rate,
+            batch_size=batch_size, dim=dim, unit=unit, population=population,
+            size_verified=size_verified))
 
     def _unaccountable(
         self, client_id: int, previous: ClientLedger | None, events: list[ReleaseEvent],

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from fedpriv.instructions import instructed_report
+from fedpriv.kept import KeptAnswers
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.mechanisms import build_mechanism
 from strategies.identity import ENGINE, NodeBinding
@@ -49,7 +50,7 @@ def test_kept_answers_are_each_replys_own():
                                     local_steps=100_000) for c in (0, 1)]
     reports += [dataclasses.replace(reports[8], partition_id=c, local_examples=90,
                                     sample_rate=32 / 90) for c in (1, 9)]
-    run, kept = _run(), {}
+    run, kept = _run(), KeptAnswers(64)
     answers = [unaccountable(run, 3, r.partition_id, r, DIM, kept) for r in reports]
     assert answers == [unaccountable(_run(), 3, r.partition_id, r, DIM) for r in reports]
     assert answers[7] == "the round's canary epsilon: no"

@@ -8,15 +8,19 @@ accounted_sampling`)."""
 from __future__ import annotations
 
 from fedpriv.instructions import size_verdict
+from fedpriv.kept import KeptAnswers
 from fedpriv.protocol import ClientReport
 from strategies.replies import Rejection
 from strategies.stages.base import Reply, Round, RunState, declared, reject
 
 __all__ = ["accountable", "unaccountable"]
 
+_KEPT_ANSWERS = 4096
+"""Most ledger answers a round keeps (distinct histories and declarations)."""
+
 
 def unaccountable(run: RunState, rnd: int, cid: int, report: ClientReport, dim: int,
-                  kept: dict[tuple, tuple] | None = None) -> str | None:
+                  kept: KeptAnswers[tuple] | None = None) -> str | None:
     """Why the run cannot account what the report declares (None: it can):
     :meth:`~fedpriv.ledger.PrivacyLedger.unaccountable` and
     :meth:`~strategies.canary_audit.CanaryAuditor.unaccountable`. ``kept``: the answers of the
@@ -27,14 +31,9 @@ def unaccountable(run: RunState, rnd: int, cid: int, report: ClientReport, dim: 
     key = (id(history), dim, report.mechanism, report.local_steps, report.sample_rate,
            report.local_examples, report.sampling, report.batch_size,
            run.binding.sizes.get(cid))
-    try:
-        found = None if kept is None else kept.get(key)
-    except TypeError:  # a mechanism with unhashable parameters: computed every time
-        found, kept = None, None
-    if found is None:
-        found = (history, _ledger_unaccountable(run, cid, report, dim))
-        if kept is not None:
-            kept[key] = found  # with the ledger, whose id stays its own while kept
+    # kept with the ledger, whose id stays its own while kept
+    found = (history, _ledger_unaccountable(run, cid, report, dim)) if kept is None else \
+        kept.get(key, lambda: (history, _ledger_unaccountable(run, cid, report, dim)))
     return found[1] or run.canaries.unaccountable(rnd, cid, report, dim)
 
 
@@ -56,7 +55,7 @@ def _ledger_unaccountable(run: RunState, cid: int, report: ClientReport, dim: in
 
 def accountable(batch: list[Reply], rnd: Round) -> None:
     run, size = rnd.run, len(rnd.run.dataset.train_y)
-    kept: dict[tuple, tuple] = {}  # the ledger's answers, per history and declaration
+    kept: KeptAnswers[tuple] = KeptAnswers(_KEPT_ANSWERS)  # per history and declaration
     for reply in declared(batch):
         report, cid = reply.report, reply.client_id
         assert report is not None

@@ -6,6 +6,7 @@ tallied with no guarantee. A fold that fails (all or nothing) turns the reply do
 
 from __future__ import annotations
 
+from fedpriv.kept import KeptAnswers
 from fedpriv.protocol import ClientReport
 from fedpriv.verification.observed import round_bounds
 from strategies.replies import Rejection
@@ -14,25 +15,21 @@ from strategies.stages.base import Reply, Round, RunState, live, reject
 
 __all__ = ["fold"]
 
+_KEPT_ACCURACIES = 1024
+"""Most PAC accuracies a round keeps (distinct mechanisms, ``p`` and ``q·n``)."""
+
 
 def _accuracy(run: RunState, report: ClientReport, dim: int,
-              kept: dict[tuple, float | None]) -> float | None:
+              kept: KeptAnswers[float | None]) -> float | None:
     """:meth:`~strategies.stages.base.RunState.accuracy`, once per distinct mechanism, ``p``
     and ``q·n`` of the round (``kept``): what it reads of a declaration."""
-    key = (report.mechanism, dim, report.divisor)
-    try:
-        if key in kept:
-            return kept[key]
-    except TypeError:  # a mechanism with unhashable parameters: computed every time
-        return run.accuracy(report, dim)
-    kept[key] = found = run.accuracy(report, dim)
-    return found
+    return kept.get((report.mechanism, dim, report.divisor), lambda: run.accuracy(report, dim))
 
 
 def fold(batch: list[Reply], rnd: Round) -> None:
     run = rnd.run
     replies = live(batch)
-    accuracies: dict[tuple, float | None] = {}
+    accuracies: KeptAnswers[float | None] = KeptAnswers(_KEPT_ACCURACIES)
     bounds = round_bounds([  # the noise bounds of a declaration's replies found together
         (r.client_id, run.ledger.observed.get(r.client_id),
          r.observation if r.report is not None else None) for r in replies])
