@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
@@ -53,7 +54,10 @@ class Verdict:
     alpha
         The false-alarm rate the status was decided at; ``None`` for deterministic checks.
     statistic
-        The numbers behind the decision (observed norm, noise scale, signal bound, tails…).
+        The numbers behind the decision (observed norm, noise scale, signal bound, tails…),
+        read-only (a copy of the mapping given): one verdict is shared by many replies
+        (a client's first fresh-noise verdict, a round's kept settings and size verdicts) and
+        :func:`with_preconditions` hands a verdict's mapping on to the verdicts it builds.
     parts
         The verdicts a combined verdict was made from (empty for a single check).
     speaks_to
@@ -77,6 +81,10 @@ class Verdict:
     parts: tuple[Verdict, ...] = ()
     speaks_to: tuple[str, ...] = ()
     refutes_only: bool = False
+
+    def __post_init__(self) -> None:
+        if type(self.statistic) is not MappingProxyType:  # a proxy is one of a verdict's own
+            object.__setattr__(self, "statistic", MappingProxyType(dict(self.statistic)))
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (parts nested)."""
@@ -124,7 +132,7 @@ def decide(
         reason=f"{failed if bad else passed} (p = {p_value:.3g}, alpha = {alpha:.3g})",
         p_value=float(p_value),
         alpha=alpha,
-        statistic=dict(statistic),
+        statistic=statistic,
         speaks_to=speaks_to,
         refutes_only=refutes_only,
     )
@@ -133,8 +141,7 @@ def decide(
 def unverifiable(test: str, reason: str, statistic: Mapping[str, float] | None = None,
                  speaks_to: tuple[str, ...] = ()) -> Verdict:
     """A check that could not be made, and why (``speaks_to``: as in :class:`Verdict`)."""
-    return Verdict(test, "unverifiable", reason, statistic=dict(statistic or {}),
-                   speaks_to=speaks_to)
+    return Verdict(test, "unverifiable", reason, statistic=statistic or {}, speaks_to=speaks_to)
 
 
 def combine_verdicts(
@@ -188,7 +195,7 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
     failed = [c for c in checks if c.status == "inconsistent"]
     parts = (*checks, *(verdict.parts or (verdict,)))
     extra = {f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}
-    # verdicts are immutable: without numbers of its own a check leaves the verdict's mapping
+    # statistic is read-only: without numbers of its own a check leaves the verdict's mapping
     statistic = {**verdict.statistic, **extra} if extra else verdict.statistic
     tested = [c for c in checks if c.alpha is not None]
     alpha, p_value = verdict.alpha, verdict.p_value
@@ -204,5 +211,6 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
                                                    for c in [*failed, *own])
         p_value = 0.0 if any(c.alpha is None for c in failed) else p_value
     # built directly, not by dataclasses.replace (twice as long: a reply gets several)
-    return Verdict(verdict.test, status, reason, p_value, alpha, statistic, parts,
-                   verdict.speaks_to, verdict.refutes_only)
+    return Verdict(test=verdict.test, status=status, reason=reason, p_value=p_value, alpha=alpha,
+                   statistic=statistic, parts=parts, speaks_to=verdict.speaks_to,
+                   refutes_only=verdict.refutes_only)
