@@ -173,11 +173,10 @@ class SettingsVerdicts:
     def __init__(self) -> None:
         self._kept: KeptAnswers[Verdict] = KeptAnswers(_KEPT_SETTINGS)
 
-    def __call__(self, sent: ClientReport, declared: ClientReport,
-                 sent_key: tuple | None = None) -> Verdict:
+    def __call__(self, sent: ClientReport, declared: ClientReport, sent_key: tuple) -> Verdict:
         """:func:`settings_verdict` of ``declared`` against ``sent`` (``sent_key``: its
-        :func:`settings_key`, when the caller keeps it)."""
-        key = (settings_key(sent) if sent_key is None else sent_key, settings_key(declared))
+        :func:`settings_key`, which the caller keeps per instruction)."""
+        key = (sent_key, settings_key(declared))
         computed: list[Verdict] = []  # this reply's own, when its key is new
 
         def compute() -> Verdict:

@@ -52,7 +52,7 @@ from fedpriv.verification import Verdict
 from strategies.replies import AcceptedReply
 
 __all__ = ["ENGINE", "FIRST_CLAIM", "REGISTRY", "KnownChecks", "NodeBinding", "aggregation_weights",
-           "engine_partitions", "known_checks", "node_binding", "partition_sizes",
+           "engine_partitions", "node_binding", "partition_sizes",
            "unverified_share", "weigh_replies"]
 
 log = logging.getLogger(__name__)
@@ -195,8 +195,11 @@ def unverified_share(weights: Sequence[float], known: Sequence[int | None]) -> f
 
 
 class KnownChecks:
-    """:func:`known_checks` of one round's replies, what they share computed once (issue 37):
-    the server's instructions per distinct set of ``[[mechanism.overrides]]`` naming the
+    """What the server checks of a round's declared replies against what it knows — the
+    preconditions of each client-round verdict: ``settings`` (the report its instructions
+    give, :func:`fedpriv.instructions.instructed_report`, at the server-known size where it
+    has one; only when ``cfg`` is the config the server sent), ``size-sampling`` and
+    ``identity``. What replies share is computed once (issue 37): the server's instructions per distinct set of ``[[mechanism.overrides]]`` naming the
     client (they decide its mechanism and budget: ``MechanismConfig.for_client``,
     ``budget_for``), the settings verdict per distinct instructions and declared settings
     (:class:`~fedpriv.instructions.SettingsVerdicts`), the size verdict per distinct known
@@ -220,7 +223,8 @@ class KnownChecks:
         return kept
 
     def __call__(self, node: int, report: ClientReport) -> list[Verdict]:
-        """:func:`known_checks` of one reply of the round."""
+        """The checks of one reply of the round: ``settings`` (with a config),
+        ``size-sampling`` and ``identity``."""
         cid = report.partition_id
         known = self.binding.sizes.get(cid)  # client-level too: its n is its aggregation weight
         checks = []
@@ -235,17 +239,6 @@ class KnownChecks:
         checks.append(size)
         checks.append(self.binding.identity_verdict(node, cid))
         return checks
-
-
-def known_checks(
-    cfg: Config | None, binding: NodeBinding, server_round: int, node: int, report: ClientReport,
-) -> list[Verdict]:
-    """What the server checks of a declared reply against what it knows — the preconditions
-    of its client-round verdict: ``settings`` (the report its instructions give,
-    :func:`fedpriv.instructions.instructed_report`, at the server-known size where it has one;
-    only when ``cfg`` is the config the server sent), ``size-sampling`` and ``identity``
-    (a round's replies: :class:`KnownChecks`)."""
-    return KnownChecks(cfg, binding, server_round)(node, report)
 
 
 def weigh_replies(

@@ -74,7 +74,7 @@ class AuditPipeline:
         training (learning rate, local steps, batch size) when it attacks its update.
     config
         The run's config as the server sends it to every client: then each declared reply is
-        checked against the settings it instructs (:func:`strategies.identity.known_checks`).
+        checked against the settings it instructs (:class:`strategies.identity.KnownChecks`).
         None for an app whose clients the server does not instruct (``strategies/audited.py``).
     weighting, weight_cap
         ``strategy.weighting`` and ``strategy.weight_cap``: the aggregation weight of a size

@@ -100,8 +100,17 @@ def test_a_rounds_tests_at_once_are_each_ones_alone():
         alone = [_one_at_a_time(sketches, *test) for test in tests]
         assert batch == alone, dim
         assert ("span the sketch" in batch[11].reason) is (dim == 20)
-        assert [sketches.fresh_noise_test(*t[:3], alpha=ALPHA, slack=t[3]) for t in tests] == alone
+        assert [sketches.fresh_noise_tests([t], alpha=ALPHA)[0] for t in tests] == alone
     sketches, tests = _history(3_000, 0)
     statuses = [v.status for v in sketches.fresh_noise_tests(tests, alpha=ALPHA)]
     assert statuses[6:10] == ["inconsistent"] * 3 + ["unverifiable"]
     assert statuses[:6] == ["consistent"] * 6 and statuses[10:] == ["consistent"] * 3
+
+
+def test_a_group_is_factorised_a_chunk_at_a_time(monkeypatch):
+    """A group larger than ``_FRESH_CHUNK`` (memory bound) gives each reply the verdict it
+    gets alone: chunks of 2 over groups of 1 to 6 replies."""
+    monkeypatch.setattr("fedpriv.verification.replay._FRESH_CHUNK", 2)
+    sketches, tests = _history(3_000, 0)
+    alone = [_one_at_a_time(sketches, *test) for test in tests]
+    assert sketches.fresh_noise_tests(tests, alpha=ALPHA) == alone

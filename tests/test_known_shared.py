@@ -1,17 +1,26 @@
 """What a round's replies share of the server's checks (issue 37) is computed once, and each
 reply still gets the checks of its own values: :class:`strategies.identity.KnownChecks` over a
 mixed batch — mechanism overrides, cheats on settings and size, reports read back from the
-wire — equals :func:`strategies.identity.known_checks` reply by reply."""
+wire — equals, reply by reply, the checks computed from scratch: the settings verdict against
+the report its instructions give (:func:`fedpriv.instructions.instructed_report`,
+:func:`~fedpriv.instructions.settings_verdict`), the size verdict
+(:func:`~fedpriv.instructions.size_verdict`) and the identity verdict."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from fedpriv.instructions import SettingsVerdicts, instructed_report, settings_verdict
+from fedpriv.instructions import (
+    SettingsVerdicts,
+    instructed_report,
+    settings_key,
+    settings_verdict,
+    size_verdict,
+)
 from fedpriv.optimizer_settings import OptimizerSettings
 from fedpriv.protocol import ClientReport
-from strategies.identity import ENGINE, KnownChecks, NodeBinding, known_checks
+from strategies.identity import ENGINE, KnownChecks, NodeBinding
 from workflows.config import load_config
 
 MIXED = Path(__file__).resolve().parents[1] / "configs" / "mixed-mechanisms.toml"
@@ -48,7 +57,12 @@ def test_a_rounds_known_checks_are_each_replys_own():
     for binding in (NodeBinding({}, sizes, ENGINE), NodeBinding()):
         checks = KnownChecks(cfg, binding, 3)
         for node, report in _batch(cfg):
-            expected = known_checks(cfg, binding, 3, node, report)
+            cid, known = report.partition_id, binding.sizes.get(report.partition_id)
+            sent = instructed_report(cfg, cid, 3, report.local_examples if known is None
+                                     else known)
+            expected = [settings_verdict(sent, report),
+                        size_verdict(known, report, f"the {binding.source}"),
+                        binding.identity_verdict(node, cid)]
             assert checks(node, report) == expected, (node, report)
     checks = KnownChecks(cfg, NodeBinding({}, sizes, ENGINE), 3)
     found = [[c.status for c in checks(node, report)] for node, report in _batch(cfg)]
@@ -73,7 +87,8 @@ def test_settings_verdicts_are_computed_once_per_distinct_pair(monkeypatch):
     verdicts = SettingsVerdicts()
     for cid in (8, 9, 8):
         honest = ClientReport.from_config({**sent.to_config(), "partition-id": cid})
-        assert verdicts(sent, honest).status == "consistent"
+        assert verdicts(sent, honest, settings_key(sent)).status == "consistent"
     cheat = dataclasses.replace(sent, lr=0.5)
-    assert verdicts(sent, cheat).status == verdicts(sent, cheat).status == "inconsistent"
+    assert verdicts(sent, cheat, settings_key(sent)).status == "inconsistent"
+    assert verdicts(sent, cheat, settings_key(sent)).status == "inconsistent"
     assert calls == [8, 8, 8]  # the honest pair once; an inconsistent verdict every time

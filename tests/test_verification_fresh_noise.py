@@ -39,7 +39,7 @@ def test_honest_false_alarms_at_most_alpha() -> None:
         for rnd in range(6):
             update = signal + rng.standard_normal(DIM)
             if rnd:
-                verdict = sketches.fresh_noise_test(cid, update, 1.0, alpha=ALPHA)
+                verdict = sketches.fresh_noise_tests([(cid, update, 1.0, 0.0)], alpha=ALPHA)[0]
                 rejections += verdict.status == "inconsistent"
                 tests += 1
             sketches.add(rnd, cid, update)
@@ -67,17 +67,17 @@ def test_cheats_are_caught(cheat: str) -> None:
             old = history[0]
             update = old + 0.01 * np.linalg.norm(old) / np.sqrt(DIM) * rng.standard_normal(DIM)
             assert sketches.replay_of(cid, update) is None  # not an exact replay
-        verdict = sketches.fresh_noise_test(cid, update, 1.0, alpha=1e-6)
+        verdict = sketches.fresh_noise_tests([(cid, update, 1.0, 0.0)], alpha=1e-6)[0]
         assert verdict.status == "inconsistent", verdict.reason
 
 
 def test_first_round_and_no_noise_are_not_tested() -> None:
     sketches = UpdateSketches(DIM, seed=2)
     update = np.ones(DIM)
-    first = sketches.fresh_noise_test(0, update, 1.0)
+    first = sketches.fresh_noise_tests([(0, update, 1.0, 0.0)])[0]
     assert first.status == "consistent" and first.alpha is None  # vacuous, deterministic
     sketches.add(0, 0, update)
-    assert sketches.fresh_noise_test(0, update, 0.0).status == "unverifiable"
+    assert sketches.fresh_noise_tests([(0, update, 0.0, 0.0)])[0].status == "unverifiable"
 
 
 def test_older_rounds_alone_give_the_per_round_projection() -> None:
@@ -107,7 +107,7 @@ def test_older_rounds_alone_give_the_per_round_projection() -> None:
     for rnd in range(SPAN_ROUNDS + 8):
         sketches.add(rnd, 0, signal + rng.standard_normal(DIM))
     update = signal + rng.standard_normal(DIM)
-    verdict = sketches.fresh_noise_test(0, update, 1.0, alpha=ALPHA, slack=0.1)
+    verdict = sketches.fresh_noise_tests([(0, update, 1.0, 0.1)], alpha=ALPHA)[0]
     earlier = [y for _, y in sketches._seen[0]]
     new = sketches.sketch(update)
     groups = [earlier[-SPAN_ROUNDS:]] + [[y] for y in earlier[:-SPAN_ROUNDS]]

@@ -6,7 +6,7 @@ accounting (the same noise, counted twice). The server keeps, per client, a sket
 of every accepted update and calls a new update a replay when its sketch matches an earlier one
 to a relative ``1e-3`` (float32 round trips of θ + Δ move it by ~1e-7).
 
-**Fresh noise** (:meth:`UpdateSketches.fresh_noise_test`, issue 25 item 4). Reusing the noise
+**Fresh noise** (:meth:`UpdateSketches.fresh_noise_tests`, issue 25 item 4). Reusing the noise
 (``z`` every round), cancelling it (``z`` then ``−z``, so the server's sum sees none) or
 replaying a perturbed update all make the new update close to the *span* of the client's
 earlier ones. Honest Gaussian noise cannot be: write the new update ``Δ = X + c·N_k`` with
@@ -115,7 +115,7 @@ class UpdateSketches:
     ) -> list[int | None]:
         """:meth:`replay_of` of each client's update, in order: every earlier sketch of
         every client compared at once (a round's batch: one pass instead of one per reply).
-        Each sketch is kept while its array lives, for :meth:`fresh_noise_test` and
+        Each sketch is kept while its array lives, for :meth:`fresh_noise_tests` and
         :meth:`add` (a sketch is a pass; dropped when the array is collected, so an id is
         never reused stale)."""
         news = []
@@ -140,35 +140,25 @@ class UpdateSketches:
                 owners, rounds, olds = [], [], []
         return found
 
-    def fresh_noise_test(
-        self, client_id: int, update: np.ndarray, noise_std: float, *,
-        alpha: float = DEFAULT_ALPHA, slack: float = 0.0,
-    ) -> Verdict:
-        """Test ``fresh-noise``: is the new update far enough from the span of the client's
-        earlier ones for its last step's noise to be fresh? (module docstring)
+    def fresh_noise_tests(self, tests: Sequence[tuple[int, np.ndarray, float, float]], *,
+                          alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+        """Test ``fresh-noise`` of each ``(client_id, update, noise_std, slack)``, a round's
+        replies (issue 37): is the new update far enough from the span of the client's
+        earlier ones for its last step's noise to be fresh? (module docstring) The spans of
+        the updates whose clients have as many earlier rounds are found together,
+        :data:`_FRESH_CHUNK` at a time (:func:`distances_from_spans`): the same verdicts as
+        one at a time.
 
         Parameters
         ----------
-        client_id
-            Whose earlier updates to compare with.
-        update
-            The new flat update ``Δ``.
-        noise_std
-            ``(η/L)·σC``: the std per coordinate of the last step's noise as it enters ``Δ``
-            (a lower bound on it is enough).
+        tests
+            ``client_id``: whose earlier updates to compare with; ``update``: the new flat
+            update ``Δ``; ``noise_std``: ``(η/L)·σC``, the std per coordinate of the last
+            step's noise as it enters ``Δ`` (a lower bound on it is enough); ``slack``: a
+            bound on ``Δ``'s rounding error in ℓ2 (widens the distance).
         alpha
             False-alarm rate.
-        slack
-            A bound on ``Δ``'s rounding error in ℓ2 (widens the distance).
         """
-        return self.fresh_noise_tests([(client_id, update, noise_std, slack)], alpha=alpha)[0]
-
-    def fresh_noise_tests(self, tests: Sequence[tuple[int, np.ndarray, float, float]], *,
-                          alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
-        """:meth:`fresh_noise_test` of each ``(client_id, update, noise_std, slack)`` — a
-        round's replies (issue 37) — the spans of the updates whose clients have as many
-        earlier rounds found together (:func:`distances_from_spans`): the same verdicts as
-        one at a time."""
         out: list[Verdict | None] = [None] * len(tests)
         groups: dict[int, list[int]] = {}  # number of earlier rounds -> tests
         for i, (client_id, _, noise_std, _) in enumerate(tests):
