@@ -85,3 +85,43 @@ def test_a_round_of_one_history_is_folded_once(monkeypatch):
     ledger.fold(3, 1, GAUSS, steps=2, sample_rate=0.25, batch_size=16, dim=DIM)
     ledger.fold(3, 2, GAUSS, steps=2, sample_rate=0.25, batch_size=16, dim=DIM)
     assert folded == [1, 2, 3, 3]  # another release is another fold; the same is shared
+
+
+def _long_round(rnd: int, client: int) -> dict | None:
+    """Round ``rnd`` of client ``client`` of 50 alike for 5 rounds: then client 0 sits round 6
+    out and client 1 declares another σ in it; each client states its own PAC accuracy (NaN
+    for client 2), which is no part of the shared fold."""
+    if client == 0 and rnd == 6:
+        return None
+    return {"release": OTHER if client == 1 and rnd == 6 else GAUSS, "steps": 2,
+            "sample_rate": 0.25, "batch_size": 16, "dim": DIM, "verification": "consistent",
+            "accuracy": math.nan if client == 2 else 3.0 + client % 3}
+
+
+def test_clients_alike_for_rounds_then_diverging_get_their_own_tallies(monkeypatch):
+    shared = PrivacyLedger(1e-5, "rdp")
+    own = {c: PrivacyLedger(1e-5, "rdp") for c in range(50)}
+    folded = []
+    original = PrivacyLedger._fold_history
+
+    def counting(self, previous, *args):
+        if self is shared:
+            folded.append(args[0])
+        return original(self, previous, *args)
+
+    monkeypatch.setattr(PrivacyLedger, "_fold_history", counting)
+    for rnd in range(1, 8):
+        for client in range(50):
+            args = _long_round(rnd, client)
+            if args is None:
+                continue
+            row, alone = shared.fold(rnd, client, **args), own[client].fold(rnd, client, **args)
+            assert repr(row) == repr(alone), (rnd, client)  # repr: NaN equals NaN
+        for client in range(50):
+            assert repr(shared.tally(client)) == repr(own[client].tally(client)), (rnd, client)
+        if rnd == 5:  # one history, whatever the accuracies: one ledger
+            assert len({id(shared.clients[c]) for c in range(50)}) == 1
+    assert folded == [1, 2, 3, 4, 5, 6, 6, 7, 7, 7]  # one fold per history and round
+    assert shared.clients[0].rounds == [1, 2, 3, 4, 5, 7]
+    assert shared.clients[3] is shared.clients[49] is not shared.clients[1]
+    assert math.isnan(shared.fold(8, 2, **_long_round(8, 2))["pac_accuracy"])
