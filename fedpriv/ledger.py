@@ -153,9 +153,9 @@ _KEPT_ANSWERS = 4096
 @dataclass(frozen=True)
 class _Folded:
     """One round folded into one history: the new ledger, its accountant's result and its row
-    but ``epsilon_observed`` and ``pac_accuracy`` — shared by the clients with that previous ledger (one object) and
-    round. ``previous`` is held so that its ``id`` in :meth:`PrivacyLedger.fold`'s key stays its
-    own."""
+    but ``epsilon_observed`` and ``pac_accuracy`` — shared by the clients with that previous
+    ledger (one object) and round. ``previous`` is held so that its ``id`` in
+    :meth:`PrivacyLedger.fold`'s key stays its own."""
 
     previous: ClientLedger | None
     ledger: ClientLedger

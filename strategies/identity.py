@@ -199,9 +199,10 @@ class KnownChecks:
     preconditions of each client-round verdict: ``settings`` (the report its instructions
     give, :func:`fedpriv.instructions.instructed_report`, at the server-known size where it
     has one; only when ``cfg`` is the config the server sent), ``size-sampling`` and
-    ``identity``. What replies share is computed once (issue 37): the server's instructions per distinct set of ``[[mechanism.overrides]]`` naming the
-    client (they decide its mechanism and budget: ``MechanismConfig.for_client``,
-    ``budget_for``), the settings verdict per distinct instructions and declared settings
+    ``identity``. What replies share is computed once (issue 37): the server's instructions
+    per distinct set of ``[[mechanism.overrides]]`` naming the client (they decide its
+    mechanism and budget: ``MechanismConfig.for_client``, ``budget_for``), the settings
+    verdict per distinct instructions and declared settings
     (:class:`~fedpriv.instructions.SettingsVerdicts`), the size verdict per distinct known
     and declared size; the identity verdict is each reply's own."""
 
