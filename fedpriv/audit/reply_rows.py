@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from fedpriv.audit.chain import CHAINED, Entry
 from fedpriv.audit.records import field_columns, insert_rows, py_value, row_values, to_json
 from fedpriv.audit.schema import TALLY_FIELDS, UPDATE_FIELDS
+from fedpriv.audit.stored_rows import stored_row
 from fedpriv.audit.tensors import Arrays, encode_state
 from fedpriv.failures import failure_line
 
@@ -32,6 +34,10 @@ __all__ = ["UPDATE_COLUMNS", "BatchRows", "ReplyRows", "failure_values", "record
 #: give) and those the writer sets.
 UPDATE_COLUMNS = ("round", "client_id", "tensor_id", *field_columns(UPDATE_FIELDS).values(),
                   "created")
+#: The columns of a ``memory`` and a ``ground_truth`` row, in the order
+#: :meth:`BatchRows.write` binds them.
+_MEMORY = ("round", "client_id", "kind", "state")
+_TRUTH = ("round", "client_id", "record_ids_json", "tensor_id")
 
 
 @dataclass(frozen=True)
@@ -58,14 +64,16 @@ class BatchRows:
     {column: value} in write order (every row with the same columns), ``tallies`` as runs of
     consecutive rows that give the same columns (each run one statement; the rows keep their
     order), and ``chain``: the rows' chain entries in the order the per-row writers chain
-    them, a ``failures`` or ``updates`` entry's key None until its row's id is known."""
+    them, each with the values its row is inserted with (by column; None where not known), a
+    ``failures`` or ``updates`` entry's key None (and its values without the id) until its
+    row's id is known."""
 
     memory: list[tuple]
     failures: list[dict[str, Any]]
     updates: list[dict[str, Any]]
     truths: list[tuple]
     tallies: list[tuple[tuple[str, ...], list[tuple]]]
-    chain: list[tuple[str, tuple | None]]
+    chain: list[tuple[str, tuple | None, dict[str, Any] | None]]
 
     @classmethod
     def lay_out(cls, rnd: int, replies: Sequence[ReplyRows],
@@ -86,25 +94,27 @@ class BatchRows:
         cid = int(reply.client_id)
         for kind, state in reply.memory.items():
             self.memory.append((rnd, cid, kind, encode_state(state)))
-            self.chain.append(("memory", (rnd, cid, kind)))
+            stored = dict(zip(_MEMORY, self.memory[-1], strict=True))
+            self.chain.append(("memory", (rnd, cid, kind), stored))
         if reply.failure is not None:
             self.failures.append(failure_values(rnd, *reply.failure, cid,
                                                 reply.update.get("node_id")))
-            self.chain.append(("failures", None))
+            self.chain.append(("failures", None, self.failures[-1]))
         row = {**update_values(reply.update), "round": rnd, "client_id": cid,
                "tensor_id": self._tensor(tensor, "update", cid, reply.arrays), "created": now}
         self.updates.append({column: row.get(column) for column in UPDATE_COLUMNS})
-        self.chain.append(("updates", None))
+        self.chain.append(("updates", None, self.updates[-1]))
         if reply.truth is not None:
             ids, arrays = reply.truth
             truth = self._tensor(tensor, "ground_truth", cid, arrays)
             self.truths.append((rnd, cid, record_ids_json(ids), truth))
-            self.chain.append(("ground_truth", (rnd, cid)))
+            stored = dict(zip(_TRUTH, self.truths[-1], strict=True))
+            self.chain.append(("ground_truth", (rnd, cid), stored))
         values = tally_values(reply.tally)
         if not self.tallies or self.tallies[-1][0] != tuple(values):
             self.tallies.append((tuple(values), []))
         self.tallies[-1][1].append((rnd, cid, *values.values()))
-        self.chain.append(("tallies", (rnd, cid)))
+        self.chain.append(("tallies", (rnd, cid), {"round": rnd, "client_id": cid, **values}))
 
     def _tensor(self, tensor: Callable[[str, int, Arrays], int], kind: str, cid: int,
                 arrays: Arrays | None) -> int | None:
@@ -112,22 +122,45 @@ class BatchRows:
         if arrays is None:
             return None
         tensor_id = tensor(kind, cid, arrays)
-        self.chain.append(("tensors", (tensor_id,)))
+        self.chain.append(("tensors", (tensor_id,), None))
         return tensor_id
 
-    def write(self, conn: sqlite3.Connection) -> list[tuple[str, tuple]]:
+    def write(self, conn: sqlite3.Connection) -> list[Entry]:
         """Insert the rows, one ``executemany`` per table (a tally run per statement); return
-        their chain entries in order, each ``failures`` and ``updates`` entry with its id."""
-        conn.executemany("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
+        their chain entries in order, each ``failures`` and ``updates`` entry with its id, and
+        each row as the database holds it (:func:`~fedpriv.audit.stored_rows.stored_row`)
+        where that is known: not for a tally row that stood before (the upsert keeps the
+        columns it does not give), read back instead."""
+        standing = self._standing_tallies(conn)
+        conn.executemany(f"INSERT OR REPLACE INTO memory ({', '.join(_MEMORY)}) "
                          "VALUES (?, ?, ?, ?)", self.memory)
         ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", self.failures)),
                "updates": iter(insert_rows(conn, "updates", "update_id", self.updates))}
-        conn.executemany("INSERT INTO ground_truth (round, client_id, record_ids_json, "
-                         "tensor_id) VALUES (?, ?, ?, ?)", self.truths)
+        conn.executemany(f"INSERT INTO ground_truth ({', '.join(_TRUTH)}) VALUES (?, ?, ?, ?)",
+                         self.truths)
         for columns, values in self.tallies:
             conn.executemany(tally_upsert(columns), values)
-        return [(table, (next(ids[table]),) if key is None else key)
-                for table, key in self.chain]
+        return [self._entry(table, key, values, ids, standing) for table, key, values in self.chain]
+
+    def _standing_tallies(self, conn: sqlite3.Connection) -> set[tuple[int, int]]:
+        """The keys of the batch's rounds' tally rows that stand before it is written."""
+        rounds = sorted({row[0] for _, run in self.tallies for row in run})
+        found = conn.execute("SELECT round, client_id FROM tallies WHERE round IN "
+                             f"({', '.join('?' * len(rounds))})", rounds)
+        return {(row[0], row[1]) for row in found}
+
+    @staticmethod
+    def _entry(table: str, key: tuple | None, values: dict[str, Any] | None,
+               ids: Mapping[str, Iterator[int]], standing: set[tuple[int, int]]) -> Entry:
+        """A row's chain entry (:meth:`write`): its key, the next id of its table where it had
+        none, and the row as stored where its values are known and it was not there before
+        (a tally upserted over a standing row keeps the columns it does not give)."""
+        if key is None:
+            key = (next(ids[table]),)
+            values = None if values is None else {**values, CHAINED[table][0]: key[0]}
+        if values is None or (table == "tallies" and key in standing):
+            return table, key, None
+        return table, key, stored_row(table, values)
 
 
 def rewritten(rnd: int, replies: Sequence[ReplyRows]) -> list[tuple[str, tuple]]:
