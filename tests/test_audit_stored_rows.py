@@ -1,5 +1,5 @@
-"""The row the batched writer predicts SQLite holds (:func:`fedpriv.audit.stored_rows.
-stored_row`, what the hash chain digests without reading the row back) is, in the chain's
+"""The rows the batched writer predicts SQLite holds (:func:`fedpriv.audit.stored_rows.
+stored_rows`, what the hash chain digests without reading the row back) is, in the chain's
 canonical bytes, the row SQLite holds — for every type of value a writer may bind to every
 type of column; a value it cannot predict exactly leaves the row unknown (read back)."""
 
@@ -12,7 +12,7 @@ import pytest
 
 from fedpriv.audit.chain import canonical
 from fedpriv.audit.schema import SCHEMA_SQL
-from fedpriv.audit.stored_rows import stored_row
+from fedpriv.audit.stored_rows import stored_rows
 
 #: A column of each declared type, in a row of its table that is otherwise valid.
 _COLUMNS = {"INTEGER": ("tallies", "releases"), "REAL": ("tallies", "epsilon"),
@@ -28,6 +28,12 @@ _TAKES = {"INTEGER": (int, bool), "REAL": (float, int, bool), "TEXT": (str,), "B
 #: Values of other types: a NumPy scalar, a subclass of a plain type, a mutable buffer.
 _OTHER = [np.float32(1.1), np.float64(-0.0), np.float64(2.5), np.int64(3), np.bool_(True),
           bytearray(b"ab"), type("Text", (str,), {})("t")]
+
+
+def _one(table: str, row: dict) -> dict | None:
+    """:func:`stored_rows` of one row given by column."""
+    held = stored_rows(table, list(row), [list(row.values())])
+    return None if held is None else held[0]
 
 
 def _held(table: str, row: dict) -> dict | None:
@@ -50,7 +56,7 @@ def _held(table: str, row: dict) -> dict | None:
 def test_a_predicted_row_is_the_row_sqlite_holds(kind, value):
     table, column = _COLUMNS[kind]
     row = {**_BASE[table], column: value}
-    held, predicted = _held(table, row), stored_row(table, row)
+    held, predicted = _held(table, row), _one(table, row)
     if held is None:
         return  # refused: nothing is written, nothing chained
     if predicted is None:
@@ -66,8 +72,20 @@ def test_a_column_sqlite_would_fill_leaves_the_row_unknown():
     is NULL; a column the table lacks is unknown."""
     row = {"round": 1, "kind": "update", "path": "p", "sha256": "s", "names_json": "[]",
            "shapes_json": "[]", "dtypes_json": "[]", "nbytes": 1, "created": 1.0}
-    assert stored_row("tensors", row) is None
-    assert stored_row("tensors", {**row, "tensor_id": 4}) == _held("tensors",
+    assert _one("tensors", row) is None
+    assert _one("tensors", {**row, "tensor_id": 4}) == _held("tensors",
                                                                    {**row, "tensor_id": 4})
-    assert stored_row("tallies", {"round": 1, "client_id": 2})["epsilon"] is None
-    assert stored_row("tallies", {"round": 1, "client_id": 2, "nope": 1}) is None
+    assert _one("tallies", {"round": 1, "client_id": 2})["epsilon"] is None
+    assert _one("tallies", {"round": 1, "client_id": 2, "nope": 1}) is None
+
+
+def test_rows_are_predicted_column_by_column_and_all_or_none():
+    """Each row keeps its own values; one value not known exactly leaves every row unknown;
+    no rows are no rows."""
+    rows = [(1, 2, 0.5, True), (1, 3, None, 2), (1, 4, float("nan"), 0)]
+    held = stored_rows("tallies", ("round", "client_id", "epsilon", "releases"), rows)
+    assert [(r["client_id"], r["epsilon"], r["releases"]) for r in held] == [
+        (2, 0.5, 1), (3, None, 2), (4, None, 0)]
+    assert stored_rows("tallies", ("round", "client_id", "epsilon"),
+                       [(1, 2, 0.5), (1, 3, np.float64(0.5))]) is None
+    assert stored_rows("tallies", ("round", "client_id"), []) == []

@@ -14,6 +14,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from fedpriv.audit.chain import CHAINED, Entry
 from fedpriv.audit.records import field_columns, insert_rows, py_value, row_values, to_json
 from fedpriv.audit.schema import TALLY_FIELDS, UPDATE_FIELDS
-from fedpriv.audit.stored_rows import stored_row
+from fedpriv.audit.stored_rows import stored_rows
 from fedpriv.audit.tensors import Arrays, encode_state
 from fedpriv.failures import failure_line
 
@@ -64,16 +65,14 @@ class BatchRows:
     {column: value} in write order (every row with the same columns), ``tallies`` as runs of
     consecutive rows that give the same columns (each run one statement; the rows keep their
     order), and ``chain``: the rows' chain entries in the order the per-row writers chain
-    them, each with the values its row is inserted with (by column; None where not known), a
-    ``failures`` or ``updates`` entry's key None (and its values without the id) until its
-    row's id is known."""
+    them, a ``failures`` or ``updates`` entry's key None until its row's id is known."""
 
     memory: list[tuple]
     failures: list[dict[str, Any]]
     updates: list[dict[str, Any]]
     truths: list[tuple]
     tallies: list[tuple[tuple[str, ...], list[tuple]]]
-    chain: list[tuple[str, tuple | None, dict[str, Any] | None]]
+    chain: list[tuple[str, tuple | None]]
 
     @classmethod
     def lay_out(cls, rnd: int, replies: Sequence[ReplyRows],
@@ -94,27 +93,25 @@ class BatchRows:
         cid = int(reply.client_id)
         for kind, state in reply.memory.items():
             self.memory.append((rnd, cid, kind, encode_state(state)))
-            stored = dict(zip(_MEMORY, self.memory[-1], strict=True))
-            self.chain.append(("memory", (rnd, cid, kind), stored))
+            self.chain.append(("memory", (rnd, cid, kind)))
         if reply.failure is not None:
             self.failures.append(failure_values(rnd, *reply.failure, cid,
                                                 reply.update.get("node_id")))
-            self.chain.append(("failures", None, self.failures[-1]))
+            self.chain.append(("failures", None))
         row = {**update_values(reply.update), "round": rnd, "client_id": cid,
                "tensor_id": self._tensor(tensor, "update", cid, reply.arrays), "created": now}
         self.updates.append({column: row.get(column) for column in UPDATE_COLUMNS})
-        self.chain.append(("updates", None, self.updates[-1]))
+        self.chain.append(("updates", None))
         if reply.truth is not None:
             ids, arrays = reply.truth
             truth = self._tensor(tensor, "ground_truth", cid, arrays)
             self.truths.append((rnd, cid, record_ids_json(ids), truth))
-            stored = dict(zip(_TRUTH, self.truths[-1], strict=True))
-            self.chain.append(("ground_truth", (rnd, cid), stored))
+            self.chain.append(("ground_truth", (rnd, cid)))
         values = tally_values(reply.tally)
         if not self.tallies or self.tallies[-1][0] != tuple(values):
             self.tallies.append((tuple(values), []))
         self.tallies[-1][1].append((rnd, cid, *values.values()))
-        self.chain.append(("tallies", (rnd, cid), {"round": rnd, "client_id": cid, **values}))
+        self.chain.append(("tallies", (rnd, cid)))
 
     def _tensor(self, tensor: Callable[[str, int, Arrays], int], kind: str, cid: int,
                 arrays: Arrays | None) -> int | None:
@@ -122,25 +119,25 @@ class BatchRows:
         if arrays is None:
             return None
         tensor_id = tensor(kind, cid, arrays)
-        self.chain.append(("tensors", (tensor_id,), None))
+        self.chain.append(("tensors", (tensor_id,)))
         return tensor_id
 
     def write(self, conn: sqlite3.Connection) -> list[Entry]:
         """Insert the rows, one ``executemany`` per table (a tally run per statement); return
         their chain entries in order, each ``failures`` and ``updates`` entry with its id, and
-        each row as the database holds it (:func:`~fedpriv.audit.stored_rows.stored_row`)
-        where that is known: not for a tally row that stood before (the upsert keeps the
-        columns it does not give), read back instead."""
+        each row as the database holds it where that is known (:meth:`_held`)."""
         standing = self._standing_tallies(conn)
         conn.executemany(f"INSERT OR REPLACE INTO memory ({', '.join(_MEMORY)}) "
                          "VALUES (?, ?, ?, ?)", self.memory)
-        ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", self.failures)),
-               "updates": iter(insert_rows(conn, "updates", "update_id", self.updates))}
+        ids = {"failures": insert_rows(conn, "failures", "failure_id", self.failures),
+               "updates": insert_rows(conn, "updates", "update_id", self.updates)}
         conn.executemany(f"INSERT INTO ground_truth ({', '.join(_TRUTH)}) VALUES (?, ?, ?, ?)",
                          self.truths)
         for columns, values in self.tallies:
             conn.executemany(tally_upsert(columns), values)
-        return [self._entry(table, key, values, ids, standing) for table, key, values in self.chain]
+        held, new_ids = self._held(ids, standing), {t: iter(i) for t, i in ids.items()}
+        return [(table, (next(new_ids[table]),) if key is None else key, next(held[table]))
+                for table, key in self.chain]
 
     def _standing_tallies(self, conn: sqlite3.Connection) -> set[tuple[int, int]]:
         """The keys of the batch's rounds' tally rows that stand before it is written."""
@@ -149,18 +146,36 @@ class BatchRows:
                              f"({', '.join('?' * len(rounds))})", rounds)
         return {(row[0], row[1]) for row in found}
 
-    @staticmethod
-    def _entry(table: str, key: tuple | None, values: dict[str, Any] | None,
-               ids: Mapping[str, Iterator[int]], standing: set[tuple[int, int]]) -> Entry:
-        """A row's chain entry (:meth:`write`): its key, the next id of its table where it had
-        none, and the row as stored where its values are known and it was not there before
-        (a tally upserted over a standing row keeps the columns it does not give)."""
-        if key is None:
-            key = (next(ids[table]),)
-            values = None if values is None else {**values, CHAINED[table][0]: key[0]}
-        if values is None or (table == "tallies" and key in standing):
-            return table, key, None
-        return table, key, stored_row(table, values)
+    def _held(self, ids: Mapping[str, range],
+              standing: set[tuple[int, int]]) -> dict[str, Iterator[dict | None]]:
+        """By table, each row written as the database holds it, in write order
+        (:func:`~fedpriv.audit.stored_rows.stored_rows`), None where not known exactly: a
+        ``tensors`` row (the store inserts it), a tally row that stood before (the upsert
+        keeps the columns it does not give), a row among others with a value of another
+        type."""
+        def numbered(table: str, rows: list[dict[str, Any]]) -> list[dict | None]:
+            columns = [CHAINED[table][0], *(rows[0] if rows else ())]
+            return _known(table, columns, [(i, *row.values())
+                                           for i, row in zip(ids[table], rows, strict=True)])
+
+        tallies = [row for columns, values in self.tallies
+                   for row in _known("tallies", ("round", "client_id", *columns), values)]
+        return {
+            "memory": iter(_known("memory", _MEMORY, self.memory)),
+            "failures": iter(numbered("failures", self.failures)),
+            "updates": iter(numbered("updates", self.updates)),
+            "ground_truth": iter(_known("ground_truth", _TRUTH, self.truths)),
+            "tallies": (None if row is None or (row["round"], row["client_id"]) in standing
+                        else row for row in tallies),
+            "tensors": repeat(None),
+        }
+
+
+def _known(table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> list[dict | None]:
+    """The rows as stored (:func:`~fedpriv.audit.stored_rows.stored_rows`), or None for each
+    where not all are known exactly."""
+    held = stored_rows(table, columns, rows)
+    return [None] * len(rows) if held is None else list(held)
 
 
 def rewritten(rnd: int, replies: Sequence[ReplyRows]) -> list[tuple[str, tuple]]:
