@@ -14,7 +14,7 @@ import pytest
 from store_support import make_store
 
 from fedpriv.audit import AuditStore, verify
-from fedpriv.audit.chain import CHAINED, GENESIS, chain_breaks
+from fedpriv.audit.chain import CHAINED, GENESIS, chain_breaks, entry_digest
 
 
 def _sql(run_dir, sql, *params):  # noqa: ANN001, ANN202
@@ -187,3 +187,17 @@ def test_a_batch_reads_its_rows_back_through_their_keys_not_a_scan(tmp_path):
     assert scans == []  # (the chain's own last entry is read by a reverse scan, LIMIT 1)
     for table in ("memory", "tallies", "ground_truth"):  # the composite keys, by their index
         assert any(f"USING INDEX sqlite_autoindex_{table}_1" in d for d in plans), plans
+
+
+@pytest.mark.parametrize(("kind", "state"), [
+    ("sketch", bytes(range(256)) * 8), ("canaries", b""), ('"state":""', b"\x00"),
+    ('x","state":"', b'"state":""'), ("s", "text, not a BLOB"),
+])  # fmt: skip
+def test_a_memory_rows_digest_is_of_its_documented_text(kind, state):
+    """A memory row's state, hashed apart from the rest of its text, gives the digest of the
+    documented text, whatever its kind says (recomputed with hashlib and json alone)."""
+    key, row = [3, 4, kind], {"round": 3, "client_id": 4, "kind": kind, "state": state}
+    stored = state.hex() if isinstance(state, bytes) else state
+    text = json.dumps(["memory", key, {**row, "state": stored}], sort_keys=True,
+                      separators=(",", ":"))
+    assert entry_digest("memory", key, row) == hashlib.sha256(text.encode()).hexdigest()

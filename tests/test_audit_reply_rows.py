@@ -11,6 +11,7 @@ import sqlite3
 import time
 import zipfile
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 from reliability_support import QUICKSTART
 
 import fedpriv.audit.store
-from fedpriv.audit import AuditStore, verify
+from fedpriv.audit import AuditStore, chain, verify
 from fedpriv.audit.reply_rows import UPDATE_COLUMNS, ReplyRows, update_values
 from fedpriv.audit.schema import SCHEMA_SQL
 from fedpriv.audit.tensors import _npy, decode_state, encode_state
@@ -248,3 +249,33 @@ def test_a_memory_bundle_of_too_many_arrays_is_refused():
     not a struct.error."""
     with pytest.raises(ValueError, match="65536 arrays: too many for a memory row"):
         encode_state({f"a{i}": np.zeros(1) for i in range(65536)})
+
+
+def test_the_rows_a_batch_knows_are_chained_as_the_database_holds_them(tmp_path, monkeypatch):
+    """The rows ``write_replies`` chains from what it inserted (not read back) have the
+    digests of the rows read back, bit for bit; a tally upserted over a standing row, whose
+    other columns the batch does not know, is read back; the record verifies."""
+    known, read_back = [], []
+    append_many = chain.append_many
+
+    def checked(conn: sqlite3.Connection, entries: list) -> None:
+        for table, key, row in entries:
+            (read_back if row is None else known).append((table, key))
+            if row is not None:
+                stored = chain._rows(conn, table, [key])[key]
+                assert chain.canonical(table, key, row) == chain.canonical(table, key, stored)
+        append_many(conn, entries)
+
+    monkeypatch.setattr(chain, "append_many", checked)
+    replies = _replies()
+    replies[0] = replace(replies[0], tally={**replies[0].tally, "pac_accuracy": np.float32(0.1),
+                                            "log_capacity_round": -0.0, "releases": True})
+    run_dir = _run(tmp_path / "run", lambda store, rnd, _: store.write_replies(rnd, replies),
+                   batch=True)
+    assert {t for t, _ in known} == {"memory", "failures", "updates", "ground_truth", "tallies"}
+    assert ("tallies", (2, 4)) in read_back and ("tallies", (2, 4)) not in known
+    assert len(known) == 5 + 2 + 7 + 3 + 6
+    assert verify(run_dir) == []
+    with sqlite3.connect(run_dir / "audit.sqlite") as conn:
+        conn.row_factory = sqlite3.Row
+        assert chain.chain_breaks(conn)[0] == []

@@ -14,6 +14,7 @@ last chained version and that no chained row is missing. The encoding is documen
 
 from __future__ import annotations
 
+import binascii
 import hashlib
 import json
 import sqlite3
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "CHAINED", "GENESIS", "ChainBreak", "PendingChain", "append", "append_deletions",
+    "CHAINED", "GENESIS", "ChainBreak", "Entry", "PendingChain", "append", "append_deletions",
     "append_many", "canonical",
     "chain_breaks", "chain_heads", "entry_digest", "final_head", "next_head", "round_heads",
 ]
@@ -66,9 +67,31 @@ def canonical(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> 
     return _json([table, list(key), row]).encode("ascii")
 
 
+_EMPTY_STATE = b'"state":""'
+"""A ``memory`` row's ``state`` in :func:`canonical`, emptied (:func:`_digest`)."""
+
+
+def _digest(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> bytes:
+    """Raw SHA-256 of :func:`canonical`. A ``memory`` row's ``state`` (a BLOB of kilobytes,
+    the audit's memory of a client-round) is hashed as the hex digits it encodes to, which JSON
+    leaves as they are, around the text of the row with it emptied: not built into the text
+    and scanned again by the encoder (most of the entry's cost). Within the text a ``"`` of a
+    string is escaped, so ``"state":""`` is there once, as that column."""
+    state = row.get("state") if table == "memory" and row is not None else None
+    if type(state) is bytes:
+        text = canonical(table, key, {**row, "state": ""})
+        if text.count(_EMPTY_STATE) == 1:
+            before, _, after = text.partition(_EMPTY_STATE)
+            digest = hashlib.sha256(before)
+            for part in (b'"state":"', binascii.hexlify(state), b'"', after):
+                digest.update(part)
+            return digest.digest()
+    return hashlib.sha256(canonical(table, key, row)).digest()
+
+
 def entry_digest(table: str, key: Sequence[Any], row: Mapping[str, Any] | None) -> str:
     """Hex SHA-256 of :func:`canonical`."""
-    return hashlib.sha256(canonical(table, key, row)).hexdigest()
+    return _digest(table, key, row).hex()
 
 
 def next_head(head: str, digest: str) -> str:
@@ -128,25 +151,33 @@ def _rows(conn: sqlite3.Connection, table: str, keys: list[tuple]) -> dict[tuple
     return out
 
 
-def append_many(conn: sqlite3.Connection, entries: Sequence[tuple[str, Sequence[Any]]]) -> None:
-    """:func:`append` of every ``(table, key)`` in order, inside the transaction that wrote
-    them: the same entries, in the same order, with the same heads, as one :func:`append`
-    each — but each table's rows read back by a few ``SELECT`` statements, the heads chained in
-    memory from the committed head once, and the entries inserted by one ``executemany``.
-    Each row must stand as it was written (no write to it since: :class:`PendingChain`)."""
+Entry = tuple[str, tuple, Mapping[str, Any] | None]
+"""A pending chain entry: ``(table, key, row)``, ``row`` the row as the database holds it
+after the write when the writer knows it (:mod:`fedpriv.audit.stored_rows`), else None (read
+back when the entry is written)."""
+
+
+def append_many(conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+    """:func:`append` of every ``(table, key, row)`` in order, inside the transaction that
+    wrote them: the same entries, in the same order, with the same heads, as one :func:`append`
+    each — but the rows not given read back by a few ``SELECT`` statements per table, the heads
+    chained in memory (raw bytes) from the committed head once, and the entries inserted by one
+    ``executemany``. Each row must stand as it was written (no write to it since:
+    :class:`PendingChain`)."""
     if not entries:
         return
     wanted: dict[str, dict[tuple, None]] = {}
-    for table, key in entries:
-        wanted.setdefault(table, {})[tuple(key)] = None
+    for table, key, row in entries:
+        if row is None:
+            wanted.setdefault(table, {})[key] = None
     rows = {table: _rows(conn, table, list(keys)) for table, keys in wanted.items()}
-    head, values = final_head(conn)[1], []
-    for table, key in entries:
-        row = rows[table][tuple(key)]
-        digest = entry_digest(table, key, row)
-        head = next_head(head, digest)
+    head, values, sha256 = bytes.fromhex(final_head(conn)[1]), [], hashlib.sha256
+    for table, key, known in entries:
+        row = rows[table][key] if known is None else known
+        digest = _digest(table, key, row)
+        head = sha256(head + digest).digest()
         values.append((table, _json(list(key)), row.get("round"), row.get("client_id"),
-                       digest, head))
+                       digest.hex(), head.hex()))
     conn.executemany("INSERT INTO chain (tbl, key_json, round, client_id, digest, head) VALUES "
                      "(?, ?, ?, ?, ?, ?)", values)
 
@@ -157,17 +188,18 @@ class PendingChain:
     entry still hashes its row as that write left it."""
 
     def __init__(self) -> None:
-        self.entries: list[tuple[str, tuple]] = []
+        self.entries: list[Entry] = []
         self._keys: set[tuple[str, tuple]] = set()
 
     def add(self, table: str, key: Sequence[Any]) -> None:
-        """Chain this row (just written) when the batch ends."""
-        self.extend([(table, tuple(key))])
+        """Chain this row (just written) when the batch ends, as it stands then."""
+        self.extend([(table, tuple(key), None)])
 
-    def extend(self, entries: Sequence[tuple[str, tuple]]) -> None:
-        """Chain these rows (just written), in this order, when the batch ends."""
+    def extend(self, entries: Sequence[Entry]) -> None:
+        """Chain these rows (just written), in this order, when the batch ends: each as given,
+        or as it stands then where not given."""
         self.entries.extend(entries)
-        self._keys.update(entries)
+        self._keys.update((table, key) for table, key, _ in entries)
 
     def before_writes(self, conn: sqlite3.Connection, rows: Iterable[tuple[str, tuple]]) -> None:
         """Called before writes to rows named by ``(table, key)``: flush if an entry of one

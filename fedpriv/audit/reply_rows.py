@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
 
+from fedpriv.audit.chain import CHAINED, Entry
 from fedpriv.audit.records import field_columns, insert_rows, py_value, row_values, to_json
 from fedpriv.audit.schema import TALLY_FIELDS, UPDATE_FIELDS
+from fedpriv.audit.stored_rows import stored_rows
 from fedpriv.audit.tensors import Arrays, encode_state
 from fedpriv.failures import failure_line
 
@@ -32,6 +35,10 @@ __all__ = ["UPDATE_COLUMNS", "BatchRows", "ReplyRows", "failure_values", "record
 #: give) and those the writer sets.
 UPDATE_COLUMNS = ("round", "client_id", "tensor_id", *field_columns(UPDATE_FIELDS).values(),
                   "created")
+#: The columns of a ``memory`` and a ``ground_truth`` row, in the order
+#: :meth:`BatchRows.write` binds them.
+_MEMORY = ("round", "client_id", "kind", "state")
+_TRUTH = ("round", "client_id", "record_ids_json", "tensor_id")
 
 
 @dataclass(frozen=True)
@@ -115,19 +122,60 @@ class BatchRows:
         self.chain.append(("tensors", (tensor_id,)))
         return tensor_id
 
-    def write(self, conn: sqlite3.Connection) -> list[tuple[str, tuple]]:
+    def write(self, conn: sqlite3.Connection) -> list[Entry]:
         """Insert the rows, one ``executemany`` per table (a tally run per statement); return
-        their chain entries in order, each ``failures`` and ``updates`` entry with its id."""
-        conn.executemany("INSERT OR REPLACE INTO memory (round, client_id, kind, state) "
+        their chain entries in order, each ``failures`` and ``updates`` entry with its id, and
+        each row as the database holds it where that is known (:meth:`_held`)."""
+        standing = self._standing_tallies(conn)
+        conn.executemany(f"INSERT OR REPLACE INTO memory ({', '.join(_MEMORY)}) "
                          "VALUES (?, ?, ?, ?)", self.memory)
-        ids = {"failures": iter(insert_rows(conn, "failures", "failure_id", self.failures)),
-               "updates": iter(insert_rows(conn, "updates", "update_id", self.updates))}
-        conn.executemany("INSERT INTO ground_truth (round, client_id, record_ids_json, "
-                         "tensor_id) VALUES (?, ?, ?, ?)", self.truths)
+        ids = {"failures": insert_rows(conn, "failures", "failure_id", self.failures),
+               "updates": insert_rows(conn, "updates", "update_id", self.updates)}
+        conn.executemany(f"INSERT INTO ground_truth ({', '.join(_TRUTH)}) VALUES (?, ?, ?, ?)",
+                         self.truths)
         for columns, values in self.tallies:
             conn.executemany(tally_upsert(columns), values)
-        return [(table, (next(ids[table]),) if key is None else key)
+        held, new_ids = self._held(ids, standing), {t: iter(i) for t, i in ids.items()}
+        return [(table, (next(new_ids[table]),) if key is None else key, next(held[table]))
                 for table, key in self.chain]
+
+    def _standing_tallies(self, conn: sqlite3.Connection) -> set[tuple[int, int]]:
+        """The keys of the batch's rounds' tally rows that stand before it is written."""
+        rounds = sorted({row[0] for _, run in self.tallies for row in run})
+        found = conn.execute("SELECT round, client_id FROM tallies WHERE round IN "
+                             f"({', '.join('?' * len(rounds))})", rounds)
+        return {(row[0], row[1]) for row in found}
+
+    def _held(self, ids: Mapping[str, range],
+              standing: set[tuple[int, int]]) -> dict[str, Iterator[dict | None]]:
+        """By table, each row written as the database holds it, in write order
+        (:func:`~fedpriv.audit.stored_rows.stored_rows`), None where not known exactly: a
+        ``tensors`` row (the store inserts it), a tally row that stood before (the upsert
+        keeps the columns it does not give), a row among others with a value of another
+        type."""
+        def numbered(table: str, rows: list[dict[str, Any]]) -> list[dict | None]:
+            columns = [CHAINED[table][0], *(rows[0] if rows else ())]
+            return _known(table, columns, [(i, *row.values())
+                                           for i, row in zip(ids[table], rows, strict=True)])
+
+        tallies = [row for columns, values in self.tallies
+                   for row in _known("tallies", ("round", "client_id", *columns), values)]
+        return {
+            "memory": iter(_known("memory", _MEMORY, self.memory)),
+            "failures": iter(numbered("failures", self.failures)),
+            "updates": iter(numbered("updates", self.updates)),
+            "ground_truth": iter(_known("ground_truth", _TRUTH, self.truths)),
+            "tallies": (None if row is None or (row["round"], row["client_id"]) in standing
+                        else row for row in tallies),
+            "tensors": repeat(None),
+        }
+
+
+def _known(table: str, columns: Sequence[str], rows: list[Sequence[Any]]) -> list[dict | None]:
+    """The rows as stored (:func:`~fedpriv.audit.stored_rows.stored_rows`), or None for each
+    where not all are known exactly."""
+    held = stored_rows(table, columns, rows)
+    return [None] * len(rows) if held is None else list(held)
 
 
 def rewritten(rnd: int, replies: Sequence[ReplyRows]) -> list[tuple[str, tuple]]:
