@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = [
@@ -158,9 +159,26 @@ def combine_verdicts(
         reason="; ".join(f"{v.test}: {v.reason}" for v in chosen),
         p_value=p,
         alpha=sum(alphas) if alphas else None,
-        statistic={f"{v.test}.{k}": x for v in everything for k, x in v.statistic.items()},
+        statistic=_flattened(everything),
         parts=tuple(everything),
     )
+
+
+@lru_cache(maxsize=4096)
+def _prefixed(test: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``test.key`` of each key: one tuple per test and statistic layout (the replies of a
+    round share a few), not an f-string per number per reply."""
+    return tuple(f"{test}.{k}" for k in keys)
+
+
+def _flattened(verdicts: Sequence[Verdict]) -> dict[str, float]:
+    """The verdicts' statistics in one mapping, each key prefixed with its test's name (the
+    later of two equal keys wins, in the earlier's place: as a dict display)."""
+    out: dict[str, float] = {}
+    for v in verdicts:
+        if v.statistic:
+            out.update(zip(_prefixed(v.test, tuple(v.statistic)), v.statistic.values()))
+    return out
 
 
 def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
@@ -172,7 +190,7 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
     p-value becomes Bonferroni's over every statistical part, as in ``combine_verdicts``."""
     failed = [c for c in checks if c.status == "inconsistent"]
     parts = (*checks, *(verdict.parts or (verdict,)))
-    extra = {f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}
+    extra = _flattened(checks)
     # verdicts are immutable: without numbers of its own a check leaves the verdict's mapping
     statistic = {**verdict.statistic, **extra} if extra else verdict.statistic
     tested = [c for c in checks if c.alpha is not None]
