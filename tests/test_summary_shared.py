@@ -7,6 +7,8 @@ summary is the one computed with every cache emptied just before it."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from types import SimpleNamespace
 
 import numpy as np
@@ -83,3 +85,23 @@ def test_shared_names_give_the_statistics_computed_afresh(
         _emptied()
         fresh = combine_verdicts(list(v.parts or (v,))).statistic
         assert list(fresh.items()) == list(stored.items())
+
+
+@pytest.mark.parametrize("cls", [Verdict, properties.PropertyVerdict])
+def test_the_fast_init_takes_the_fields_in_order_with_their_defaults(cls: type) -> None:
+    """Verdict and PropertyVerdict set their fields at once in an ``__init__`` of their own (a
+    reply builds a score of them): its parameters are the dataclass's fields, in order, with
+    the same defaults (a default factory's stands as None), and an instance is what the
+    fields say — a field added to one and not the other fails here."""
+    params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    assert [p.name for p in params] == [f.name for f in dataclasses.fields(cls)]
+    for p, f in zip(params, dataclasses.fields(cls), strict=True):
+        default = None if f.default_factory is not dataclasses.MISSING else f.default
+        assert (p.default is inspect.Parameter.empty) == (default is dataclasses.MISSING), f.name
+        if default is not dataclasses.MISSING:
+            assert p.default == default, f.name
+    made = cls(*[f"{f.name}!" for f in dataclasses.fields(cls)[:3]])
+    assert vars(made) == {f.name: getattr(made, f.name) for f in dataclasses.fields(cls)}
+    assert dataclasses.replace(made, status="changed").status == "changed"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.status = "changed"  # type: ignore[misc]

@@ -104,7 +104,7 @@ USEFUL_NOISE_FRACTION = 0.5
 or less with probability ``DETECTION_POWER`` (0.99)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PropertyVerdict:
     """One property of one client-round: status, why, and its test's power (``None``: not
     stated); ``useful`` whether that power is useful (module docstring)."""
@@ -115,6 +115,14 @@ class PropertyVerdict:
     power: str | None = None
     useful: bool = False
     epsilon_ratio: float | None = None  # sensitivity: the smallest ε-ratio caught (issue 42)
+
+    def __init__(self, name: str, status: PropertyStatus, reason: str, power: str | None = None,
+                 useful: bool = False, epsilon_ratio: float | None = None) -> None:
+        """The fields, in their order, set at once (as :class:`~fedpriv.verification.verdict.
+        Verdict`'s: a reply's summary builds eight)."""
+        object.__setattr__(self, "__dict__", {
+            "name": name, "status": status, "reason": reason, "power": power, "useful": useful,
+            "epsilon_ratio": epsilon_ratio})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``epsilon_ratio`` only where stated)."""

@@ -33,7 +33,7 @@ Status = Literal["consistent", "inconsistent", "unverifiable", "undeclared"]
 DEFAULT_ALPHA = 1e-6
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Verdict:
     """One check of one client-round.
 
@@ -76,6 +76,18 @@ class Verdict:
     parts: tuple[Verdict, ...] = ()
     speaks_to: tuple[str, ...] = ()
     refutes_only: bool = False
+
+    def __init__(self, test: str, status: Status, reason: str, p_value: float | None = None,
+                 alpha: float | None = None, statistic: Mapping[str, float] | None = None,
+                 parts: tuple[Verdict, ...] = (), speaks_to: tuple[str, ...] = (),
+                 refutes_only: bool = False) -> None:
+        """The fields, in their order, set at once (the frozen dataclass's own ``__init__`` sets
+        them one at a time, twice as long: a reply's audit builds a dozen verdicts);
+        ``statistic`` omitted or None: a fresh ``{}``."""
+        object.__setattr__(self, "__dict__", {
+            "test": test, "status": status, "reason": reason, "p_value": p_value,
+            "alpha": alpha, "statistic": {} if statistic is None else statistic, "parts": parts,
+            "speaks_to": speaks_to, "refutes_only": refutes_only})
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (parts nested)."""
