@@ -3,7 +3,8 @@ declaration: ``fedpriv/verification/properties.py``'s power texts, levels and re
 properties; ``fedpriv/verification/verdict.py``'s prefixed statistic names) must give the very
 summary computed afresh: on a batch that mixes declarations, mechanisms, cheats, an undeclared
 reply and a replay, with crafted checks whose numbers the batch does not reach, every stored
-summary is the one computed with every cache emptied just before it."""
+summary is the one computed with every cache emptied just before it. The verdict classes' own
+``__init__`` (fields set at once) must take their fields, in order, with their defaults."""
 
 from __future__ import annotations
 
