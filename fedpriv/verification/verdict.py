@@ -155,9 +155,10 @@ def combine_verdicts(
     everything = [*preconditions, *verdicts]
     if not everything:
         raise ValueError("combine_verdicts: nothing to combine")
-    if any(v.status == "inconsistent" for v in everything):
+    statuses = [v.status for v in everything]  # (lists, not generators: per reply, twice)
+    if "inconsistent" in statuses:
         status: Status = "inconsistent"
-    elif any(v.status == "consistent" for v in verdicts):
+    elif "consistent" in statuses[len(preconditions):]:
         status = "consistent"
     else:
         status = "unverifiable"
@@ -168,7 +169,7 @@ def combine_verdicts(
     return Verdict(
         test=test,
         status=status,
-        reason="; ".join(f"{v.test}: {v.reason}" for v in chosen),
+        reason="; ".join([f"{v.test}: {v.reason}" for v in chosen]),
         p_value=p,
         alpha=sum(alphas) if alphas else None,
         statistic=_flattened(everything),
