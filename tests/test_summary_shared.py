@@ -17,8 +17,7 @@ import pytest
 from test_verify_batch import ALPHA, F32, _batch, _sketches
 
 from fedpriv.audit.records import to_json
-from fedpriv.verification import Verdict, combine_verdicts, with_preconditions
-from fedpriv.verification import properties, verdict
+from fedpriv.verification import Verdict, combine_verdicts, properties, verdict, with_preconditions
 from strategies.reply_verdicts import verdict_summary
 from strategies.stages.base import Round
 from strategies.stages.verify import verify

@@ -71,7 +71,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any, Literal
 
 from fedpriv.verification.power import DETECTION_POWER, SIGNAL_FACTOR

@@ -190,7 +190,8 @@ def _flattened(verdicts: Sequence[Verdict]) -> dict[str, float]:
     out: dict[str, float] = {}
     for v in verdicts:
         if v.statistic:
-            out.update(zip(_prefixed(v.test, tuple(v.statistic)), v.statistic.values()))
+            out.update(zip(_prefixed(v.test, tuple(v.statistic)), v.statistic.values(),
+                           strict=True))
     return out
 
 
