@@ -220,13 +220,13 @@ def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
 def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> PropertyVerdict:
     if not verdicts:
         return PropertyVerdict(name, "not-tested", untested)
-    failed = [v for v in verdicts if v.status == "inconsistent"]
-    if failed:
-        return PropertyVerdict(name, "failed", failed[0].reason, useful=True)
-    passed = [v for v in verdicts if v.status == "consistent" and not v.refutes_only]
-    if passed:
-        return PropertyVerdict(name, "passed", passed[0].reason, _level(passed[0].alpha), True)
-    reasons = "; ".join(v.reason for v in verdicts)
+    for v in verdicts:  # the first failure (loops, not lists: four properties a reply)
+        if v.status == "inconsistent":
+            return PropertyVerdict(name, "failed", v.reason, useful=True)
+    for v in verdicts:  # else the first pass
+        if v.status == "consistent" and not v.refutes_only:
+            return PropertyVerdict(name, "passed", v.reason, _level(v.alpha), True)
+    reasons = "; ".join([v.reason for v in verdicts])
     return PropertyVerdict(name, "not-tested", reasons or untested)
 
 
