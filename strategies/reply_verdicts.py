@@ -19,7 +19,7 @@ from fedpriv.protocol import ClientReport
 from fedpriv.verification import ClientUpdate, Verdict, verify_update
 from fedpriv.verification.client_round import recover_update, recover_updates, verify_updates
 from fedpriv.verification.observed import NoiseObservation
-from fedpriv.verification.properties import label_of, label_reasons, property_verdicts
+from fedpriv.verification.properties import labelled, property_verdicts
 
 __all__ = [
     "fold_verdicts",
@@ -156,8 +156,7 @@ def verdict_summary(verdict: Verdict, unit: str | None = None) -> dict:
     if unit is None:
         return out
     props = property_verdicts(verdict)
-    reasons = label_reasons(props, unit)
-    label = label_of(verdict.status, props, unit)  # verified / noise-verified / declared
+    label, reasons = labelled(verdict.status, props, unit)  # verified / noise-verified / declared
     return {**out, "properties": {name: p.to_dict() for name, p in props.items()},
             "label": label, "declared_reasons": reasons}
 

@@ -71,6 +71,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from fedpriv.verification.power import DETECTION_POWER, SIGNAL_FACTOR
@@ -83,6 +84,7 @@ __all__ = [
     "PropertyVerdict",
     "label_of",
     "label_reasons",
+    "labelled",
     "property_verdicts",
     "required_properties",
 ]
@@ -102,7 +104,7 @@ USEFUL_NOISE_FRACTION = 0.5
 or less with probability ``DETECTION_POWER`` (0.99)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PropertyVerdict:
     """One property of one client-round: status, why, and its test's power (``None``: not
     stated); ``useful`` whether that power is useful (module docstring)."""
@@ -113,6 +115,14 @@ class PropertyVerdict:
     power: str | None = None
     useful: bool = False
     epsilon_ratio: float | None = None  # sensitivity: the smallest ε-ratio caught (issue 42)
+
+    def __init__(self, name: str, status: PropertyStatus, reason: str, power: str | None = None,
+                 useful: bool = False, epsilon_ratio: float | None = None) -> None:
+        """The fields, in their order, set at once (as :class:`~fedpriv.verification.verdict.
+        Verdict`'s: a reply's summary builds eight)."""
+        object.__setattr__(self, "__dict__", {
+            "name": name, "status": status, "reason": reason, "power": power, "useful": useful,
+            "epsilon_ratio": epsilon_ratio})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (``epsilon_ratio`` only where stated)."""
@@ -152,25 +162,39 @@ def _norm_properties(v: Verdict) -> list[PropertyVerdict]:
     if fraction is None:
         out.append(PropertyVerdict(low_name, "not-tested", "power not stated"))
     else:
-        power = (f"would catch noise below {fraction:.2f} × declared with probability "
-                 f"{DETECTION_POWER:g}" if fraction > 0 else
-                 f"would not catch even zero noise with probability {DETECTION_POWER:g} (a "
-                 "signal within the clipping bound C·B can make up the norm)")
-        useful = fraction >= USEFUL_NOISE_FRACTION
-        out.append(PropertyVerdict(
-            low_name, "passed" if useful else "not-tested",
-            v.reason if useful else f"power too low to matter: {power} (useful: "
-                                    f"{USEFUL_NOISE_FRACTION:g} × declared)", power, useful))
+        power, useful, low_power = _noise_power(fraction)
+        out.append(PropertyVerdict(low_name, "passed" if useful else "not-tested",
+                                   v.reason if useful else low_power, power, useful))
     if signal is None:
         out.append(PropertyVerdict(high_name, "not-tested", "power not stated"))
     else:
-        power = (f"would catch a clipped sum {SIGNAL_FACTOR:g} × its bound with probability "
-                 f"{signal:.3g}")
-        useful = signal >= DETECTION_POWER
-        out.append(PropertyVerdict(
-            high_name, "passed" if useful else "not-tested",
-            v.reason if useful else f"power too low to matter: {power}", power, useful))
+        power, useful, low_power = _signal_power(signal, math.copysign(1.0, signal))
+        out.append(PropertyVerdict(high_name, "passed" if useful else "not-tested",
+                                   v.reason if useful else low_power, power, useful))
     return out
+
+
+@lru_cache(maxsize=1024)
+def _noise_power(fraction: float) -> tuple[str, bool, str]:
+    """A noise-scale test's power text, whether it is useful, and the reason it is not: one
+    per detectable fraction (a function of the declaration: its replies share it), not one
+    per reply; bounded, as fractions are numbers a client chooses."""
+    power = (f"would catch noise below {fraction:.2f} × declared with probability "
+             f"{DETECTION_POWER:g}" if fraction > 0 else
+             f"would not catch even zero noise with probability {DETECTION_POWER:g} (a "
+             "signal within the clipping bound C·B can make up the norm)")
+    return (power, fraction >= USEFUL_NOISE_FRACTION,
+            f"power too low to matter: {power} (useful: {USEFUL_NOISE_FRACTION:g} × declared)")
+
+
+@lru_cache(maxsize=1024)
+def _signal_power(signal: float, sign: float) -> tuple[str, bool, str]:
+    """A signal-bound test's power text, whether it is useful, and the reason it is not: one
+    per detection probability (a function of the declaration: its replies share it), not one
+    per reply; ``sign`` (``signal``'s) keeps −0's text apart from 0's, which compare equal."""
+    power = (f"would catch a clipped sum {SIGNAL_FACTOR:g} × its bound with probability "
+             f"{signal:.3g}")
+    return power, signal >= DETECTION_POWER, f"power too low to matter: {power}"
 
 
 def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
@@ -196,15 +220,21 @@ def _law_property(verdicts: list[Verdict]) -> PropertyVerdict:
 def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> PropertyVerdict:
     if not verdicts:
         return PropertyVerdict(name, "not-tested", untested)
-    failed = [v for v in verdicts if v.status == "inconsistent"]
-    if failed:
-        return PropertyVerdict(name, "failed", failed[0].reason, useful=True)
-    passed = [v for v in verdicts if v.status == "consistent" and not v.refutes_only]
-    if passed:
-        power = "deterministic" if passed[0].alpha is None else f"level {passed[0].alpha:g}"
-        return PropertyVerdict(name, "passed", passed[0].reason, power, True)
-    reasons = "; ".join(v.reason for v in verdicts)
+    for v in verdicts:  # the first failure (loops, not lists: four properties a reply)
+        if v.status == "inconsistent":
+            return PropertyVerdict(name, "failed", v.reason, useful=True)
+    for v in verdicts:  # else the first pass
+        if v.status == "consistent" and not v.refutes_only:
+            return PropertyVerdict(name, "passed", v.reason, _level(v.alpha), True)
+    reasons = "; ".join([v.reason for v in verdicts])
     return PropertyVerdict(name, "not-tested", reasons or untested)
+
+
+@lru_cache(maxsize=64)
+def _level(alpha: float | None) -> str:
+    """The power of a passed direct check: ``deterministic``, or its level (one text per α,
+    not one per reply)."""
+    return "deterministic" if alpha is None else f"level {alpha:g}"
 
 
 def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:
@@ -287,31 +317,39 @@ def property_verdicts(verdict: Verdict) -> dict[str, PropertyVerdict]:
     return out
 
 
+@lru_cache(maxsize=16)
 def required_properties(unit: str = "record") -> tuple[str, ...]:
     """The ε-relevant properties: all of :data:`PROPERTIES`, except ``size-sampling`` at the
     client level (its ε against the server uses no sampling rate; the central ε uses the
-    server's own client rate)."""
+    server's own client rate). One tuple per unit (asked twice per reply)."""
     return tuple(p for p in PROPERTIES if not (unit == "client" and p == "size-sampling"))
 
 
 def label_reasons(properties: Mapping[str, PropertyVerdict], unit: str = "record") -> list[str]:
     """Why a client-round is not *verified*: each required property that did not pass with
-    useful power (empty: *verified*)."""
-    return [f"{name}: {properties[name].status} ({properties[name].reason})"
-            for name in required_properties(unit)
-            if properties[name].status != "passed" or not properties[name].useful]
+    useful power (empty: *verified*); they do not depend on the verdict's status."""
+    return labelled("consistent", properties, unit)[1]
 
 
 def label_of(status: str, properties: Mapping[str, PropertyVerdict],
              unit: str = "record") -> str:
     """``verified``, ``noise-verified`` or ``declared`` (module docstring) of a client-round
     whose verdict has ``status``."""
+    return labelled(status, properties, unit)[0]
+
+
+def labelled(status: str, properties: Mapping[str, PropertyVerdict],
+             unit: str = "record") -> tuple[str, list[str]]:
+    """:func:`label_of` and :func:`label_reasons` together, the short properties found once
+    (a reply's summary states both)."""
     short = [name for name in required_properties(unit)
              if properties[name].status != "passed" or not properties[name].useful]
+    reasons = [f"{name}: {properties[name].status} ({properties[name].reason})"
+               for name in short]
     if status != "consistent":
-        return "declared"
+        return "declared", reasons
     if not short:
-        return "verified"
+        return "verified", reasons
     if short == ["sensitivity"] and properties["sensitivity"].status == "not-tested":
-        return "noise-verified"
-    return "declared"
+        return "noise-verified", reasons
+    return "declared", reasons

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
@@ -35,7 +36,7 @@ Status = Literal["consistent", "inconsistent", "unverifiable", "undeclared"]
 DEFAULT_ALPHA = 1e-6
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Verdict:
     """One check of one client-round.
 
@@ -82,9 +83,18 @@ class Verdict:
     speaks_to: tuple[str, ...] = ()
     refutes_only: bool = False
 
-    def __post_init__(self) -> None:
-        if type(self.statistic) is not MappingProxyType:  # a proxy is one of a verdict's own
-            object.__setattr__(self, "statistic", MappingProxyType(dict(self.statistic)))
+    def __init__(self, test: str, status: Status, reason: str, p_value: float | None = None,
+                 alpha: float | None = None, statistic: Mapping[str, float] | None = None,
+                 parts: tuple[Verdict, ...] = (), speaks_to: tuple[str, ...] = (),
+                 refutes_only: bool = False) -> None:
+        """The fields, in their order, set at once (the frozen dataclass's own ``__init__`` sets
+        them one at a time, twice as long: a reply's audit builds a dozen verdicts);
+        ``statistic`` is kept read-only (:func:`_read_only`): verdicts are shared between
+        replies."""
+        object.__setattr__(self, "__dict__", {
+            "test": test, "status": status, "reason": reason, "p_value": p_value,
+            "alpha": alpha, "statistic": _read_only(statistic), "parts": parts,
+            "speaks_to": speaks_to, "refutes_only": refutes_only})
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as a JSON-ready dict (parts nested)."""
@@ -164,9 +174,10 @@ def combine_verdicts(
     everything = [*preconditions, *verdicts]
     if not everything:
         raise ValueError("combine_verdicts: nothing to combine")
-    if any(v.status == "inconsistent" for v in everything):
+    statuses = [v.status for v in everything]  # (lists, not generators: per reply, twice)
+    if "inconsistent" in statuses:
         status: Status = "inconsistent"
-    elif any(v.status == "consistent" for v in verdicts):
+    elif "consistent" in statuses[len(preconditions):]:
         status = "consistent"
     else:
         status = "unverifiable"
@@ -177,12 +188,38 @@ def combine_verdicts(
     return Verdict(
         test=test,
         status=status,
-        reason="; ".join(f"{v.test}: {v.reason}" for v in chosen),
+        reason="; ".join([f"{v.test}: {v.reason}" for v in chosen]),
         p_value=p,
         alpha=sum(alphas) if alphas else None,
-        statistic={f"{v.test}.{k}": x for v in everything for k, x in v.statistic.items()},
+        statistic=_flattened(everything),
         parts=tuple(everything),
     )
+
+
+@lru_cache(maxsize=4096)
+def _prefixed(test: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """``test.key`` of each key: one tuple per test and statistic layout (the replies of a
+    round share a few), not an f-string per number per reply."""
+    return tuple(f"{test}.{k}" for k in keys)
+
+
+def _read_only(statistic: Mapping[str, float] | None) -> Mapping[str, float]:
+    """A verdict's own read-only copy of ``statistic`` (a proxy it already holds is kept as
+    is): nothing can change the numbers of a verdict shared between replies."""
+    if type(statistic) is MappingProxyType:
+        return statistic
+    return MappingProxyType({} if statistic is None else dict(statistic))
+
+
+def _flattened(verdicts: Sequence[Verdict]) -> dict[str, float]:
+    """The verdicts' statistics in one mapping, each key prefixed with its test's name (the
+    later of two equal keys wins, in the earlier's place: as a dict display)."""
+    out: dict[str, float] = {}
+    for v in verdicts:
+        if v.statistic:
+            out.update(zip(_prefixed(v.test, tuple(v.statistic)), v.statistic.values(),
+                           strict=True))
+    return out
 
 
 def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
@@ -194,7 +231,7 @@ def with_preconditions(verdict: Verdict, checks: Sequence[Verdict]) -> Verdict:
     p-value becomes Bonferroni's over every statistical part, as in ``combine_verdicts``."""
     failed = [c for c in checks if c.status == "inconsistent"]
     parts = (*checks, *(verdict.parts or (verdict,)))
-    extra = {f"{c.test}.{k}": x for c in checks for k, x in c.statistic.items()}
+    extra = _flattened(checks)
     # statistic is read-only: without numbers of its own a check leaves the verdict's mapping
     statistic = {**verdict.statistic, **extra} if extra else verdict.statistic
     tested = [c for c in checks if c.alpha is not None]
