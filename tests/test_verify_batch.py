@@ -145,6 +145,7 @@ def _verified(theta: np.ndarray) -> tuple[list[Reply], Round]:
     return batch, rnd
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in dot:RuntimeWarning")  # HUGE's ‖u‖²
 def test_batched_verdicts_are_the_per_reply_ones(theta: np.ndarray) -> None:
     batch, rnd = _verified(theta)
     reference = _sketches(_batch(theta))
