@@ -89,3 +89,21 @@ def test_rows_are_predicted_column_by_column_and_all_or_none():
     assert stored_rows("tallies", ("round", "client_id", "epsilon"),
                        [(1, 2, 0.5), (1, 3, np.float64(0.5))]) is None
     assert stored_rows("tallies", ("round", "client_id"), []) == []
+
+
+def test_a_table_with_a_generated_column_or_a_trigger_is_read_back(monkeypatch) -> None:
+    """``SELECT *`` returns a generated column the insert never named, and a trigger may change
+    the row it wrote: the rows of such a table are never predicted."""
+    from fedpriv.audit import stored_rows as module
+
+    extra = ("CREATE TABLE g (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL);"
+             "CREATE TABLE t (a INTEGER); CREATE TABLE u (a INTEGER);"
+             "CREATE TRIGGER bump AFTER INSERT ON t BEGIN UPDATE t SET a = a + 1; END;")
+    monkeypatch.setattr(module, "SCHEMA_SQL", SCHEMA_SQL + extra)
+    module._tables.cache_clear()
+    try:
+        assert stored_rows("g", ["a"], [[1]]) is None
+        assert stored_rows("t", ["a"], [[1]]) is None
+        assert stored_rows("u", ["a"], [[1]]) == [{"a": 1}]
+    finally:
+        module._tables.cache_clear()

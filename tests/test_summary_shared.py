@@ -22,7 +22,7 @@ from strategies.reply_verdicts import verdict_summary
 from strategies.stages.base import Round
 from strategies.stages.verify import verify
 
-CACHES = (properties._noise_power, properties._signal_power, properties._level,
+CACHES = (properties._noise_power, properties._signal_power, properties._level_text,
           properties.required_properties, verdict._prefixed)
 
 
@@ -105,3 +105,39 @@ def test_the_fast_init_takes_the_fields_in_order_with_their_defaults(cls: type) 
     assert dataclasses.replace(made, status="changed").status == "changed"
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.status = "changed"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls", [Verdict, properties.PropertyVerdict])
+def test_a_subclass_is_refused(cls: type) -> None:
+    """The hand-written ``__init__`` would never set a subclass's own fields."""
+    with pytest.raises(TypeError, match="sets its fields by hand"):
+        type("Sub", (cls,), {})
+
+
+def test_a_verdicts_numbers_are_read_only_and_travel_as_a_dict() -> None:
+    """A verdict is shared between replies: its statistic refuses writes, copies the mapping it
+    was given (its owner cannot change it afterwards), and still pickles, deep-copies, goes
+    through ``dataclasses.asdict`` and JSON as a dict."""
+    import copy
+    import json
+    import pickle
+
+    given = {"z": 1.5}
+    made = Verdict("t", "consistent", "r", statistic=given, parts=(Verdict("u", "consistent",
+                                                                          "s"),))
+    given["z"] = 9.0
+    assert made.statistic == {"z": 1.5}
+    for write in (lambda s: s.__setitem__("z", 2.0), lambda s: s.update(z=2.0),
+                  lambda s: s.pop("z"), lambda s: s.clear(), lambda s: s.setdefault("y", 1.0)):
+        with pytest.raises(TypeError, match="read-only"):
+            write(made.statistic)
+    for copied in (pickle.loads(pickle.dumps(made)), copy.deepcopy(made)):
+        assert copied == made and type(copied.statistic) is type(made.statistic)
+    assert dataclasses.asdict(made)["statistic"] == {"z": 1.5}
+    assert json.loads(json.dumps(made.statistic)) == {"z": 1.5}
+
+
+def test_the_level_of_minus_zero_is_its_own() -> None:
+    properties._level_text.cache_clear()
+    assert properties._level(0.0) == "level 0"
+    assert properties._level(-0.0) == "level -0"

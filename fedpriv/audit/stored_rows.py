@@ -58,20 +58,27 @@ _COLUMNS: dict[str, Callable[[Sequence[Any]], Sequence[Any] | None]] = {
 
 
 @cache
-def _tables() -> dict[str, dict[str, tuple[str, bool]]]:
+def _tables() -> dict[str, dict[str, tuple[str, bool]] | None]:
     """Every table of the schema, read from SQLite itself: each column's declared type and
-    whether SQLite fills it when an insert leaves it out (a default, or the rowid's alias)."""
+    whether SQLite fills it when an insert leaves it out (a default, or the rowid's alias); None
+    for a table whose stored rows an insert's values do not fix (a generated or hidden column,
+    which ``SELECT *`` may return, or a trigger on it)."""
     conn = sqlite3.connect(":memory:")
     try:
         conn.executescript(SCHEMA_SQL)
         names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        tables = {}
+        triggered = {r[0] for r in conn.execute(
+            "SELECT tbl_name FROM sqlite_master WHERE type = 'trigger'")}
+        tables: dict[str, dict[str, tuple[str, bool]] | None] = {}
         for table in names:
-            info = conn.execute(f"PRAGMA table_info({table})").fetchall()
+            info = conn.execute(f"PRAGMA table_xinfo({table})").fetchall()
+            if table in triggered or any(column[6] for column in info):
+                tables[table] = None
+                continue
             keys = [column for column in info if column[5]]
             rowid = keys[0][1] if len(keys) == 1 and keys[0][2].upper() == "INTEGER" else None
             tables[table] = {name: (kind.upper(), default is not None or name == rowid)
-                             for _, name, kind, _, default, _ in info}
+                             for _, name, kind, _, default, _, _ in info}
         return tables
     finally:
         conn.close()
@@ -82,10 +89,12 @@ def stored_rows(table: str, columns: Sequence[str],
     """The rows of ``table`` that inserting ``rows`` (values in ``columns`` order) as new rows
     leaves, each by column, a column left out NULL; None when they are not all known exactly
     (a value of another type, a column left out that SQLite would fill, a column the table
-    lacks)."""
+    lacks, a table with generated or hidden columns or a trigger)."""
     if not rows:
         return []
     spec = _tables()[table]
+    if spec is None:
+        return None
     left = [column for column in spec if column not in columns]
     if not spec.keys() >= set(columns) or any(spec[column][1] for column in left):
         return None

@@ -116,6 +116,10 @@ class PropertyVerdict:
     useful: bool = False
     epsilon_ratio: float | None = None  # sensitivity: the smallest ε-ratio caught (issue 42)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError("PropertyVerdict sets its fields by hand (__init__): a subclass's own "
+                        "fields would never be set")
+
     def __init__(self, name: str, status: PropertyStatus, reason: str, power: str | None = None,
                  useful: bool = False, epsilon_ratio: float | None = None) -> None:
         """The fields, in their order, set at once (as :class:`~fedpriv.verification.verdict.
@@ -230,11 +234,15 @@ def _direct_property(name: str, verdicts: list[Verdict], untested: str) -> Prope
     return PropertyVerdict(name, "not-tested", reasons or untested)
 
 
-@lru_cache(maxsize=64)
 def _level(alpha: float | None) -> str:
     """The power of a passed direct check: ``deterministic``, or its level (one text per α,
-    not one per reply)."""
-    return "deterministic" if alpha is None else f"level {alpha:g}"
+    not one per reply; −0 and 0, equal keys, print apart)."""
+    return "deterministic" if alpha is None else _level_text(alpha, math.copysign(1.0, alpha))
+
+
+@lru_cache(maxsize=64)
+def _level_text(alpha: float, sign: float) -> str:
+    return f"level {alpha:g}"
 
 
 def _sensitivity_property(verdicts: list[Verdict]) -> PropertyVerdict:

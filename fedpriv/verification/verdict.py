@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 __all__ = [
@@ -82,6 +81,10 @@ class Verdict:
     parts: tuple[Verdict, ...] = ()
     speaks_to: tuple[str, ...] = ()
     refutes_only: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        raise TypeError("Verdict sets its fields by hand (__init__): a subclass's own fields "
+                        "would never be set")
 
     def __init__(self, test: str, status: Status, reason: str, p_value: float | None = None,
                  alpha: float | None = None, statistic: Mapping[str, float] | None = None,
@@ -203,12 +206,27 @@ def _prefixed(test: str, keys: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(f"{test}.{k}" for k in keys)
 
 
-def _read_only(statistic: Mapping[str, float] | None) -> Mapping[str, float]:
-    """A verdict's own read-only copy of ``statistic`` (a proxy it already holds is kept as
-    is): nothing can change the numbers of a verdict shared between replies."""
-    if type(statistic) is MappingProxyType:
+class Statistic(dict):  # type: ignore[type-arg]
+    """A verdict's numbers, read-only: verdicts are shared between replies, so nothing may
+    change them after the verdict is made. A ``dict`` in every other respect — JSON, pickle,
+    ``copy.deepcopy`` and ``dataclasses.asdict`` take it as one."""
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a verdict's statistic is read-only")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[type, tuple[dict]]:
+        return type(self), (dict(self),)
+
+
+def _read_only(statistic: Mapping[str, float] | None) -> Statistic:
+    """A verdict's own read-only copy of ``statistic`` (one it already made is kept as is;
+    any other mapping is copied, so its owner cannot change the verdict's numbers)."""
+    if type(statistic) is Statistic:
         return statistic
-    return MappingProxyType({} if statistic is None else dict(statistic))
+    return Statistic({} if statistic is None else statistic)
 
 
 def _flattened(verdicts: Sequence[Verdict]) -> dict[str, float]:
