@@ -18,6 +18,7 @@ from fedpriv.audit.config import AuditConfig
 from fedpriv.config import Config
 from fedpriv.data import Dataset
 from fedpriv.failures import FirstSeen, log_first
+from fedpriv.kept import KeptAnswers
 from fedpriv.ledger import PrivacyLedger
 from fedpriv.protocol import ClientReport
 from fedpriv.training.config import TrainConfig
@@ -34,6 +35,10 @@ from strategies.reply_verdicts import update_row
 __all__ = ["Reply", "Round", "RunState", "Stage", "declared", "live", "reject"]
 
 log = logging.getLogger("strategies.pipeline")
+
+
+_KEPT_ACCURACIES = 1024
+"""Most PAC accuracies a run keeps (distinct mechanisms, ``p`` and ``q·n``)."""
 
 
 @dataclass(eq=False)
@@ -59,6 +64,8 @@ class RunState:
     sketches: UpdateSketches | None = None  # replayed updates (verification/replay)
     replay: Any = None  # the oracle's sensitivity replay (strategies/sensitivity_replay.py)
     logged: FirstSeen = field(default_factory=FirstSeen)  # failures logged once per kind
+    accuracies: KeptAnswers[float | None] = field(
+        default_factory=lambda: KeptAnswers(_KEPT_ACCURACIES))  # by mechanism, p and q·n
 
     def sketches_of(self, dim: int) -> UpdateSketches:
         if self.sketches is None:
@@ -67,8 +74,11 @@ class RunState:
 
     def accuracy(self, report: ClientReport, dim: int) -> float | None:
         """PAC accuracy α of one release of the declared mechanism at ``audit.pac_beta``;
-        the divisor is ``q·n`` (= min(L, n)), as in training."""
-        return report.mechanism.pac_accuracy(self.ledger.pac_beta, dim, report.divisor)
+        the divisor is ``q·n`` (= min(L, n)), as in training. Computed once per distinct
+        mechanism, ``p`` and ``q·n`` of the run (stages 2 and 9 ask it of every reply)."""
+        return self.accuracies.get(
+            (report.mechanism, dim, report.divisor),
+            lambda: report.mechanism.pac_accuracy(self.ledger.pac_beta, dim, report.divisor))
 
     def truth(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         ids = list(ids)

@@ -6,30 +6,17 @@ tallied with no guarantee. A fold that fails (all or nothing) turns the reply do
 
 from __future__ import annotations
 
-from fedpriv.kept import KeptAnswers
-from fedpriv.protocol import ClientReport
 from fedpriv.verification.observed import round_bounds
 from strategies.replies import Rejection
 from strategies.reply_verdicts import fold_verdicts, verdict_summary
-from strategies.stages.base import Reply, Round, RunState, live, reject
+from strategies.stages.base import Reply, Round, live, reject
 
 __all__ = ["fold"]
-
-_KEPT_ACCURACIES = 1024
-"""Most PAC accuracies a round keeps (distinct mechanisms, ``p`` and ``q·n``)."""
-
-
-def _accuracy(run: RunState, report: ClientReport, dim: int,
-              kept: KeptAnswers[float | None]) -> float | None:
-    """:meth:`~strategies.stages.base.RunState.accuracy`, once per distinct mechanism, ``p``
-    and ``q·n`` of the round (``kept``): what it reads of a declaration."""
-    return kept.get((report.mechanism, dim, report.divisor), lambda: run.accuracy(report, dim))
 
 
 def fold(batch: list[Reply], rnd: Round) -> None:
     run = rnd.run
     replies = live(batch)
-    accuracies: KeptAnswers[float | None] = KeptAnswers(_KEPT_ACCURACIES)
     bounds = round_bounds([  # the noise bounds of a declaration's replies found together
         (r.client_id, run.ledger.observed.get(r.client_id),
          r.observation if r.report is not None else None) for r in replies])
@@ -47,7 +34,7 @@ def fold(batch: list[Reply], rnd: Round) -> None:
                 rnd.number, cid, reply.release, steps=report.releases,
                 **report.release_sampling, batch_size=report.secret_batch, dim=reply.dim,
                 **fold_verdicts(reply.summary),
-                accuracy=_accuracy(run, report, reply.dim, accuracies),
+                accuracy=run.accuracy(report, reply.dim),
                 unit=report.mechanism.level, observation=reply.observation,
                 observed_bound=bound)
         except Exception as exc:  # noqa: BLE001 - the fold is all or nothing (PrivacyLedger)
