@@ -44,7 +44,8 @@ def _scores(cfg: Any, run_dir: Path) -> dict[str, Any]:
     from clients.client_app import app
     from fedpriv.audit import AuditStore
     from fedpriv.audit.storage import encode_update
-    from strategies.attack_schedule import attack_job, attack_scores, declared_view
+    from strategies.attack_schedule import attack_job, attack_scores
+    from strategies.attack_views import declared_view
     from strategies.server_run import dataset_of, run_federation
     from workflows.local_grid import LocalGrid
 

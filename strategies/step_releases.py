@@ -32,7 +32,7 @@ from fedpriv.canaries import CanaryDesign, canary_sum
 from fedpriv.protocol import STEPS_RECORD, ClientReport
 from fedpriv.verification import Verdict
 from fedpriv.verification.steps import verify_steps
-from strategies.attack_schedule import declared_view
+from strategies.attack_views import declared_view
 
 __all__ = [
     "canary_step_share",

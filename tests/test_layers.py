@@ -45,7 +45,7 @@ RULES: tuple[tuple[tuple[str, ...], tuple[str, ...], str], ...] = (
     (("clients",), ("strategies", "attacks", "workflows"), "the client never imports the server"),
     (("attacks",), ("strategies", "clients", "workflows"), "attacks import only the library"),
     (("attacks",), ("fedpriv.protocol",),
-     "attacks see a ServerView, never the wire protocol (strategies/attack_schedule.py builds it)"),
+     "attacks see a ServerView, never the wire protocol (strategies/attack_views.py builds it)"),
 )
 
 

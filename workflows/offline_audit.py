@@ -6,9 +6,9 @@ kept by the run's storage policy (``audit.store_updates``; the others are listed
 server's view is rebuilt from the store alone: the θ broadcast that round (``load_global``),
 the update Δ and the client's stored report (learning rate, expected batch size, local steps,
 mechanism), the same report the live auditor read
-(:func:`strategies.attack_schedule.declared_view`); an undeclared update (a stock client's, no
+(:func:`strategies.attack_views.declared_view`); an undeclared update (a stock client's, no
 report) is read with the run's ``[train]`` settings, as live
-(:func:`strategies.attack_schedule.undeclared_view`). The
+(:func:`strategies.attack_views.undeclared_view`). The
 attacks run through :func:`attacks.runner.run_attacks` with the live auditor's settings and
 seeds (:func:`strategies.attack_schedule.attack_job`, ``--iterations`` aside), are scored
 against the stored ground truth where the run kept one (every record of that round, as the live
@@ -58,12 +58,11 @@ from strategies.attack_schedule import (
     Tuner,
     attack_job,
     attack_scores,
-    declared_view,
     game_outcome,
     public_prior,
-    undeclared_view,
     unscored_row,
 )
+from strategies.attack_views import declared_view, undeclared_view
 from strategies.canary_audit import CanaryAuditor
 from strategies.server_run import dataset_of
 from workflows.config import config_from_dict

@@ -5,7 +5,7 @@ alone: the threat model), an undeclared one as a pseudo-gradient read with the r
 
 from __future__ import annotations
 
-from strategies.attack_schedule import declared_view, undeclared_view
+from strategies.attack_views import declared_view, undeclared_view
 from strategies.canary_audit import with_arrays
 from strategies.stages.base import Reply, Round, live
 from strategies.step_releases import first_step_truth, first_step_view
