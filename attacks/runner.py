@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,15 +74,19 @@ def _run_job(job: AttackJob) -> AttackResult:
     return job.run()
 
 
-def _run_inline(jobs: Sequence[AttackJob], bar: tqdm) -> list[AttackResult]:
-    results = []
-    for job in jobs:
+def _run_inline(jobs: Sequence[AttackJob], bar: tqdm, deadline: float | None
+                ) -> list[AttackResult | None]:
+    results: list[AttackResult | None] = []
+    for i, job in enumerate(jobs):
+        if i and deadline is not None and time.monotonic() >= deadline:
+            return results + [None] * (len(jobs) - i)
         results.append(job.run())
         bar.update(1)
     return results
 
 
-def _run_ray(jobs: Sequence[AttackJob], num_cpus: int | None, bar: tqdm) -> list[AttackResult]:
+def _run_ray(jobs: Sequence[AttackJob], num_cpus: int | None, bar: tqdm,
+             deadline: float | None) -> list[AttackResult | None]:
     import ray
 
     started = not ray.is_initialized()
@@ -94,7 +99,13 @@ def _run_ray(jobs: Sequence[AttackJob], num_cpus: int | None, bar: tqdm) -> list
         results: list[Any] = [None] * len(jobs)
         pending = list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
+            wait = None if deadline is None or len(pending) == len(refs) else max(
+                0.0, deadline - time.monotonic())
+            done, pending = ray.wait(pending, num_returns=1, timeout=wait)
+            if not done:  # the deadline passed with attacks unfinished: they are skipped
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+                break
             results[position[done[0]]] = ray.get(done[0])
             bar.update(1)
         return results
@@ -109,8 +120,10 @@ def run_attacks(
     executor: str = "inline",
     num_cpus: int | None = None,
     progress: bool = True,
-) -> list[AttackResult]:
-    """Run ``jobs`` and return their results in job order.
+    seconds: float | None = None,
+) -> list[AttackResult | None]:
+    """Run ``jobs`` and return their results in job order; None for a job the time limit
+    ``seconds`` left unrun.
 
     Parameters
     ----------
@@ -122,6 +135,10 @@ def run_attacks(
         CPUs for ``ray.init`` when no Ray is running (None lets Ray detect them).
     progress
         Show a tqdm bar on stderr counting finished attacks.
+    seconds
+        The batch's time limit (None: none): no job starts once this many seconds have passed
+        (inline; the first job always runs), and jobs unfinished by then are cancelled (Ray,
+        once the first has finished).
 
     Raises
     ------
@@ -132,9 +149,13 @@ def run_attacks(
         raise InputError("attack.executor", executor, f"one of {list(EXECUTORS)}")
     if num_cpus is not None and not (isinstance(num_cpus, int) and num_cpus >= 1):
         raise InputError("attack.num_cpus", num_cpus, "an integer >= 1 or None")
+    if seconds is not None and (isinstance(seconds, bool) or not (
+            isinstance(seconds, int | float) and seconds > 0)):
+        raise InputError("attack.seconds", seconds, "a number of seconds > 0 or None")
     for job in jobs:
         job.check()
+    deadline = None if seconds is None else time.monotonic() + seconds
     with tqdm(total=len(jobs), desc="attacks", file=sys.stderr, disable=not progress) as bar:
         if executor == "ray":
-            return _run_ray(jobs, num_cpus, bar)
-        return _run_inline(jobs, bar)
+            return _run_ray(jobs, num_cpus, bar, deadline)
+        return _run_inline(jobs, bar, deadline)

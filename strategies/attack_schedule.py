@@ -6,7 +6,8 @@
 pools of the Bayesian-privacy estimate, runs the jobs and turns results into the store's rows.
 Ground truth reaches only the scoring here (:func:`attack_scores`) and the estimate; the attacks
 themselves see a :class:`~attacks.view.ServerView` only, built here from a reply's report
-(:func:`declared_view`) or from the run's ``[train]`` settings (:func:`undeclared_view`), so
+(:func:`strategies.attack_views.declared_view`) or from the run's ``[train]`` settings
+(:func:`strategies.attack_views.undeclared_view`), so
 ``attacks/`` never reads the wire protocol. An update without ground truth (the
 oracle off, or a stock client's undeclared update) is attacked all the same: its row keeps the
 attack, its time and its reconstruction, with no scores (:func:`unscored_row`) and no
@@ -17,7 +18,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,16 +41,13 @@ from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import guess_scores, score_reconstruction
 from attacks.tuning import tunable, tune
 from attacks.view import ServerView
-from fedpriv.audit.config import AuditConfig
+from fedpriv.audit.config import ROTATE, AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
-from fedpriv.protocol import ClientReport
-from fedpriv.training.config import TrainConfig, optimizer_settings
 
 __all__ = ["AttackPlan", "Outcome", "PendingAttack", "Tuner", "attack_job", "attack_scores",
-           "declared_view", "game_outcome", "identification_bound", "public_prior",
-           "undeclared_view", "unscored_row"]
+           "game_outcome", "identification_bound", "public_prior", "unscored_row"]
 
 log = logging.getLogger(__name__)
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
@@ -208,55 +207,6 @@ def _scores_beyond(score: dict[str, Any], result: AttackResult,
     return {"support_ssim": score["support_ssim"], "identification": identification}
 
 
-def declared_view(
-    model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
-    update: Sequence[Any], report: ClientReport,
-) -> ServerView:
-    """The server's view of a declared update (a reply with its report), live and offline.
-
-    Parameters
-    ----------
-    model
-        ``(name, input_shape, num_classes)`` of the run's model.
-    global_params
-        The broadcast parameters θ of the update's round.
-    update
-        The client's update Δ (less any canaries' share), same order and shapes.
-    report
-        What the client declared (live, or read back from the audit store offline); the view
-        keeps its ``lr``, ``batch_size``, ``local_steps`` and the mechanism's name and
-        parameters.
-
-    Returns
-    -------
-    ServerView
-        What the attacks see of the update.
-    """
-    name, input_shape, num_classes = model
-    return ServerView(
-        model_name=name, input_shape=input_shape, num_classes=num_classes,
-        global_params=global_params, update=update,
-        learning_rate=float(report.lr), batch_size=float(report.batch_size),
-        local_steps=int(report.local_steps), mechanism=report.mechanism.name,
-        mechanism_params=report.mechanism.params(), optimizer=report.optimizer,
-    )
-
-
-def undeclared_view(
-    model: tuple[str, tuple[int, ...], int], global_params: Sequence[Any],
-    update: Sequence[Any], train: TrainConfig,
-) -> ServerView:
-    """The server's view of an undeclared update (a stock client's: no report), live and
-    offline. The client's learning rate, steps and batch size are unknown; the run's
-    ``[train]`` settings (optimiser included) are the server's only guess
-    (docs/protocol.md), and the update is attacked as a pseudo-gradient."""
-    name, input_shape, num_classes = model
-    return ServerView(model_name=name, input_shape=input_shape, num_classes=num_classes,
-                      global_params=global_params, update=update, learning_rate=train.lr,
-                      local_steps=train.local_steps, batch_size=float(train.batch_size),
-                      optimizer=optimizer_settings(train))
-
-
 def unscored_row(result: AttackResult) -> dict[str, Any]:
     """The ``attacks`` row of a result with no ground truth to score it against: the attack,
     its settings and time; every score column stays NULL."""
@@ -357,27 +307,41 @@ class AttackPlan:
     public
         The public data the prior baselines use (:mod:`attacks.estimators.prior`); None scores
         no prior.
+    num_clients
+        The clients of the federation (ids ``0 … num_clients − 1``), which
+        ``audit.clients = "rotate"`` takes in turn.
     """
 
     def __init__(self, audit: AuditConfig, train_size: int, device: str = "cpu",
-                 public: PublicPrior | None = None) -> None:
+                 public: PublicPrior | None = None, num_clients: int = 1) -> None:
         self.audit = audit
+        self.num_clients = max(1, num_clients)
         self.public = public
         self.train_size = train_size
         self.device = device
         self.tuner = Tuner(audit, public, device)
         self.pending: list[PendingAttack] = []
+        self.skipped: list[int] = []  # the last run's clients the round's budget left unattacked
 
-    def scheduled(self, rnd: int, client_id: int) -> bool:
-        """Whether the client's update of round ``rnd`` is attacked."""
-        audit = self.audit
-        if not audit.attacks or (rnd - 1) % audit.every:
-            return False
+    def scheduled(self, rnd: int, client_ids: Collection[int]) -> set[int]:
+        """Which of the clients that replied in round ``rnd`` are attacked.
+
+        ``audit.clients = "rotate"`` takes one per attacked round, in turn: the ``a``-th
+        attacked round (``a = (rnd − 1) // every``) starts at client ``a mod N`` (``N`` =
+        ``num_clients``) and takes the first of the round's clients at or after it in id
+        order, cyclically. The choice depends on the round number and on who replied only, so
+        a resumed run makes it again."""
+        audit, ids = self.audit, set(client_ids)
+        if not audit.attacks or (rnd - 1) % audit.every or not ids:
+            return set()
         if audit.clients == "all":
-            return True
+            return ids
+        if audit.clients == ROTATE:
+            start = ((rnd - 1) // audit.every) % self.num_clients
+            return {min(ids, key=lambda cid: ((cid - start) % self.num_clients, cid))}
         if isinstance(audit.clients, int):
-            return client_id < audit.clients
-        return client_id in audit.clients
+            return {cid for cid in ids if cid < audit.clients}
+        return ids & set(audit.clients)
 
     def add(self, rnd: int, client_id: int, view: ServerView, truth_ids: Sequence[int]) -> None:
         """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty)."""
@@ -427,12 +391,27 @@ class AttackPlan:
             bound: Callable[[int], float]) -> Iterator[Outcome]:
         """Run the pending attacks; yield what to store. ``truth(ids)`` gives the true images
         and labels, ``bound(client)`` the client's MBP bound (the estimate is checked against
-        it)."""
+        it).
+
+        The round's attacks, their tuning included, keep to ``audit.round_seconds``
+        (:func:`attacks.runner.run_attacks`); the clients whose attacks the budget left unrun
+        are :attr:`skipped`, with no row, estimate or game of the round."""
+        started = time.monotonic()
         jobs = self._jobs(rnd)
         pending, self.pending = self.pending, []
-        results = run_attacks([j for _, _, j in jobs], executor=executor)
+        budget = self.audit.round_seconds or None
+        left = None if budget is None else max(budget - (time.monotonic() - started), 1e-9)
+        results = run_attacks([j for _, _, j in jobs], executor=executor, seconds=left)
+        self.skipped = sorted({item.client_id for (item, _, _), result in zip(
+            jobs, results, strict=True) if result is None})
+        if self.skipped:
+            log.warning("round %d: the round's attack budget (audit.round_seconds = %g s) was "
+                        "spent; clients %s are not attacked this round", rnd, budget,
+                        self.skipped)
         bayes: dict[int, list[AttackResult]] = {}
         for (item, name, _), result in zip(jobs, results, strict=True):
+            if result is None or item.client_id in self.skipped:
+                continue
             if name == "bayes":
                 bayes.setdefault(item.client_id, []).append(result)
                 continue
@@ -455,6 +434,8 @@ class AttackPlan:
                      result.attack, row["ssim"], row["mse"])
             yield Outcome(item.client_id, row, recon)
         for item in pending:  # the game's estimates, else (no game applies) the K runs'
+            if item.client_id in self.skipped:
+                continue
             game = self._game(rnd, item, truth) if item.game_ids else None
             if game is not None:
                 yield game

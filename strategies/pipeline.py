@@ -87,7 +87,8 @@ class AuditPipeline:
                  weighting: str = "capped", weight_cap: float = 1.0) -> None:
         ledger = PrivacyLedger(audit.delta, audit.accountant, audit.threat_model, audit.pac_beta,
                                audit.neighbouring)
-        plan = AttackPlan(audit, len(dataset.train_y), device, public_prior(dataset))
+        plan = AttackPlan(audit, len(dataset.train_y), device, public_prior(dataset),
+                          num_clients)
         self.run = RunState(audit, store, ledger, plan, CanaryAuditor(audit, seed), dataset,
                             (model, dataset.input_shape, dataset.num_classes),
                             TrainConfig() if train is None else train, seed, config)
@@ -151,10 +152,14 @@ class AuditPipeline:
                   metrics: Mapping[str, Any] | None = None) -> None:
         """Run the round's attacks, then mark the round complete (every record durable);
         ``metrics`` adds to the round's (Flower's DP wrappers: ``strategies/flower_dp.py``)."""
+        skipped: list[int] = []
         if self.plan.pending:
             self._run_attacks(server_round)
+            skipped = self.plan.skipped
         self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss,
                                                  "unverified_share": self.unverified_share,
+                                                 **({"attacks_skipped": skipped} if skipped
+                                                    else {}),
                                                  **(metrics or {})})
 
     def record_silence(self, server_round: int, node: int) -> None:

@@ -17,11 +17,17 @@ __all__ = [
     "GAUSSIAN_ONLY_METHODS",
     "MAX_ITERATIONS",
     "MAX_RESTARTS",
+    "MAX_ROUND_SECONDS",
     "MAX_STEP_RELEASE_BYTES",
     "RELEASE_MODES",
+    "ROTATE",
     "check_release_size",
 ]
 
+#: ``audit.clients``: one client per attacked round, taken in turn (:meth:`strategies.
+#: attack_schedule.AttackPlan.scheduled`), so every client is attacked and a round's attacks
+#: cost one client-round's.
+ROTATE = "rotate"
 #: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
 CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
 #: Estimators that assume a Gaussian privacy profile: for Gaussian releases only.
@@ -30,6 +36,8 @@ GAUSSIAN_ONLY_METHODS = ("gdp-thresholds", "gdp-fit")
 #: --iterations``, ``sweep.attack_iterations``, the attack registry's own check): about an hour
 #: of DLG on the paper MLP; docs/trust.md §5.
 MAX_ITERATIONS = 1_000_000
+#: The largest round attack budget (``audit.round_seconds``): a week.
+MAX_ROUND_SECONDS = 7 * 24 * 3600.0
 #: Most restarts of an attack (``audit.restarts``, the attack registry's own check).
 MAX_RESTARTS = 1_000
 #: The accountant of a run (``audit.accountant``) and of ``fedpriv account`` unless told
@@ -99,16 +107,29 @@ class AuditConfig:
     )
     attacks: list[str] = rule(
         "a list of attack names (checked against the attack registry before the run starts)",
-        lambda v: len(set(v)) == len(v) and all(v), default_factory=list,
-        doc="The gradient-inversion attacks the server runs on updates; \"strongest\" runs "
-            "every applicable attack and keeps the least float64 matching residual.",
+        lambda v: len(set(v)) == len(v) and all(v), default_factory=lambda: ["strongest"],
+        doc="The gradient-inversion attacks the server runs on updates ([] runs none); "
+            "\"strongest\" runs every applicable attack and keeps the least float64 matching "
+            "residual.",
     )
     every: int = rule(*bounded_count(1, 1_000_000), default=1,
                       doc="Attack every this many rounds.")
     clients: str | int | list[int] = rule(
-        '"all", a number of clients >= 1, or a list of client ids',
-        lambda v: v == "all" if isinstance(v, str) else (v >= 1 if isinstance(v, int) else True),
-        default="all", doc="Whose updates are attacked.",
+        f'"{ROTATE}", "all", a number of clients >= 1, or a list of client ids',
+        lambda v: v in (ROTATE, "all") if isinstance(v, str)
+        else (v >= 1 if isinstance(v, int) else True),
+        default=ROTATE,
+        doc=f'Whose updates are attacked: "{ROTATE}", one client per attacked round in turn '
+            '(round r starts at client (r - 1) // every mod num_clients and takes the first '
+            'that replied at or after it); "all"; the first n clients; or the listed ids.',
+    )
+    round_seconds: float = rule(
+        f"a number of seconds in [0, {MAX_ROUND_SECONDS:g}] (0 sets no limit)",
+        lambda v: 0 <= v <= MAX_ROUND_SECONDS, default=120.0,
+        doc="The round's attack budget: the most wall-clock seconds one round's attacks may "
+            "take, their tuning included. Once it is spent no further attack of the round "
+            "starts (the first always runs); the clients left unattacked are logged and listed "
+            "in report.json (attacks_skipped). 0 sets no limit.",
     )
     iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000,
                            doc="Optimiser iterations per restart of an attack.")

@@ -280,6 +280,7 @@ def build_report(store: AuditStore, problems: list[Problem] | None = None) -> Ro
         "incomplete_rounds": store.incomplete_rounds(),
         "accuracy": [r["accuracy"] for r in rounds], "loss": [r["loss"] for r in rounds],
         "unverified_share": [m.get("unverified_share") for _, m in metrics],
+        "attacks_skipped": [m.get("attacks_skipped", []) for _, m in metrics],
         "clients": [
             _client(c, updates[c], tallies[c], attacks[c], failed_by_client[c],
                     partial(client_game, c, flagged=flagged)) for c in clients

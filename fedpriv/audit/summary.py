@@ -10,7 +10,8 @@ from typing import Any
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.failures import collapse_failures, round_ranges
 
-__all__ = ["chain_lines", "failure_lines", "summary_lines"]
+__all__ = ["UNSCORED", "UNSCORED_NOTE", "chain_lines", "failure_lines", "ssim_cell",
+           "summary_lines"]
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -20,19 +21,38 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
         f"run directory: {result['run_dir']}",
         f"rounds: {result['rounds']}   final accuracy: {acc[-1]:.4f}" if acc else "no rounds",
         f"wall time: {_num(result['wall_seconds'])} s",
-        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>10} {'SSIM':>6}",
+        f"{'client':>6} {'mechanism':>9} {'rounds':>6} {'epsilon':>9} {'log C':>10} {'SSIM':>8}",
     ]
     marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
     for c, mark in zip(result["clients"], marks, strict=True):
-        eps, cap, ssim = c["epsilon"], c["log_bayes_capacity"], (c["attack"] or {}).get("ssim")
+        eps, cap = c["epsilon"], c["log_bayes_capacity"]
         lines.append(
             f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
-            f"{_num(eps):>9} {_num(cap) + mark:>10} {_num(ssim):>6}"
+            f"{_num(eps):>9} {_num(cap) + mark:>10} {ssim_cell(c):>8}"
         )
     lines += footnote
+    if any(ssim_cell(c) == UNSCORED for c in result["clients"]):
+        lines.append(UNSCORED_NOTE)
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     return lines + failure_lines(result.get("failures", [])) + chain_lines(result["chain"])
+
+
+#: The SSIM cell of a client attacked without ground truth to score the reconstruction.
+UNSCORED = "unscored"
+#: What :data:`UNSCORED` means, printed once under a table that shows it.
+UNSCORED_NOTE = ("unscored: attacked, but the server holds no true batch to score the "
+                 "reconstruction against (the simulation-only oracle audit.ground_truth is off); "
+                 "its reconstructions are kept in the audit store")
+
+
+def ssim_cell(client: dict[str, Any]) -> str:
+    """A client's best-SSIM cell: the SSIM, :data:`UNSCORED` where it was attacked with no
+    ground truth, ``-`` where it was not attacked."""
+    attack = client.get("attack")
+    if attack is None:
+        return "-"
+    return UNSCORED if attack.get("ssim") is None else f"{attack['ssim']:.3g}"
 
 
 def failure_lines(failures: list[dict[str, Any]]) -> list[str]:

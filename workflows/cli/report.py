@@ -8,6 +8,7 @@ import sys
 import time
 from typing import Any
 
+from fedpriv.audit.summary import UNSCORED, UNSCORED_NOTE, ssim_cell
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.validate import check_positive
 
@@ -99,12 +100,15 @@ def render(result: dict[str, Any]) -> str:
     for c, mark in zip(result["clients"], marks, strict=True):
         ssim = c["attack"]["ssim"] if c["attack"] else None
         cap = _fmt(c["log_bayes_capacity"], ".4g") + mark
+        cell = ssim_cell(c) if ssim is None else format(ssim, "9.3f")
         lines.append(
             f"{c['client_id']:>6} {c['mechanism'] or '-':<10} {c['rounds_participated']:>6} "
             f"{_fmt(c['epsilon'], '10.4g')} {cap:>10} "
-            f"{_fmt(ssim, '9.3f')}  {c['guarantee'] or '-'}"
+            f"{cell:>9}  {c['guarantee'] or '-'}"
         )
     lines += footnote
+    if any(ssim_cell(c) == UNSCORED for c in result["clients"]):
+        lines.append(UNSCORED_NOTE)
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     for problem in result.get("integrity", {}).get("problems", []):

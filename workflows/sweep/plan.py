@@ -344,7 +344,8 @@ def cell_config(cfg: Config, setting: SweepSetting, cell: Cell, seed: int) -> Co
     sweep = cfg.sweep
     attacks = [sweep.attack] if sweep.attack_on == "round-1-update" else []
     raw["audit"] = {**raw["audit"], "attacks": attacks, "every": cfg.rounds,
-                    "iterations": sweep.attack_iterations, "clients": sweep.attack_clients}
+                    "iterations": sweep.attack_iterations, "clients": sweep.attack_clients,
+                    "round_seconds": 0}  # the attacks are the measurement: never cut short
     return config_from_dict(raw)
 
 
@@ -363,5 +364,6 @@ def probe_config(run: Config) -> Config:
     raw["rounds"] = 1
     raw["train"] = {**raw["train"], "local_steps": 1, "lr": 1.0, "optimizer": "sgd",
                     "momentum": 0.0, "nesterov": False, "weight_decay": 0.0}
-    raw["audit"] = {**raw["audit"], "attacks": [run.sweep.attack], "every": 1}
+    raw["audit"] = {**raw["audit"], "attacks": [run.sweep.attack], "every": 1,
+                    "round_seconds": 0}
     return config_from_dict(raw)
