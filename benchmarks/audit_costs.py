@@ -94,7 +94,8 @@ def server_round_seconds(clients: int, rounds: int, enabled: bool,
     from strategies.server_run import dataset_of, initial_model
     from workflows.config import load_config
 
-    overrides = [f"data.num_clients={clients}", f"audit.enabled={str(enabled).lower()}"]
+    overrides = [f"data.num_clients={clients}", f"audit.enabled={str(enabled).lower()}",
+                 "audit.attacks=[]"]
     cfg = load_config(PRESET, overrides)
     dataset, model = dataset_of(cfg), initial_model(cfg)
     broadcast = [t.numpy() for t in model.state_dict().values()]

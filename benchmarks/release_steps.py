@@ -129,7 +129,8 @@ def measure(quick: bool = False, *, smoke: bool = False) -> dict[str, Any]:
     logging.getLogger("absl").setLevel(logging.ERROR)
     steps = 2 if smoke else 20
     replies = 2 if smoke else 5 if quick else 20
-    cfg = load_config(PRESET, [f"train.local_steps={steps}", "audit.release=steps"])
+    cfg = load_config(PRESET, [f"train.local_steps={steps}", "audit.release=steps",
+                               "audit.attacks=[]"])
     dataset = dataset_of(cfg)
     rounds = [_round(cfg, dataset, rnd, steps) for rnd in range(1, replies + 2)]
     dim = sum(a.size for a in rounds[0][0])

@@ -54,7 +54,7 @@ MODES = {
     "off": ["audit.enabled=false"],
     "audit": ["audit.store_updates='attacked'", "audit.attacks=[]"],
     "audit+iga": ["audit.store_updates='attacked'", "audit.attacks=['iga']",
-                  "audit.clients=[0]", "audit.iterations=50"],
+                  "audit.clients=[0]", "audit.every=1", "audit.iterations=50"],
     "all": ["audit.store_updates='all'", "audit.attacks=[]"],
 }  # fmt: skip
 

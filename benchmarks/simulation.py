@@ -7,8 +7,9 @@ count, the rounds and the audit mode:
 
 * ``off`` — ``audit.enabled = false``: replies are validated and aggregated; the store records
   rounds and accuracy only (checked: no update rows);
-* ``logging`` — the default audit: every update written to the store (fsync'd tensor files),
-  per-client ε, log capacity and Bayesian-privacy bounds, no attacks;
+* ``logging`` — the default audit without its attacks (``audit.attacks = []``): every update
+  written to the store (fsync'd tensor files), per-client ε, log capacity and Bayesian-privacy
+  bounds;
 * ``attacks`` — logging plus IGA on one client per round (``audit.clients = 1``, few
   iterations), inline on the server.
 
@@ -44,8 +45,9 @@ ROOT = Path(__file__).resolve().parent.parent
 PRESET = "configs/quickstart.toml"
 MODES = {
     "off": ["audit.enabled=false"],
-    "logging": [],
-    "attacks": ['audit.attacks=["iga"]', "audit.clients=1", "audit.iterations={iterations}"],
+    "logging": ["audit.attacks=[]"],
+    "attacks": ['audit.attacks=["iga"]', "audit.clients=1", "audit.every=1",
+                "audit.iterations={iterations}"],
 }
 AIM = 1.10
 SMOKE_SETS = ["simulation.ray_cpus=1"]

@@ -39,7 +39,9 @@ from reliability_support import QUICKSTART, LocalGrid, committed_margin
 ADVERSARY = 0
 CLIENTS = 5
 ROUNDS = 3
-BASE = [f"rounds={ROUNDS}", f"data.num_clients={CLIENTS}", "train.local_steps=1"]
+# no attack: the outcomes are the verification's (the default attacks one client a round)
+BASE = [f"rounds={ROUNDS}", f"data.num_clients={CLIENTS}", "train.local_steps=1",
+        "audit.attacks=[]"]
 
 
 @dataclass(frozen=True)
@@ -232,7 +234,8 @@ def sigma_row(sigma: float, run_dir: Path, *, app=None) -> str:  # noqa: ANN001
     cfg = load_config(QUICKSTART, [f"rounds={ROUNDS}", f"data.num_clients={clients}",
                                    "train.local_steps=1", "train.batch_size=16",
                                    "mechanism.clip=1.0", f"mechanism.noise_multiplier={sigma}",
-                                   "audit.ground_truth=true", f"adversary=[{tables}]"])
+                                   "audit.ground_truth=true", "audit.attacks=[]",
+                                   f"adversary=[{tables}]"])
     run_federation(LocalGrid(app or client_app, clients), cfg, run_dir)
     with AuditStore.open(run_dir, readonly=True) as store:
         rows = store.query("SELECT round, client_id, verification_json FROM tallies "

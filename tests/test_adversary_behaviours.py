@@ -132,7 +132,8 @@ def _releases(tmp_path: Path, table: str, rounds: int) -> dict[tuple[int, int], 
     from strategies.server_run import run_federation
 
     cfg = _load(table, f"rounds={rounds}", "data.num_clients=2", "train.local_steps=1",
-                "train.lr=1.0", "mechanism.clip=0.001", "mechanism.noise_multiplier=1000.0")
+                "train.lr=1.0", "mechanism.clip=0.001", "mechanism.noise_multiplier=1000.0",
+                "audit.attacks=[]")  # not about attacks: the default attacks one client a round
     run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")
     out = {}
     with AuditStore.open(tmp_path / "run", readonly=True) as store:

@@ -77,7 +77,7 @@ def test_run_reports_empirical_leakage_and_marks_an_under_noising_client(tmp_pat
     cfg = load_config(QUICKSTART, [
         "rounds=1", "data.num_clients=2", "train.local_steps=1", "train.batch_size=8",
         "mechanism.noise_multiplier=2.0", "audit.ground_truth=true", "audit.attacks=['idlg']",
-        "audit.iterations=5", "audit.game_trials=300",
+        "audit.iterations=5", "audit.game_trials=300", "audit.clients='all'",
         "adversary=[{clients = [1], behaviour = 'under-noise', factor = 0.1}]",
     ])  # fmt: skip
     report = run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")

@@ -68,8 +68,8 @@ def test_attacks_run_on_the_apps_own_model_unscored(example_app, tmp_path):
 
     strategy = audit_strategy(
         FedAvg(fraction_train=1.0, fraction_evaluate=0.0), run_dir=tmp_path / "audit",
-        num_clients=2, audit={"attacks": ["dlg"], "iterations": 5}, model_factory=Net,
-        input_shape=(FEATURES,), num_classes=CLASSES,
+        num_clients=2, audit={"attacks": ["dlg"], "iterations": 5, "clients": "all"},
+        model_factory=Net, input_shape=(FEATURES,), num_classes=CLASSES,
     )
     strategy.start(grid=LocalGrid(client_app.app, num_nodes=2),
                    initial_arrays=ArrayRecord(Net().state_dict()), num_rounds=1)

@@ -73,6 +73,7 @@ def test_the_adversaries_preset_on_two_supernodes_is_refused_in_one_line():
     assert carried.to_dict()["adversary"] == raw_tables
 
 
+# audit.attacks=[]: not about attacks (the default attacks one client a round)
 _SERVER_APP = """
 import sys
 from flwr.app import Context, RecordDict
@@ -80,7 +81,7 @@ from strategies.server_app import main
 from workflows.local_grid import LocalGrid
 from workflows.simulation import load_client_app
 config = {{"config": "configs/quickstart.toml", "out": {out!r},
-          "set": "rounds=1 data.num_clients=2 train.local_steps=1 {extra}"}}
+          "set": "rounds=1 data.num_clients=2 train.local_steps=1 audit.attacks=[] {extra}"}}
 try:
     main(LocalGrid(load_client_app(), 2), Context(run_id=1, node_id=0, node_config={{}},
                                                  state=RecordDict(), run_config=config))
@@ -106,7 +107,7 @@ def test_the_server_app_names_the_run_directory_and_ends_with_the_summary(tmp_pa
     lines = run.stderr.splitlines()
     start = [line for line in lines if "fedpriv run directory: " in line]
     assert len(start) == 1 and str(tmp_path / "run") in start[0]
-    assert any(line.endswith("client mechanism rounds   epsilon      log C   SSIM")
+    assert any(line.endswith("client mechanism rounds   epsilon      log C     SSIM")
                for line in lines)
     assert any("chain head: " in line for line in lines)
     assert (tmp_path / "run" / "report.html").is_file()

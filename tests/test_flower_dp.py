@@ -50,7 +50,9 @@ def _rdp_epsilon(noise_multiplier: float, count: int) -> float:
 
 def _run(strategy, client_app: ClientApp, tmp_path) -> dict:  # noqa: ANN001
     audited = audit_strategy(strategy, run_dir=tmp_path / "audit", num_clients=CLIENTS,
-                             audit={"delta": DELTA}, input_shape=(1, 16, 16), num_classes=10)
+                             # not about attacks: the default attacks one client a round
+                             audit={"delta": DELTA, "attacks": []}, input_shape=(1, 16, 16),
+                             num_classes=10)
     audited.start(grid=LocalGrid(client_app, num_nodes=CLIENTS),
                   initial_arrays=ArrayRecord(stock_client.Net().state_dict()),
                   num_rounds=ROUNDS, train_config=ConfigRecord({"lr": 0.05}))

@@ -49,7 +49,9 @@ def _cheating_app() -> ClientApp:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):  # noqa: ANN001, ANN201
-    cfg = load_config(QUICKSTART, ["rounds=3", "data.num_clients=3", "train.local_steps=1"])
+    # audit.attacks=[]: not about attacks (the default attacks one client a round)
+    cfg = load_config(QUICKSTART, ["rounds=3", "data.num_clients=3", "train.local_steps=1",
+                                   "audit.attacks=[]"])
     return run_federation(LocalGrid(_cheating_app(), 3), cfg,
                           tmp_path_factory.mktemp("fresh") / "run")
 

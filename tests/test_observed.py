@@ -288,7 +288,8 @@ def test_a_run_observes_every_accepted_reply(tmp_path):
 
     cfg = load_config(QUICKSTART, [
         "rounds=2", "data.num_clients=3", "train.local_steps=1", "train.batch_size=16",
-        "mechanism.overrides=[{clients = [2], name = 'vmf', kappa = 500.0}]"])
+        "mechanism.overrides=[{clients = [2], name = 'vmf', kappa = 500.0}]",
+        "audit.attacks=[]"])  # not about attacks: the default attacks one client a round
     run_federation(LocalGrid(faulty_client_app({}), 3, None), cfg, tmp_path / "run")
     clients = {c["client_id"]: c for c in report_run(tmp_path / "run")["clients"]}
     for cid in (0, 1):

@@ -34,7 +34,8 @@ def test_replies_are_checked_with_one_blas_thread(tmp_path: Path, monkeypatch):
         return verify(report, recovered, alpha)
 
     monkeypatch.setattr(pipeline, "verified_together", recording)
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2",
+                                   "audit.attacks=[]"])  # the default attacks a client a round
     with threadpool_limits(limits=2, user_api="blas"):  # a threaded BLAS, as by default
         assert set(_blas_threads()) == {2}
         run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")

@@ -126,7 +126,8 @@ def _client_of_its_own(sizes: list[int]) -> ClientApp:
 
 
 def test_a_client_written_from_the_page_is_declared(tmp_path):
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=2"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=2",
+                                   "audit.attacks=[]"])  # the default attacks a client a round
     raw = json.loads(cfg.to_json())
     data = config_from_dict(raw).data
     labels = load_dataset(data.name, data.root, data.download, cfg.seed,

@@ -86,7 +86,8 @@ def test_resume_needs_a_store(tmp_path, capsys):
 
 def test_resume_of_a_damaged_store_exits_2(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
+                                   "audit.attacks=[]"])  # the default attacks a client a round
     run_federation(LocalGrid(faulty_client_app({}), 2), cfg, run_dir)
     db = run_dir / "audit.sqlite"
     db.write_bytes(db.read_bytes()[:4096])
@@ -96,7 +97,8 @@ def test_resume_of_a_damaged_store_exits_2(tmp_path, capsys):
 
 def test_resume_of_a_finished_run_returns_its_report_without_ray(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=2", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=2", "train.local_steps=1",
+                                   "audit.attacks=[]"])
     first = run_federation(LocalGrid(faulty_client_app({}), 2), cfg, run_dir)
     capsys.readouterr()
     assert main(["simulate", "--resume", str(run_dir), "--json"]) == 0

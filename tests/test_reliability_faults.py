@@ -17,9 +17,10 @@ from strategies.server_run import run_federation
 from workflows.config import load_config
 
 # A reply stripped of its report is refused here (audit.undeclared = "refuse"); accepted as a
-# stock client's undeclared update by default (tests/test_stock_clients.py).
+# stock client's undeclared update by default (tests/test_stock_clients.py). Not about attacks:
+# audit.attacks=[] (the default attacks one client a round).
 SMALL = ["rounds=3", "data.num_clients=5", "train.local_steps=2", "train.batch_size=16",
-         "train.lr=1.0", "audit.undeclared=refuse"]  # fmt: skip
+         "train.lr=1.0", "audit.undeclared=refuse", "audit.attacks=[]"]  # fmt: skip
 # (partition id, round) -> fault. Client 1 fails before it ever replied, so the server cannot
 # name it (only its node); client 4 fails after a good round 1, so it can.
 PLAN = {

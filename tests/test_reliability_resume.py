@@ -31,8 +31,9 @@ from strategies.server_run import run_federation
 from workflows.config import load_config
 
 ROUNDS = 4
+# audit.attacks=[]: not about attacks (the default attacks one client a round)
 SMALL = [f"rounds={ROUNDS}", "data.num_clients=3", "train.local_steps=2", "train.lr=1.0",
-         "train.batch_size=16"]  # fmt: skip
+         "train.batch_size=16", "audit.attacks=[]"]  # fmt: skip
 # A mixed federation: client 2 uses VMF, so its ledger replays another accountant path.
 MIXED = [*SMALL, "mechanism.overrides=[{clients = [2], name = 'vmf', kappa = 500.0}]"]
 

@@ -40,8 +40,9 @@ NUM_CLIENTS = 4
 HONEST = (0, 1)  # fedpriv's ClientApp, unchanged
 DECLARED = 2  # fedpriv's ClientApp, one field changed
 STOCK = 3  # Flower's quickstart ClientApp (no report), one metric changed
+# audit.attacks=[]: not about attacks (the default attacks one client a round)
 SMALL = ["rounds=1", f"data.num_clients={NUM_CLIENTS}", "train.local_steps=1",
-         "train.batch_size=8", "audit.accountant=rdp"]  # fmt: skip
+         "train.batch_size=8", "audit.accountant=rdp", "audit.attacks=[]"]  # fmt: skip
 #: Every field of a fedpriv report (docs/protocol.md), the optional ones included.
 REPORT_FIELDS = (
     "protocol-version", "partition-id", "server-round", "local-examples", "steps", "lr",

@@ -30,6 +30,7 @@ from workflows.config import load_config
 ROUNDS = 4
 SETTINGS = [f"rounds={ROUNDS}", "data.num_clients=3", "train.local_steps=1", "train.lr=1.0",
             "audit.canaries.enabled=true", "audit.canaries.count=200",
+            "audit.attacks=[]",  # not about attacks; the "attacked" policy sets its own
             "adversary=[{clients = [2], behaviour = 'replay'}]"]  # fmt: skip
 POLICIES = {
     "all": [],

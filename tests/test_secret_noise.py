@@ -163,7 +163,7 @@ def test_the_servers_redraw_refutes_a_secret_client_claiming_the_run_seeds_strea
         return reply
 
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
-                                   "audit.ground_truth=true"])
+                                   "audit.ground_truth=true", "audit.attacks=[]"])
     grid = LocalGrid(client_app_with(claim), 2, reproducible_noise=False)
     logging.disable(logging.WARNING)
     try:

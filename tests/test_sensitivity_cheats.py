@@ -45,6 +45,7 @@ def _run(tmp_path: Path, rounds: int, adversaries: dict[int, str], *extra: str,
                        for c, b in adversaries.items())
     cfg = load_config(QUICKSTART, [f"rounds={rounds}", f"data.num_clients={num_clients}",
                                    "train.local_steps=1", "train.batch_size=16",
+                                   "audit.attacks=[]",  # the default attacks a client a round
                                    *(f"mechanism.{m}" for m in mechanism), *extra,
                                    f"adversary=[{tables}]"])
     logging.disable(logging.WARNING)

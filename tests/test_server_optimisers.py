@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.parametrize("name", ["fedadam", "fedyogi", "fedadagrad"])
 def test_every_round_of_a_server_optimiser_is_aggregated(tmp_path: Path, name: str) -> None:
     cfg = load_config(ROOT / "configs" / "quickstart.toml", [
-        f"strategy.name='{name}'", "rounds=3", "data.num_clients=3", "train.local_steps=1"])
+        f"strategy.name='{name}'", "rounds=3", "data.num_clients=3", "train.local_steps=1",
+        "audit.attacks=[]"])
     run_federation(LocalGrid(app, 3), cfg, tmp_path / "run")
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["failures"] == []

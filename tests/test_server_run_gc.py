@@ -35,7 +35,7 @@ def test_the_setup_heap_is_frozen_during_the_rounds_only(stop_at: int | None,
                                                          tmp_path: Path) -> None:
     assert gc.get_freeze_count() == 0
     SEEN.clear()
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=2"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=2", "audit.attacks=[]"])
     grid = LocalGrid(_client_app(), cfg.data.num_clients, stop_at=stop_at)
     try:
         if stop_at is None:

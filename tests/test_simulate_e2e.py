@@ -31,7 +31,7 @@ def test_quickstart_simulation_reports_every_client(tmp_path):
     proc = run_in_session(
         [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
          "--set", "rounds=2", "--set", "data.num_clients=3", "--set", "train.local_steps=2",
-         "--json"],
+         "--set", "audit.attacks=[]", "--json"],  # no attack: the default attacks a client a round
         cwd=ROOT, timeout=600, env=_env(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -121,7 +121,7 @@ def test_simulated_clients_draw_from_the_run_seed_the_server_redraws(tmp_path):
     proc = run_in_session(
         [sys.executable, "-m", "fedpriv", "simulate", "configs/quickstart.toml", "--out", str(out),
          "--set", "rounds=1", "--set", "data.num_clients=2", "--set", "train.local_steps=1",
-         "--set", "audit.ground_truth=true"],
+         "--set", "audit.ground_truth=true", "--set", "audit.attacks=[]"],
         cwd=ROOT, timeout=600, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -19,6 +19,8 @@ from strategies import stages
 from strategies.server_run import run_federation
 from workflows.config import load_config
 
+NO_ATTACKS = "audit.attacks=[]"  # not about attacks: the default attacks one client a round
+
 
 def _verdicts(run_dir: Path) -> dict[int, dict]:
     with sqlite3.connect(run_dir / DB_NAME) as db:
@@ -33,7 +35,7 @@ def test_a_toy_stage_joins_every_verdict(tmp_path: Path, monkeypatch, limit: flo
     at = listed.index(stages.ledger.fold)  # one entry: before the verdict is labelled
     monkeypatch.setattr(stages, "STAGES", [*listed[:at], toy_stage.step_size, *listed[at:]])
     monkeypatch.setattr(toy_stage, "LIMIT", limit)
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", NO_ATTACKS])
     report = run_federation(LocalGrid(app, 2), cfg, tmp_path / "run")
     verdicts = _verdicts(tmp_path / "run")
     assert sorted(verdicts) == [0, 1]
@@ -55,7 +57,8 @@ def test_a_toy_stage_joins_every_verdict(tmp_path: Path, monkeypatch, limit: flo
 def test_a_round_in_parts_records_what_the_whole_round_does(tmp_path: Path, monkeypatch) -> None:
     """The stages after conform take a round in parts of ``CHUNK`` replies (memory): the
     verdicts and tallies are those of the round taken whole."""
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=1",
+                                   NO_ATTACKS])
     whole = run_federation(LocalGrid(app, 3), cfg, tmp_path / "whole")
     monkeypatch.setattr(stages, "CHUNK", 2)
     parts = run_federation(LocalGrid(app, 3), cfg, tmp_path / "parts")
@@ -77,7 +80,8 @@ def test_a_finished_part_holds_no_arrays(tmp_path: Path, monkeypatch) -> None:
         seen.extend(batch)
 
     monkeypatch.setattr(stages, "run_round", keep)
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1",
+                                   NO_ATTACKS])
     run_federation(LocalGrid(app, 3), cfg, tmp_path / "run")
     assert len(seen) == 3
     assert all(r.delta == [] and r.flat is None and r.clean is None and r.recovered is None

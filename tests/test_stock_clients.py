@@ -22,8 +22,11 @@ from fedpriv.protocol import ClientReport, ProtocolError, server_config
 from strategies.server_run import run_federation
 from workflows.config import load_config
 
-SMALL = ["rounds=2", "data.num_clients=3", "train.lr=0.5", "train.local_steps=2",
-         "train.batch_size=8", "audit.attacks=['iga']", "audit.iterations=5"]  # fmt: skip
+PLAIN = ["rounds=2", "data.num_clients=3", "train.lr=0.5", "train.local_steps=2",
+         "train.batch_size=8", "audit.attacks=[]"]  # fmt: skip
+# every client of every round attacked (the default attacks one client every 5th round)
+SMALL = [*PLAIN, "audit.attacks=['iga']", "audit.iterations=5", "audit.clients='all'",
+         "audit.every=1"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ def test_stock_updates_are_stored_aggregated_and_attacked(stock_run):
 
 
 def test_refuse_records_the_failure_and_keeps_the_model(tmp_path):
-    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=1", "audit.undeclared=refuse"])
+    cfg = load_config(QUICKSTART, [*PLAIN, "rounds=1", "audit.undeclared=refuse"])
     report = run_federation(LocalGrid(stock_client.app, 3), cfg, tmp_path / "run")
     assert report["status"] == "completed"
     kinds = {(f["client_id"], f["kind"]) for f in report["failures"]}
@@ -147,7 +150,7 @@ def test_a_resumed_run_keeps_each_nodes_client_id(tmp_path):
     from flwr.app import Context, RecordDict
     from reliability_support import Killed
 
-    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=2"])
+    cfg = load_config(QUICKSTART, [*PLAIN, "rounds=2"])
     with pytest.raises(Killed):
         run_federation(LocalGrid(stock_client.app, 3, stop_at=2), cfg, tmp_path / "run")
     grid = LocalGrid(stock_client.app, 3)
@@ -186,7 +189,7 @@ def test_fedpriv_audit_attacks_stored_undeclared_updates_again(stock_run, tmp_pa
 @pytest.mark.slow
 def test_stock_clients_on_flowers_ray_simulation(tmp_path):
     """The same on Flower's simulation engine (Ray): random node ids, real error handling."""
-    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=2"])
+    cfg = load_config(QUICKSTART, [*PLAIN, "rounds=2"])
     result = run_on_ray(cfg, stock_client.app, 3, tmp_path / "run")
     assert result["status"] == "completed" and result["failures"] == []
     assert [(c["client_id"], c["guarantee"], c["rounds_participated"])
@@ -218,7 +221,7 @@ def test_a_known_node_that_stops_declaring_keeps_its_client_id():
 
 
 def test_the_storage_policy_applies_to_undeclared_updates(tmp_path):
-    cfg = load_config(QUICKSTART, [*SMALL[:5], "rounds=1", "audit.store_updates=none"])
+    cfg = load_config(QUICKSTART, [*PLAIN, "rounds=1", "audit.store_updates=none"])
     report = run_federation(LocalGrid(stock_client.app, 3), cfg, tmp_path / "run")
     assert report["storage"]["updates_not_stored"] == 3
     with AuditStore.open(tmp_path / "run", readonly=True) as store:

@@ -121,6 +121,8 @@ def run(tmp_path_factory):
     raw["mechanism"]["target_epsilon"] = 2.0
     raw.update(rounds=2, data={**raw["data"], "num_clients": 3})
     raw["train"] = {**raw["train"], "local_steps": 2}
+    # not about attacks: the default attacks one client a round
+    raw["audit"] = {**raw["audit"], "attacks": []}
     cfg = config_from_dict(raw)
     run_dir = tmp_path_factory.mktemp("target") / "run"
     return run_federation(LocalGrid(app, 3), cfg, run_dir)

@@ -296,7 +296,7 @@ def test_the_server_verifies_what_the_declared_optimiser_allows(tmp_path, settin
     from workflows.config import load_config
 
     cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=2", "train.local_steps=1",
-                                   *settings])
+                                   "audit.attacks=[]", *settings])
     report = run_federation(LocalGrid(faulty_client_app({}), 2), cfg, tmp_path / "run")
     assert report["status"] == "completed"
     for client in report["clients"]:

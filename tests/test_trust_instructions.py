@@ -33,7 +33,8 @@ from workflows.config import load_config
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = ROOT / "configs" / "mixed-mechanisms.toml"
 ROUNDS = 2
-SMALL = [f"rounds={ROUNDS}", "data.num_clients=8", "train.local_steps=5"]
+NO_ATTACKS = "audit.attacks=[]"  # not about attacks: the default attacks one client a round
+SMALL = [f"rounds={ROUNDS}", "data.num_clients=8", "train.local_steps=5", NO_ATTACKS]
 BIG_N = 10**9
 KNOWN = ("settings", "size-sampling", "identity")  # what the server checks from what it knows
 
@@ -202,7 +203,7 @@ def test_the_honest_client_is_verified_on_every_known_property(cheated: dict) ->
 def test_honest_presets_have_no_new_failures(preset: Path, tmp_path: Path) -> None:
     from clients.client_app import app
 
-    cfg = load_config(preset, ["rounds=2"])
+    cfg = load_config(preset, ["rounds=2", NO_ATTACKS])
     report = run_federation(LocalGrid(app, cfg.data.num_clients), cfg, tmp_path / "run")
     assert report["failures"] == []
     assert report["identity"]["binding"] == "simulation engine"
@@ -231,7 +232,8 @@ def test_first_claim_binding_is_labelled_and_a_big_n_is_capped(tmp_path: Path, c
         return reply
 
     app = client_app_with(mod)
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=3", "train.local_steps=1",
+                                   NO_ATTACKS])
     with caplog.at_level(logging.WARNING, logger="strategies.identity"):
         report = run_federation(_unbound_grid(app, 3), cfg, tmp_path / "run")
     clients = _clients(report)
@@ -281,7 +283,7 @@ def test_the_registry_binds_nodes_and_refuses_strangers(tmp_path: Path) -> None:
     from strategies.identity import partition_sizes
     from strategies.server_run import dataset_of
 
-    small = ["rounds=1", "data.num_clients=3", "train.local_steps=1"]
+    small = ["rounds=1", "data.num_clients=3", "train.local_steps=1", NO_ATTACKS]
     size = partition_sizes(load_config(QUICKSTART, small), dataset_of(load_config(QUICKSTART)))[1]
     registry = ("strategy.nodes=[{node_id=1000,client=0},"
                 f"{{node_id=1001,client=1,examples={size}}}]")
@@ -343,7 +345,8 @@ def test_on_flowers_ray_simulation_the_engine_binds_nodes(tmp_path: Path) -> Non
         return reply
 
     app = client_app_with(mod)
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=4", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=4", "train.local_steps=1",
+                                   NO_ATTACKS])
     report = run_on_ray(cfg, app, 4, tmp_path / "run")
     clients = _clients(report)
     assert report["status"] == "completed"

@@ -14,8 +14,9 @@ from reliability_support import QUICKSTART, LocalGrid, client_app_with
 from strategies.server_run import run_federation
 from workflows.config import load_config
 
+NO_ATTACKS = "audit.attacks=[]"  # not about attacks: the default attacks one client a round
 SMALL = ["rounds=2", "data.num_clients=8", "train.local_steps=1", "train.batch_size=8",
-         "audit.ground_truth=true"]  # fmt: skip
+         "audit.ground_truth=true", NO_ATTACKS]  # fmt: skip
 
 
 def _params(report, **changes):  # noqa: ANN001, ANN202
@@ -101,7 +102,8 @@ class _LossyGrid(LocalGrid):
 def test_silent_and_lost_nodes_are_failures_of_the_right_client(tmp_path) -> None:  # noqa: ANN001
     from clients.client_app import app
 
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=4", "train.local_steps=1"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=4", "train.local_steps=1",
+                                   NO_ATTACKS])
     report = run_federation(_LossyGrid(app, 4), cfg, tmp_path / "run")
     failures = {(f["round"], f["client_id"]): f for f in report["failures"]}
     assert failures[(2, 2)]["kind"] == "timeout" and failures[(2, 2)]["node_id"] == "1002"

@@ -28,6 +28,7 @@ from strategies.server_run import dataset_of, run_federation
 from workflows.config import load_config
 
 CLAIM = 10**9
+NO_ATTACKS = "audit.attacks=[]"  # not about attacks: the default attacks one client a round
 DEFAULT = (StrategyConfig().weighting, StrategyConfig().weight_cap)
 
 sizes = st.integers(1, 2**63 - 1)
@@ -74,7 +75,7 @@ def test_a_stock_claim_among_verified_clients_weighs_the_verified_median(tmp_pat
     10⁹: the stock client weighs the median verified size, and the round's unverified share,
     recorded in the store and the report, is that weight over the round's."""
     cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=5", "train.local_steps=1",
-                                   "train.batch_size=8"])
+                                   "train.batch_size=8", NO_ATTACKS])
     app = mixed_client_app({4}, _claims({4}))
     report = run_federation(LocalGrid(app, 5), cfg, tmp_path / "run")
     assert report["status"] == "completed" and report["failures"] == []
@@ -94,7 +95,8 @@ def test_stock_claims_without_a_binding_weigh_the_claimed_median(
 ) -> None:
     """Ten stock clients of 64 records each, no binding (a deployment without a registry):
     one or two claiming 10⁹ weigh 64 each — a tenth of the aggregate each, not 52.6 % / 71.4 %."""
-    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=10", "train.lr=0.5"])
+    cfg = load_config(QUICKSTART, ["rounds=1", "data.num_clients=10", "train.lr=0.5",
+                                   NO_ATTACKS])
     grid = LocalGrid(mixed_client_app(set(range(10)), _claims(liars)), 10)
     grid.node_partitions = None  # a deployment's grid: the server knows no partition
     with caplog.at_level(logging.WARNING, logger="strategies.identity"):
