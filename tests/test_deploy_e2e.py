@@ -27,6 +27,8 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.toml"
 FAST = ["rounds=2", "train.local_steps=2"]
+# Not about attacks (the insecure deployment keeps the default: one client attacked, round 1)
+NO_ATTACKS = [*FAST, "audit.attacks=[]"]
 CLIENT_KEYS = {
     "client_id", "mechanism", "rounds_participated", "epsilon", "delta",
     "log_bayes_capacity", "mbp_bound", "mbp_estimate", "abp_estimate", "attack",
@@ -89,10 +91,10 @@ def home(tmp_path: Path):
     assert processes_with_env(FEDERATION_MARKER, str((out / "flower").resolve())) == []
 
 
-def _deploy(out: Path, config: Path, *flags: str, capsys) -> dict:
+def _deploy(out: Path, config: Path, *flags: str, capsys, sets: list[str] = FAST) -> dict:
     watcher = ListenWatcher(out / "flower")
     code = main(["deploy-local", str(config), "--supernodes", "2", "--out", str(out), "--json",
-                 "--timeout", "900", *[a for s in FAST for a in ("--set", s)], *flags])  # fmt: skip
+                 "--timeout", "900", *[a for s in sets for a in ("--set", s)], *flags])  # fmt: skip
     listening = watcher.finish()
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
@@ -116,6 +118,10 @@ def _check_contract(report: dict, tls: bool, auth: bool) -> None:
 def test_insecure_deployment_end_to_end(home: Path, capsys) -> None:
     report = _deploy(home, QUICKSTART, capsys=capsys)
     _check_contract(report, tls=False, auth=False)
+    # the default attack: client 0 in round 1 (every 5th round, in turn), unscored (no oracle)
+    attacked = {c["client_id"]: c["attack"] for c in report["clients"]}
+    assert attacked[1] is None and attacked[0]["name"] == "strongest"
+    assert attacked[0]["ssim"] is None and report["attacks_skipped"] == [[], []]
 
 
 def test_tls_and_auth_deployment_with_a_per_node_mechanism(home: Path, capsys) -> None:
@@ -124,7 +130,7 @@ def test_tls_and_auth_deployment_with_a_per_node_mechanism(home: Path, capsys) -
         QUICKSTART.read_text()
         + '\n[[mechanism.overrides]]\nclients = [1]\nname = "vmf"\nkappa = 1000.0\n'
     )
-    report = _deploy(home, config, "--tls", "--auth", capsys=capsys)
+    report = _deploy(home, config, "--tls", "--auth", capsys=capsys, sets=NO_ATTACKS)
     _check_contract(report, tls=True, auth=True)
     assert [c["mechanism"] for c in report["clients"]] == ["gaussian", "vmf"]
     assert (
@@ -133,7 +139,7 @@ def test_tls_and_auth_deployment_with_a_per_node_mechanism(home: Path, capsys) -
 
 
 def test_supernode_killed_after_round_1(home: Path) -> None:
-    plan = plan_deployment(QUICKSTART, 2, home, FAST)
+    plan = plan_deployment(QUICKSTART, 2, home, NO_ATTACKS)
     killed: list[str] = []
     with Federation(plan.home, 2, node_configs=plan.node_configs) as fed:
 
@@ -155,7 +161,7 @@ def test_supernode_killed_after_round_1(home: Path) -> None:
 def test_untrusted_or_unregistered_supernodes_cannot_join_and_timeout_stops_a_run(
     home: Path,
 ) -> None:
-    plan = plan_deployment(QUICKSTART, 1, home, ["rounds=50"])  # far longer than the timeout
+    plan = plan_deployment(QUICKSTART, 1, home, ["rounds=50", "audit.attacks=[]"])  # > timeout
     with Federation(plan.home, 1, tls=True, auth=True) as fed:
         other_ca = write_tls_files(home / "other-ca").ca_cert
         rogue_key, _ = write_supernode_key(home / "rogue" / "key")

@@ -41,7 +41,8 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "configs" / "quickstart.toml"
 # ground_truth is off by default (deployments must never ship record ids); kept explicit here
-OVERRIDES = ["rounds=3", "train.local_steps=2", "audit.ground_truth=false"]
+OVERRIDES = ["rounds=3", "train.local_steps=2", "audit.ground_truth=false",
+             "audit.attacks=[]"]  # not about attacks: the default attacks one client a round
 NODE_CONFIGS = [
     {"mechanism": "gaussian", "noise-multiplier": 2.0},  # B (the preset says sigma = 1)
     {"mechanism": "vmf", "kappa": 1000.0},  # C
