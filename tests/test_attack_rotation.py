@@ -69,10 +69,10 @@ def test_a_bad_clients_value_names_the_key():
         config_from_dict({"audit": {"round_seconds": -1}})
 
 
-def _jobs(count: int) -> list[AttackJob]:
+def _jobs(count: int, iterations: int = 2) -> list[AttackJob]:
     images, labels = digits([0])
     view = mean_gradient_view(images, labels)
-    return [AttackJob("iga", view, iterations=2, seed=k) for k in range(count)]
+    return [AttackJob("iga", view, iterations=iterations, seed=k) for k in range(count)]
 
 
 def test_an_exhausted_time_limit_runs_the_first_attack_only():
@@ -82,6 +82,15 @@ def test_an_exhausted_time_limit_runs_the_first_attack_only():
 
 def test_no_time_limit_runs_every_attack():
     assert all(r is not None for r in run_attacks(_jobs(3), progress=False, seconds=None))
+
+
+@pytest.mark.slow
+def test_ray_cancels_what_the_time_limit_leaves_unfinished():
+    pytest.importorskip("ray")
+    results = run_attacks(_jobs(4, iterations=300), executor="ray", num_cpus=1,
+                          progress=False, seconds=1e-9)
+    assert len(results) == 4 and results.count(None) >= 1
+    assert all(r.iterations == 300 for r in results if r is not None)
 
 
 @pytest.mark.parametrize("seconds", [0, -1.0, True, float("nan")])
