@@ -24,7 +24,7 @@ from workflows.offline_audit import audit_run
 SETTINGS = ["rounds=2", "data.num_clients=3", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",
             "audit.attacks=['idlg']", "audit.iterations=3", "audit.clients=[1]",
-            "audit.ground_truth=true"]  # fmt: skip
+            "audit.every=1", "audit.ground_truth=true"]  # fmt: skip
 
 
 def _run(tmp_path_factory, *extra: str):

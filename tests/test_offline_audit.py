@@ -20,7 +20,8 @@ from workflows.offline_audit import audit_run
 
 SETTINGS = ["rounds=2", "data.num_clients=2", "mechanism.name=none", "train.batch_size=1",
             "train.sampling=fixed", "train.local_steps=1", "train.lr=0.1",
-            "audit.attacks=['idlg']", "audit.iterations=20", "audit.ground_truth=true"]  # fmt: skip
+            "audit.attacks=['idlg']", "audit.iterations=20", "audit.ground_truth=true",
+            "audit.clients='all'", "audit.every=1"]  # fmt: skip
 SCORES = ("mse", "psnr", "ssim", "best_ssim", "label_accuracy", "iterations", "restarts")
 
 

@@ -65,7 +65,8 @@ def report(tmp_path_factory):  # noqa: ANN001, ANN201
         'behaviour = "under-noise"\nfactor = 0.3\n'))
     cfg = load_config(preset, [f"rounds={ROUNDS}", "data.num_clients=4",
                                'audit.attacks=["iga"]', "audit.iterations=3",
-                               f"audit.clients=[{HONEST}]", "audit.ground_truth=true",
+                               f"audit.clients=[{HONEST}]", "audit.every=1",
+                               "audit.ground_truth=true",
                                "audit.game_trials=0"])
     assert cfg.train.local_steps == 20 and cfg.audit.release == "steps"
     return run_federation(LocalGrid(_app(), 4), cfg, Path(tmp) / "run") | {"dir": tmp / "run"}
