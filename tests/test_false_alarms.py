@@ -32,7 +32,7 @@ RUNS = {
 
 def _honest_run(tmp_path: Path, overrides: list[str]) -> tuple[list[tuple[str, str]], list]:
     """Every client-round's (mechanism, verdict) and the store's failure rows."""
-    cfg = load_config(QUICKSTART, overrides)
+    cfg = load_config(QUICKSTART, [*overrides, "audit.attacks=[]"])  # about verdicts, not attacks
     report = run_federation(LocalGrid(client_app, cfg.data.num_clients), cfg, tmp_path)
     assert report["status"] == "completed"
     with AuditStore.open(tmp_path, readonly=True) as store:

@@ -152,7 +152,7 @@ def test_flwr_run_prints_the_run_directory_and_epsilon_table_and_refuses_in_one_
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
 
     def flwr_run(preset: str, out: Path) -> subprocess.CompletedProcess[str]:
-        config = f"config='{preset}' out='{out}' set='rounds=2'"
+        config = f"config='{preset}' out='{out}' set='rounds=2 audit.attacks=[]'"
         return subprocess.run(
             [sys.executable, "-m", "fedpriv", "flwr-run", ".", "-c", config],
             cwd=ROOT, env={**env, "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "0"},

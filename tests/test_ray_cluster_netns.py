@@ -39,7 +39,7 @@ pytestmark = [
 
 CLIENTS, ROUNDS, HOLD = 4, 4, 2
 SETS = [f"data.num_clients={CLIENTS}", f"rounds={ROUNDS}", "train.local_steps=2",
-        "simulation.client_cpus=1"]  # fmt: skip
+        "simulation.client_cpus=1", "audit.attacks=[]"]  # fmt: skip
 RAY_ADDRESS_FILE = ray_address_file()  # where `ray.init("auto")` looks from this process
 ACTOR_LOST = ("ActorDiedError", "ActorUnavailableError", "RayActorError")
 

@@ -113,7 +113,8 @@ def test_tallies_count_only_accepted_releases(faulty_run):
 def test_flower_simulation_turns_a_raising_clientapp_into_an_error_reply(tmp_path):
     """On Ray, an exception in the ClientApp reaches the server as an error reply (Flower's
     ``ClientAppException``); the round goes on with the others."""
-    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=2"])
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=3", "train.local_steps=2",
+                                   "audit.attacks=[]"])
     plan = {(0, 1): "raise", (1, 2): "nan", (2, 2): "shape"}
     result = run_on_ray(cfg, faulty_client_app(plan), 3, tmp_path / "run")
     assert result["status"] == "completed" and result["rounds"] == 2

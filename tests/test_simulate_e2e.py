@@ -74,6 +74,9 @@ def test_flwr_run_runs_the_same_app(tmp_path):
         report = json.loads((out / "report.json").read_text())
         assert report["status"] == "completed" and len(report["accuracy"]) == 2
         assert len(report["clients"]) == 3
+        # the default attack ran through flwr run too: client 0 in round 1, unscored
+        assert [c["attack"]["name"] if c["attack"] else None for c in report["clients"]] == [
+            "strongest", None, None]
     finally:
         subprocess.run(["pkill", "-f", f"flower-superlink.*{tmp_path}"], check=False)
 
@@ -90,7 +93,8 @@ def test_plain_flwr_run_fits_flowers_default_federation(tmp_path):
     flwr = Path(sys.executable).with_name("flwr")
     try:
         proc = run_in_session(
-            [str(flwr), "run", ".", "--stream", "-c", f"out='{out}' set='rounds=3'"],
+            [str(flwr), "run", ".", "--stream", "-c",
+             f"out='{out}' set='rounds=3 audit.attacks=[]'"],
             cwd=ROOT, timeout=120, env=env,
         )  # fmt: skip
         log = proc.stdout + proc.stderr
