@@ -372,9 +372,14 @@ class AttackPlan:
         rng = np.random.default_rng([audit.seed, rnd, cid])
         return truth + rng.choice(others, size=k, replace=False).tolist()
 
-    def _jobs(self, rnd: int) -> list[tuple[PendingAttack, str, AttackJob]]:
+    def _jobs(self, rnd: int, deadline: float | None) -> list[tuple[PendingAttack, str, AttackJob]]:
+        """The jobs of the pending attacks, each client's tuned first (:class:`Tuner`); no
+        client after the first is tuned or given jobs once ``deadline`` (``time.monotonic``)
+        has passed."""
         audit, jobs = self.audit, []
-        for item in self.pending:
+        for i, item in enumerate(self.pending):
+            if i and deadline is not None and time.monotonic() >= deadline:
+                break
             cid = item.client_id
             for name in audit.attacks:
                 tuning = self.tuner(name, item.view, rnd)
@@ -396,14 +401,17 @@ class AttackPlan:
         The round's attacks, their tuning included, keep to ``audit.round_seconds``
         (:func:`attacks.runner.run_attacks`); the clients whose attacks the budget left unrun
         are :attr:`skipped`, with no row, estimate or game of the round."""
-        started = time.monotonic()
-        jobs = self._jobs(rnd)
-        pending, self.pending = self.pending, []
         budget = self.audit.round_seconds or None
-        left = None if budget is None else max(budget - (time.monotonic() - started), 1e-9)
+        deadline = None if budget is None else time.monotonic() + budget
+        jobs = self._jobs(rnd, deadline)
+        pending, self.pending = self.pending, []
+        left = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
         results = run_attacks([j for _, _, j in jobs], executor=executor, seconds=left)
-        self.skipped = sorted({item.client_id for (item, _, _), result in zip(
-            jobs, results, strict=True) if result is None})
+        ran: dict[int, bool] = {}  # whether every job of the client ran
+        for (item, _, _), result in zip(jobs, results, strict=True):
+            ran[item.client_id] = ran.get(item.client_id, True) and result is not None
+        self.skipped = sorted(item.client_id for item in pending
+                              if not ran.get(item.client_id, False))
         if self.skipped:
             log.warning("round %d: the round's attack budget (audit.round_seconds = %g s) was "
                         "spent; clients %s are not attacked this round", rnd, budget,

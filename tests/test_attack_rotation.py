@@ -108,7 +108,10 @@ def test_a_spent_round_budget_skips_the_rest_and_says_so(monkeypatch):
     def truth(ids):
         return images.numpy()[: len(ids)], labels.numpy()[: len(ids)]
 
+    tuned, tuner = [], plan.tuner
+    plan.tuner = lambda name, view, rnd: tuned.append(view) or tuner(name, view, rnd)
     outcomes = list(plan.run(1, "inline", truth, lambda cid: 0.0))
     assert [o.client_id for o in outcomes] == [0]
     assert plan.skipped == [1, 2]
     assert np.isfinite(outcomes[0].row["ssim"])
+    assert len(tuned) == 1  # nor are the skipped clients tuned for: the budget includes tuning
