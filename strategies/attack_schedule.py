@@ -337,11 +337,18 @@ class AttackPlan:
         if audit.clients == "all":
             return ids
         if audit.clients == ROTATE:
-            start = ((rnd - 1) // audit.every) % self.num_clients
-            return {min(ids, key=lambda cid: ((cid - start) % self.num_clients, cid))}
+            return {min(ids, key=lambda cid: self._turn(rnd, cid))}
         if isinstance(audit.clients, int):
             return {cid for cid in ids if cid < audit.clients}
         return ids & set(audit.clients)
+
+    def _turn(self, rnd: int, client_id: int) -> tuple[int, int]:
+        """The client's place in round ``rnd``'s turn: its distance, in id order and
+        cyclically, from the client the round starts at (``a mod N`` in the ``a``-th attacked
+        round). Rotation takes the first; a round's attacks run in this order, so the ones a
+        spent budget leaves out change from round to round, whatever order replies came in."""
+        start = ((rnd - 1) // self.audit.every) % self.num_clients
+        return (client_id - start) % self.num_clients, client_id
 
     def add(self, rnd: int, client_id: int, view: ServerView, truth_ids: Sequence[int]) -> None:
         """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty)."""
@@ -403,6 +410,7 @@ class AttackPlan:
         are :attr:`skipped`, with no row, estimate or game of the round."""
         budget = self.audit.round_seconds or None
         deadline = None if budget is None else time.monotonic() + budget
+        self.pending.sort(key=lambda item: self._turn(rnd, item.client_id))
         jobs = self._jobs(rnd, deadline)
         pending, self.pending = self.pending, []
         left = None if deadline is None else max(deadline - time.monotonic(), 1e-9)

@@ -99,7 +99,7 @@ def test_a_bad_time_limit_is_refused(seconds):
         run_attacks(_jobs(1), progress=False, seconds=seconds)
 
 
-def test_a_spent_round_budget_skips_the_rest_and_says_so(monkeypatch):
+def test_a_spent_round_budget_skips_the_rest_in_turn_and_says_so(monkeypatch):
     images, labels = digits([0, 1])
     plan = _plan(clients="all", round_seconds=1e-9)
     for cid in (0, 1, 2):
@@ -108,6 +108,7 @@ def test_a_spent_round_budget_skips_the_rest_and_says_so(monkeypatch):
     def truth(ids):
         return images.numpy()[: len(ids)], labels.numpy()[: len(ids)]
 
+    plan.pending.reverse()  # replies came in another order: the turn decides who goes first
     tuned, tuner = [], plan.tuner
     plan.tuner = lambda name, view, rnd: tuned.append(view) or tuner(name, view, rnd)
     outcomes = list(plan.run(1, "inline", truth, lambda cid: 0.0))
@@ -115,3 +116,7 @@ def test_a_spent_round_budget_skips_the_rest_and_says_so(monkeypatch):
     assert plan.skipped == [1, 2]
     assert np.isfinite(outcomes[0].row["ssim"])
     assert len(tuned) == 1  # nor are the skipped clients tuned for: the budget includes tuning
+    for cid in (0, 1, 2):
+        plan.add(2, cid, mean_gradient_view(images, labels), [0, 1])
+    assert [o.client_id for o in plan.run(2, "inline", truth, lambda cid: 0.0)] == [1]
+    assert plan.skipped == [0, 2]  # round 2's turn starts at client 1
