@@ -11,7 +11,7 @@ import re
 from types import SimpleNamespace
 
 from fedpriv.audit.check_figures import NOT_VERIFIED, shown_status, verification_figure
-from fedpriv.audit.gallery import attack_views
+from fedpriv.audit.gallery import AttackView, attack_views
 from fedpriv.audit.html_attacks import attacks_section
 from fedpriv.audit.plot_style import new_figure, svg_bytes
 from fedpriv.audit.summary import chain_lines, failure_lines
@@ -84,6 +84,17 @@ def test_game_trials_have_their_own_column():
     html = attacks_section([], list(views.values()))[2]
     headers = re.findall(r"<th[^>]*>(.*?)</th>", html)
     assert "trials" in headers and headers.index("trials") == headers.index("restarts") + 1
+
+
+def test_unscored_attacks_are_said_to_be_unscored_not_least_leaking():
+    views = [AttackView(1, 0, "strongest", {"ssim": None}, stored=True),
+             AttackView(6, 1, "strongest", {"ssim": None}, stored=True),
+             AttackView(1, 0, "game", {"ssim": None}, stored=False)]
+    html = attacks_section([], views)[2]
+    assert "2 attacked client-round(s) are unscored" in html
+    assert "most leaking of" not in html  # none of them is ranked as leaking least
+    scored = [AttackView(1, 2, "iga", {"ssim": 0.4}, stored=True)]
+    assert "unscored" not in attacks_section([], scored)[2]
 
 
 def test_a_pooled_canary_bound_over_its_threshold_is_marked():

@@ -13,6 +13,7 @@ from fedpriv.audit.html_page import Section, cell, data_uri, embed, esc, figure,
 from fedpriv.audit.pairing import PAIRED_AS_STORED, REMATCHED
 from fedpriv.audit.round_figures import per_client_figure
 from fedpriv.audit.series import field_value
+from fedpriv.leakage.game import GAME_ATTACK
 
 __all__ = ["MAX_ATTACK_ROWS", "attacks_section"]
 
@@ -115,12 +116,19 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
     )  # fmt: skip
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"
-    stored = {(v.round, v.client_id) for v in views if v.stored}
+    unscored = {(v.round, v.client_id) for v in views
+                if v.stored and v.attack != GAME_ATTACK and v.scores.get("ssim") is None}
+    stored = {(v.round, v.client_id) for v in views if v.stored} - unscored
     drawn = sum(v.png is not None for v in views)
     note = (
         f'<p class="note">Images drawn for the {drawn} most leaking of {len(stored)} '
-        "attacked client-rounds.</p>"
+        "scored attacked client-rounds.</p>"
         if drawn < len(stored)
         else ""
     )
+    if unscored:
+        note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: the '
+                 "server holds no true batch to score them against (the simulation-only oracle "
+                 "audit.ground_truth is off). Their reconstructions are kept in the audit store, "
+                 "not drawn; unscored is not evidence of safety.</p>")
     return "attacks", "Attacks", embed(ssim) + note + _gallery(views) + _scores(views)
