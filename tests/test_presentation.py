@@ -97,6 +97,13 @@ def test_unscored_attacks_are_said_to_be_unscored_not_least_leaking():
     assert "unscored" not in attacks_section([], scored)[2]
 
 
+def test_clients_a_spent_round_budget_left_out_are_named():
+    views = [AttackView(2, 0, "iga", {"ssim": 0.4}, stored=True)]
+    html = attacks_section([], views, [1, 2, 3], [[], [1, 2], []])[2]
+    assert html.count("attack budget") == 1 and "Round 2:" in html and "client(s) 1, 2" in html
+    assert "attack budget" not in attacks_section([], views, [1, 2, 3], [[], [], []])[2]
+
+
 def test_a_pooled_canary_bound_over_its_threshold_is_marked():
     rows = [{"round": 2, "client_id": 4, "epsilon_lower": 3.1, "epsilon_formal": 4.01,
              "status": "consistent", "pooled": 5.27, "pooled_formal": 4.01},

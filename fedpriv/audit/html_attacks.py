@@ -106,16 +106,23 @@ def _scores(views: Sequence[AttackView]) -> str:
     return "<h3>Scores, most leaking first</h3>" + table(_HEADERS, rows) + more
 
 
-def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Section:
-    """Attacks: SSIM over rounds, the drawn reconstructions, the score table."""
+def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
+                    rounds: Sequence[int] = (), skipped: Sequence[Sequence[int]] = ()) -> Section:
+    """Attacks: SSIM over rounds, the drawn reconstructions, the score table; ``skipped``
+    (report.json's ``attacks_skipped``, one list per completed round in ``rounds``) names the
+    clients a spent round budget left unattacked."""
     ssim = per_client_figure(
         clients, "ssim", "best attack SSIM",
         "Best attack SSIM per client and round (higher = more leaked)",
         cumulative=False, log=False, unit_range=True,
         reference=("prior_ssim", "label prior (mean over clients)"),
     )  # fmt: skip
+    left = [(r, ids) for r, ids in zip(rounds, skipped, strict=False) if ids]
+    budget = "".join(
+        f'<p class="note">Round {r}: the round\'s attack budget (audit.round_seconds) was spent; '
+        f"client(s) {', '.join(map(str, ids))} not attacked that round.</p>" for r, ids in left)
     if not views and ssim is None:
-        return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>"
+        return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>" + budget
     unscored = {(v.round, v.client_id) for v in views
                 if v.stored and v.attack != GAME_ATTACK and v.scores.get("ssim") is None}
     stored = {(v.round, v.client_id) for v in views if v.stored} - unscored
@@ -131,4 +138,4 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView]) -> Sect
                  "server holds no true batch to score them against (the simulation-only oracle "
                  "audit.ground_truth is off). Their reconstructions are kept in the audit store, "
                  "not drawn; unscored is not evidence of safety.</p>")
-    return "attacks", "Attacks", embed(ssim) + note + _gallery(views) + _scores(views)
+    return "attacks", "Attacks", embed(ssim) + budget + note + _gallery(views) + _scores(views)

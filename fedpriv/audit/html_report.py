@@ -91,7 +91,8 @@ def render_report_html(
         clients_section(clients),
         verification_section(clients),
         properties_section(clients),
-        attacks_section(clients, attacks),
+        attacks_section(clients, attacks, report.get("completed_rounds") or [],
+                        report.get("attacks_skipped") or []),
         _failures(report),
     ]
     present = [s for s in sections if s is not None]
