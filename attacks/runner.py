@@ -9,6 +9,7 @@ from running attacks side by side as Ray remote tasks of ``num_cpus=1``. An init
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -74,19 +75,38 @@ def _run_job(job: AttackJob) -> AttackResult:
     return job.run()
 
 
-def _run_inline(jobs: Sequence[AttackJob], bar: tqdm, deadline: float | None
+def _run_inline(jobs: Sequence[AttackJob], bar: tqdm, deadline: float | None, first: int
                 ) -> list[AttackResult | None]:
     results: list[AttackResult | None] = []
     for i, job in enumerate(jobs):
-        if i and deadline is not None and time.monotonic() >= deadline:
+        if i >= first and deadline is not None and time.monotonic() >= deadline:
             return results + [None] * (len(jobs) - i)
         results.append(job.run())
         bar.update(1)
     return results
 
 
+def _gather(refs: list[Any], results: list[Any], at: dict[Any, int], bar: tqdm,
+            deadline: float | None) -> None:
+    """Fill ``results`` as ``refs`` finish; once ``deadline`` passes, cancel what is left."""
+    import ray
+
+    pending = list(refs)
+    try:
+        while pending:
+            wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+            done, pending = ray.wait(pending, num_returns=1, timeout=wait)
+            if not done:  # the deadline passed: what is unfinished is not run
+                break
+            results[at[done[0]]] = ray.get(done[0])
+            bar.update(1)
+    finally:  # also on Ctrl-C: no attack of ours runs on in a Ray it did not start
+        for ref in pending:
+            ray.cancel(ref, force=True)
+
+
 def _run_ray(jobs: Sequence[AttackJob], num_cpus: int | None, bar: tqdm,
-             deadline: float | None) -> list[AttackResult | None]:
+             deadline: float | None, first: int) -> list[AttackResult | None]:
     import ray
 
     started = not ray.is_initialized()
@@ -94,20 +114,13 @@ def _run_ray(jobs: Sequence[AttackJob], num_cpus: int | None, bar: tqdm,
         ray.init(num_cpus=num_cpus, include_dashboard=False)
     try:
         task = ray.remote(num_cpus=1)(_run_job)
-        refs = [task.remote(job) for job in jobs]
-        position = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(jobs)
-        pending = list(refs)
-        while pending:
-            wait = None if deadline is None or len(pending) == len(refs) else max(
-                0.0, deadline - time.monotonic())
-            done, pending = ray.wait(pending, num_returns=1, timeout=wait)
-            if not done:  # the deadline passed with attacks unfinished: they are skipped
-                for ref in pending:
-                    ray.cancel(ref, force=True)
-                break
-            results[position[done[0]]] = ray.get(done[0])
-            bar.update(1)
+        lead = len(jobs) if deadline is None else first
+        refs = [task.remote(job) for job in jobs[:lead]]
+        _gather(refs, results, {ref: i for i, ref in enumerate(refs)}, bar, None)
+        if lead < len(jobs) and time.monotonic() < deadline:  # type: ignore[operator]
+            refs = [task.remote(job) for job in jobs[lead:]]
+            _gather(refs, results, {ref: lead + i for i, ref in enumerate(refs)}, bar, deadline)
         return results
     finally:
         if started:
@@ -121,6 +134,7 @@ def run_attacks(
     num_cpus: int | None = None,
     progress: bool = True,
     seconds: float | None = None,
+    first: int = 1,
 ) -> list[AttackResult | None]:
     """Run ``jobs`` and return their results in job order; None for a job the time limit
     ``seconds`` left unrun.
@@ -136,9 +150,11 @@ def run_attacks(
     progress
         Show a tqdm bar on stderr counting finished attacks.
     seconds
-        The batch's time limit (None: none): no job starts once this many seconds have passed
-        (inline; the first job always runs), and jobs unfinished by then are cancelled (Ray,
-        once the first has finished).
+        The batch's time limit (None: none). The ``first`` jobs always run, to the end; of the
+        rest none starts once this many seconds have passed (inline), or those unfinished by
+        then are cancelled (Ray: they are sent once the first have finished, if time is left).
+    first
+        The leading jobs the time limit does not apply to (a plan's first client's attacks).
 
     Raises
     ------
@@ -150,12 +166,14 @@ def run_attacks(
     if num_cpus is not None and not (isinstance(num_cpus, int) and num_cpus >= 1):
         raise InputError("attack.num_cpus", num_cpus, "an integer >= 1 or None")
     if seconds is not None and (isinstance(seconds, bool) or not (
-            isinstance(seconds, int | float) and seconds > 0)):
-        raise InputError("attack.seconds", seconds, "a number of seconds > 0 or None")
+            isinstance(seconds, int | float) and 0 < seconds < math.inf)):
+        raise InputError("attack.seconds", seconds, "a finite number of seconds > 0 or None")
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        raise InputError("attack.first", first, "an integer >= 0")
     for job in jobs:
         job.check()
     deadline = None if seconds is None else time.monotonic() + seconds
     with tqdm(total=len(jobs), desc="attacks", file=sys.stderr, disable=not progress) as bar:
         if executor == "ray":
-            return _run_ray(jobs, num_cpus, bar, deadline)
-        return _run_inline(jobs, bar, deadline)
+            return _run_ray(jobs, num_cpus, bar, deadline, first)
+        return _run_inline(jobs, bar, deadline, first)

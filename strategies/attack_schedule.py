@@ -1,14 +1,16 @@
 """What to attack, how, and how to score it — shared by the live auditor and ``fedpriv audit``.
 
 :class:`AttackPlan` decides which client-rounds are attacked (``audit.attacks``, ``every``,
-``clients``), builds each attack job from the ``[audit]`` settings with seeds derived from
-(audit seed, round, client) so an offline re-run reproduces a live one, draws the candidate
-pools of the Bayesian-privacy estimate, runs the jobs and turns results into the store's rows.
-Ground truth reaches only the scoring here (:func:`attack_scores`) and the estimate; the attacks
-themselves see a :class:`~attacks.view.ServerView` only, built here from a reply's report
-(:func:`strategies.attack_views.declared_view`) or from the run's ``[train]`` settings
-(:func:`strategies.attack_views.undeclared_view`), so
-``attacks/`` never reads the wire protocol. An update without ground truth (the
+``clients``: by default ``"rotate"``, one client a round in turn, :meth:`AttackPlan.scheduled`),
+runs a round's attacks in the round's turn within its budget (``audit.round_seconds``, tuning
+included; the first client always runs; the others the budget leaves out, and any update whose
+declared batch × local steps is over :data:`MAX_REPLAYED_RECORDS`, are :attr:`AttackPlan.
+skipped`), builds each attack job from the ``[audit]`` settings with seeds derived from (audit
+seed, round, client) so an offline re-run reproduces a live one, draws the candidate pools of
+the Bayesian-privacy estimate, and turns results into the store's rows. Ground truth reaches
+only the scoring here (:func:`attack_scores`) and the estimate; the attacks themselves see a
+:class:`~attacks.view.ServerView` only (:mod:`strategies.attack_views`), so ``attacks/`` never
+reads the wire protocol. An update without ground truth (the
 oracle off, or a stock client's undeclared update) is attacked all the same: its row keeps the
 attack, its time and its reconstruction, with no scores (:func:`unscored_row`) and no
 Bayesian-privacy estimate (it needs the true batch).
@@ -39,17 +41,23 @@ from attacks.registry import attack_options
 from attacks.result import AttackResult
 from attacks.runner import AttackJob, run_attacks
 from attacks.scoring import guess_scores, score_reconstruction
-from attacks.tuning import tunable, tune
 from attacks.view import ServerView
 from fedpriv.audit.config import ROTATE, AuditConfig
 from fedpriv.audit.pairing import MAX_MATCH_PAIRS
 from fedpriv.data import Dataset
 from fedpriv.leakage.game import GAME_ATTACK
+from strategies.attack_tuner import Tuner
 
-__all__ = ["AttackPlan", "Outcome", "PendingAttack", "Tuner", "attack_job", "attack_scores",
-           "game_outcome", "identification_bound", "public_prior", "unscored_row"]
+__all__ = ["MAX_REPLAYED_RECORDS", "AttackPlan", "Outcome", "PendingAttack", "attack_job",
+           "attack_scores", "game_outcome", "identification_bound", "public_prior",
+           "unscored_row"]
 
 log = logging.getLogger(__name__)
+#: Most records an attack's matcher may replay an iteration: the declared batch (the images it
+#: reconstructs) × the declared local steps (each replayed). A view over it is not attacked
+#: (:meth:`AttackPlan.add`), so no reply's declaration can make the server's default attack
+#: allocate or run without bound: the quickstart's is 32 × 20 = 640, ≈ 10 ms an iteration.
+MAX_REPLAYED_RECORDS = 2**14
 Truth = Callable[[Sequence[int]], tuple[np.ndarray, np.ndarray]]
 
 
@@ -68,7 +76,7 @@ def attack_job(
 ) -> AttackJob:
     """The attack ``name`` on a client's update of round ``rnd``, as configured in ``audit``,
     on ``device`` (the run's ``device`` key), with the options ``tuning["chosen"]`` where the
-    server tuned them (:class:`Tuner`), else the fixed ``audit.tv_weight``.
+    server tuned them (:class:`strategies.attack_tuner.Tuner`), else the fixed ``audit.tv_weight``.
 
     Seeded by (audit seed, round, client), so an offline re-run reproduces it; ``run = k ≥ 1``
     is the k-th single-restart run of a Bayesian-privacy estimate.
@@ -81,43 +89,6 @@ def attack_job(
     restarts = 1 if run else audit.restarts
     return AttackJob(name, view, audit.iterations, restarts, seed, options=options,
                      device=device, tuning=tuning)
-
-
-class Tuner:
-    """The server's tuning of attack settings on its public data (``audit.tune``;
-    :mod:`attacks.tuning`), once per attacked round, attack and declaration (``audit.tune_scope
-    = "round"``, the shadow trains from each round's θ) or once per attack and declaration in
-    the run (``"run"``, at the first round that declaration is attacked): clients that declare
-    the same settings share one shadow. It sees views (public protocol state) and the public data,
-    never a client's records."""
-
-    def __init__(self, audit: AuditConfig, public: PublicPrior | None, device: str = "cpu"
-                 ) -> None:
-        self.audit, self.public, self.device = audit, public, device
-        self._done: dict[tuple[Any, ...], dict[str, Any]] = {}
-
-    def __call__(self, name: str, view: ServerView, rnd: int) -> dict[str, Any] | None:
-        """The tuning record of attack ``name`` on ``view`` in round ``rnd`` (None where the
-        attack has nothing to tune)."""
-        if not tunable(name):
-            return None
-        if self.audit.tune == "off":
-            return {"mode": "off", "chosen": None}
-        if self.public is None:
-            return {"mode": "public", "chosen": None,
-                    "why": "the server holds no public data: fixed settings"}
-        when = rnd if self.audit.tune_scope == "round" else None
-        key = (when, name, view.model_name, view.batch_size, view.local_steps,
-               view.learning_rate, view.optimizer, view.mechanism,
-               tuple(sorted((k, repr(v)) for k, v in view.mechanism_params.items())))
-        if key not in self._done:
-            seed = self.audit.seed + 1000 * rnd
-            found = tune(name, view, self.public, iterations=self.audit.iterations, seed=seed,
-                         device=self.device, early_stop=self.audit.early_stop)
-            self._done[key] = {**found.record(), "scope": self.audit.tune_scope, "round": rnd}
-            log.info("round %d %s tuned on a public shadow: %s (SSIM by TV weight %s)", rnd,
-                     name, found.options, dict(zip(found.grid, found.shadow_ssim, strict=True)))
-        return self._done[key]
 
 
 def attack_scores(
@@ -321,7 +292,8 @@ class AttackPlan:
         self.device = device
         self.tuner = Tuner(audit, public, device)
         self.pending: list[PendingAttack] = []
-        self.skipped: list[int] = []  # the last run's clients the round's budget left unattacked
+        self.unattackable: list[int] = []  # this round's views over MAX_REPLAYED_RECORDS
+        self.skipped: list[int] = []  # the last run's scheduled clients it did not attack
 
     def scheduled(self, rnd: int, client_ids: Collection[int]) -> set[int]:
         """Which of the clients that replied in round ``rnd`` are attacked.
@@ -351,7 +323,18 @@ class AttackPlan:
         return (client_id - start) % self.num_clients, client_id
 
     def add(self, rnd: int, client_id: int, view: ServerView, truth_ids: Sequence[int]) -> None:
-        """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty)."""
+        """Schedule an attack on ``view`` (scored against ``truth_ids``; unscored when empty);
+        a view whose declared batch × local steps is over :data:`MAX_REPLAYED_RECORDS` is not
+        attacked (:attr:`unattackable`, then :attr:`skipped`), before anything is allocated
+        for it."""
+        replayed = view.default_num_images * view.local_steps
+        if replayed > MAX_REPLAYED_RECORDS:
+            log.warning("round %d client %d: not attacked: its declared batch of %d x %d local "
+                        "steps would replay %d records an iteration, over the attacks' bound "
+                        "of %d", rnd, client_id, view.default_num_images, view.local_steps,
+                        replayed, MAX_REPLAYED_RECORDS)
+            self.unattackable.append(client_id)
+            return
         truth = list(truth_ids)
         pool = self._pool(rnd, client_id, truth) if truth else []
         self.pending.append(PendingAttack(client_id, view, truth, pool,
@@ -380,9 +363,9 @@ class AttackPlan:
         return truth + rng.choice(others, size=k, replace=False).tolist()
 
     def _jobs(self, rnd: int, deadline: float | None) -> list[tuple[PendingAttack, str, AttackJob]]:
-        """The jobs of the pending attacks, each client's tuned first (:class:`Tuner`); no
-        client after the first is tuned or given jobs once ``deadline`` (``time.monotonic``)
-        has passed."""
+        """The jobs of the pending attacks, each client's tuned first
+        (:class:`~strategies.attack_tuner.Tuner`); no client after the first is tuned or given
+        jobs once ``deadline`` (``time.monotonic``) has passed."""
         audit, jobs = self.audit, []
         for i, item in enumerate(self.pending):
             if i and deadline is not None and time.monotonic() >= deadline:
@@ -410,20 +393,22 @@ class AttackPlan:
         are :attr:`skipped`, with no row, estimate or game of the round."""
         budget = self.audit.round_seconds or None
         deadline = None if budget is None else time.monotonic() + budget
+        too_big, self.unattackable = self.unattackable, []
         self.pending.sort(key=lambda item: self._turn(rnd, item.client_id))
         jobs = self._jobs(rnd, deadline)
         pending, self.pending = self.pending, []
         left = None if deadline is None else max(deadline - time.monotonic(), 1e-9)
-        results = run_attacks([j for _, _, j in jobs], executor=executor, seconds=left)
+        lead = sum(item is pending[0] for item, _, _ in jobs) if pending else 0
+        results = run_attacks([j for _, _, j in jobs], executor=executor, seconds=left,
+                              first=lead)  # the first client's attacks run whatever the budget
         ran: dict[int, bool] = {}  # whether every job of the client ran
         for (item, _, _), result in zip(jobs, results, strict=True):
             ran[item.client_id] = ran.get(item.client_id, True) and result is not None
-        self.skipped = sorted(item.client_id for item in pending
-                              if not ran.get(item.client_id, False))
-        if self.skipped:
+        spent = [item.client_id for item in pending if not ran.get(item.client_id, False)]
+        self.skipped = sorted({*too_big, *spent})
+        if spent:
             log.warning("round %d: the round's attack budget (audit.round_seconds = %g s) was "
-                        "spent; clients %s are not attacked this round", rnd, budget,
-                        self.skipped)
+                        "spent; clients %s are not attacked this round", rnd, budget, spent)
         bayes: dict[int, list[AttackResult]] = {}
         for (item, name, _), result in zip(jobs, results, strict=True):
             if result is None or item.client_id in self.skipped:

@@ -108,7 +108,7 @@ class AuditPipeline:
         self.store.begin_round(server_round)
         if self.audit.enabled:
             self.store.write_global(server_round, broadcast)
-        self.plan.pending, self.unverified_share = [], None
+        self.plan.pending, self.plan.unattackable, self.unverified_share = [], [], None
         run = self.run
         run.dim = int(sum(a.size for a in broadcast))
         run.identities = RoundIdentities.start(
@@ -153,7 +153,7 @@ class AuditPipeline:
         """Run the round's attacks, then mark the round complete (every record durable);
         ``metrics`` adds to the round's (Flower's DP wrappers: ``strategies/flower_dp.py``)."""
         skipped: list[int] = []
-        if self.plan.pending:
+        if self.plan.pending or self.plan.unattackable:
             self._run_attacks(server_round)
             skipped = self.plan.skipped
         self.store.complete_round(server_round, {"accuracy": accuracy, "loss": loss,

@@ -85,12 +85,22 @@ def test_no_time_limit_runs_every_attack():
 
 
 @pytest.mark.slow
-def test_ray_cancels_what_the_time_limit_leaves_unfinished():
-    pytest.importorskip("ray")
-    results = run_attacks(_jobs(4, iterations=300), executor="ray", num_cpus=1,
-                          progress=False, seconds=1e-9)
-    assert len(results) == 4 and results.count(None) >= 1
-    assert all(r.iterations == 300 for r in results if r is not None)
+def test_ray_runs_the_first_jobs_and_cancels_what_the_time_limit_leaves(monkeypatch):
+    ray = pytest.importorskip("ray")
+    cancelled, cancel = [], ray.cancel
+    monkeypatch.setattr(ray, "cancel", lambda ref, **kw: cancelled.append(ref) or cancel(ref, **kw))
+    slow_first = [*_jobs(1, iterations=600), *_jobs(3, iterations=2)]
+    results = run_attacks(slow_first, executor="ray", num_cpus=2, progress=False,
+                          seconds=1e-9)
+    assert results[0] is not None and results[0].iterations == 600  # the first, to the end
+    assert results[1:] == [None, None, None] and cancelled == []  # never sent: time was up
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:  # in a Ray already running (Flower's), what is left when time runs out is cancelled
+        results = run_attacks(_jobs(4, iterations=3000), executor="ray", progress=False,
+                              seconds=0.5, first=0)
+    finally:
+        ray.shutdown()
+    assert results.count(None) == len(cancelled) >= 1
 
 
 @pytest.mark.parametrize("seconds", [0, -1.0, True, float("nan")])
@@ -120,3 +130,65 @@ def test_a_spent_round_budget_skips_the_rest_in_turn_and_says_so(monkeypatch):
         plan.add(2, cid, mean_gradient_view(images, labels), [0, 1])
     assert [o.client_id for o in plan.run(2, "inline", truth, lambda cid: 0.0)] == [1]
     assert plan.skipped == [0, 2]  # round 2's turn starts at client 1
+
+
+def test_rotation_takes_one_client_a_round_however_many_parts_the_round_has(
+        monkeypatch, tmp_path):
+    """A round is checked in parts of ``CHUNK`` replies; the attacked client is chosen once
+    over the whole round, not once a part."""
+    from reliability_support import QUICKSTART, LocalGrid
+
+    import strategies.stages as stages
+    from clients.client_app import app
+    from strategies.server_run import run_federation
+    from workflows.config import load_config
+
+    monkeypatch.setattr(stages, "CHUNK", 2)
+    cfg = load_config(QUICKSTART, ["rounds=2", "data.num_clients=5", "train.local_steps=1",
+                                   "train.batch_size=8", "audit.every=1", "audit.iterations=5",
+                                   "audit.tune='off'", "audit.game_trials=0"])
+    report = run_federation(LocalGrid(app, 5), cfg, tmp_path / "run")
+    attacked = sorted(c["client_id"] for c in report["clients"] if c["attack"])
+    assert attacked == [0, 1]  # round 1: client 0; round 2: client 1; one each
+    assert report["attacks_skipped"] == [[], []]
+
+
+def test_every_attack_of_the_first_client_runs_whatever_the_budget():
+    images, labels = digits([0, 1])
+    plan = _plan(attacks=["iga", "dlg"], clients="all", round_seconds=1e-9)
+    for cid in (0, 1):
+        plan.add(1, cid, mean_gradient_view(images, labels), [])
+    outcomes = list(plan.run(1, "inline", lambda ids: (None, None), lambda cid: 0.0))
+    assert [(o.client_id, o.row["attack"]) for o in outcomes] == [(0, "iga"), (0, "dlg")]
+    assert plan.skipped == [1]
+
+
+def test_the_leading_jobs_run_whatever_the_time_limit():
+    results = run_attacks(_jobs(4), progress=False, seconds=1e-9, first=2)
+    assert [r is not None for r in results] == [True, True, False, False]
+
+
+def test_an_update_over_the_replay_bound_is_skipped_before_anything_is_allocated(monkeypatch):
+    import strategies.attack_schedule as schedule
+
+    images, labels = digits([0, 1])
+    plan = _plan()
+    view = mean_gradient_view(images, labels)
+    monkeypatch.setattr(schedule, "MAX_REPLAYED_RECORDS", 1)  # the view replays 2 records
+    plan.add(1, 0, view, [])
+    assert plan.pending == [] and plan.unattackable == [0]
+    assert list(plan.run(1, "inline", lambda ids: (None, None), lambda cid: 0.0)) == []
+    assert plan.skipped == [0] and plan.unattackable == []
+
+
+def test_a_hostile_declaration_cannot_make_the_default_attack_unbounded():
+    from dataclasses import replace
+
+    from strategies.attack_schedule import MAX_REPLAYED_RECORDS
+
+    images, labels = digits([0])
+    plan = _plan()
+    huge = replace(mean_gradient_view(images, labels), batch_size=1e9, local_steps=100_000)
+    plan.add(1, 3, huge, [])
+    assert plan.pending == [] and plan.unattackable == [3]
+    assert 32 * 20 <= MAX_REPLAYED_RECORDS  # the quickstart's declaration is attacked

@@ -163,10 +163,11 @@ def test_strongest_runs_every_member_when_none_is_exact():
 def _as_audited(view: ServerView) -> AttackResult:
     """The ``[audit]`` defaults (``audit.attacks = ["strongest"]``, 2,000 iterations, the early
     stop, the TV weight tuned on a public shadow), by the live auditor's own path
-    (:class:`strategies.attack_schedule.Tuner`, :func:`~strategies.attack_schedule.
+    (:class:`strategies.attack_tuner.Tuner`, :func:`~strategies.attack_schedule.
     attack_job`), round 1, client 0."""
     from fedpriv.audit.config import AuditConfig
-    from strategies.attack_schedule import Tuner, attack_job
+    from strategies.attack_schedule import attack_job
+    from strategies.attack_tuner import Tuner
 
     audit = AuditConfig()
     assert audit.attacks == ["strongest"] and audit.iterations == 2000 and audit.tune == "public"

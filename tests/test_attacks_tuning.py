@@ -13,7 +13,7 @@ from attacks import simulate_view
 from attacks.estimators.prior import PublicPrior
 from attacks.tuning import TV_GRID, shadow_view, tune
 from fedpriv.audit.config import AuditConfig
-from strategies import attack_schedule
+from strategies import attack_tuner
 from strategies.attack_schedule import AttackPlan
 
 PUBLIC_IDS = list(range(1000, 1200))
@@ -86,13 +86,13 @@ def test_tuning_never_reads_the_attacked_clients_records(view, public, monkeypat
     """The chosen settings must not depend on the attacked client's records: the same with
     the true batch as with noise in its place, and chosen before the truth is first read."""
     events: list[tuple[str, object]] = []
-    real_tune = attack_schedule.tune
+    real_tune = attack_tuner.tune
 
     def spying_tune(*args, **kwargs):
         events.append(("tune", None))
         return real_tune(*args, **kwargs)
 
-    monkeypatch.setattr(attack_schedule, "tune", spying_tune)
+    monkeypatch.setattr(attack_tuner, "tune", spying_tune)
     x, _ = digits(CLIENT_IDS)
     rows = _plan_rows(view, public, x.numpy(), spy=events)
     kinds = [kind for kind, _ in events]
@@ -113,10 +113,10 @@ def test_tune_off_keeps_the_fixed_weight_and_says_so(view, public):
 
 def test_one_shadow_per_round_and_declaration(view, public, monkeypatch):
     calls = []
-    monkeypatch.setattr(attack_schedule, "tune",
+    monkeypatch.setattr(attack_tuner, "tune",
                         lambda *a, **k: calls.append(1) or tune(*a, **k))
     audit = AuditConfig(attacks=["iga"], iterations=2, game_trials=0)
-    tuner = attack_schedule.Tuner(audit, public)
+    tuner = attack_tuner.Tuner(audit, public)
     first = tuner("iga", view, 1)
     assert tuner("iga", dataclasses.replace(view), 1) == first and len(calls) == 1
     tuner("iga", view, 2)
@@ -126,11 +126,11 @@ def test_one_shadow_per_round_and_declaration(view, public, monkeypatch):
 
 def test_tune_scope_run_tunes_once_per_declaration_in_the_run(view, public, monkeypatch):
     calls = []
-    monkeypatch.setattr(attack_schedule, "tune",
+    monkeypatch.setattr(attack_tuner, "tune",
                         lambda *a, **k: calls.append(k) or tune(*a, **k))
     audit = AuditConfig(attacks=["iga"], iterations=2, game_trials=0, tune_scope="run")
     assert AuditConfig().tune_scope == "round"  # θ moves the choice (benchmarks/attack_speed.py)
-    tuner = attack_schedule.Tuner(audit, public)
+    tuner = attack_tuner.Tuner(audit, public)
     first = tuner("iga", view, 1)
     assert tuner("iga", view, 2) == first and tuner("iga", view, 7) == first
     assert len(calls) == 1 and first["round"] == 1 and first["scope"] == "run"

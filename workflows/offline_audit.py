@@ -55,13 +55,13 @@ from fedpriv.data import SHAPES
 from fedpriv.errors import InputError
 from fedpriv.schema import apply_override
 from strategies.attack_schedule import (
-    Tuner,
     attack_job,
     attack_scores,
     game_outcome,
     public_prior,
     unscored_row,
 )
+from strategies.attack_tuner import Tuner
 from strategies.attack_views import declared_view, undeclared_view
 from strategies.canary_audit import CanaryAuditor
 from strategies.server_run import dataset_of

@@ -30,7 +30,7 @@ from strategies.stages import (
     update,
     verify,
 )
-from strategies.stages.base import Reply, Round, RunState, Stage
+from strategies.stages.base import Reply, Round, RunState, Stage, live
 
 __all__ = ["CHUNK", "CONFORM", "STAGES", "Reply", "Round", "RunState", "Stage", "paused_gc",
            "run_round"]
@@ -61,11 +61,15 @@ otherwise hold every reply's Δ and its flat copy together (~1 GB for the paper 
 
 def run_round(batch: list[Reply], rnd: Round, *, audit: bool) -> None:
     """Run the round's stages over its batch: :data:`CONFORM` over the whole round (a reply's
-    identity depends on the replies before it); with ``audit`` the rest of :data:`STAGES`, in
-    order, over parts of :data:`CHUNK` replies (replies of different clients share nothing a
-    stage computes), each part's arrays let go once it is done."""
+    identity depends on the replies before it); with ``audit`` the clients to attack, chosen
+    among the replies :data:`CONFORM` kept, and the rest of :data:`STAGES`, in order, over
+    parts of :data:`CHUNK` replies (replies of different clients share nothing a stage
+    computes), each part's arrays let go once it is done. A chosen client that a later stage
+    turns down is not attacked that round."""
     for stage in CONFORM:
         stage(batch, rnd)
+    if audit:  # once over the round, not per part: rotation takes one client a round
+        rnd.attacked = rnd.run.plan.scheduled(rnd.number, [r.client_id for r in live(batch)])
     rest = [stage for stage in STAGES if stage not in CONFORM] if audit else []
     for start in range(0, len(batch), CHUNK):
         part = batch[start:start + CHUNK]

@@ -87,12 +87,15 @@ class RunState:
 
 @dataclass(eq=False)
 class Round:
-    """One round's batch context: its number, θ as broadcast (and its array names)."""
+    """One round's batch context: its number, θ as broadcast (and its array names), and the
+    clients the attack plan attacks, chosen once over the whole round (:func:`strategies.
+    stages.run_round`)."""
 
     number: int
     broadcast: Sequence[np.ndarray]
     names: Sequence[str] | None
     run: RunState
+    attacked: set[int] = field(default_factory=set)
 
     @cached_property
     def theta(self) -> tuple[np.ndarray, float]:

@@ -66,10 +66,9 @@ def _declared(reply: Reply, rnd: Round, stored: Arrays | None) -> ReplyRows:
 
 def write(batch: list[Reply], rnd: Round) -> None:
     """Lay out every live reply's rows, in reply order, and write them in one call."""
-    audit, rows, replies = rnd.run.audit, [], live(batch)
-    attacked = rnd.run.plan.scheduled(rnd.number, [reply.client_id for reply in replies])
-    for reply in replies:
-        reply.attacked = reply.client_id in attacked
+    audit, rows = rnd.run.audit, []
+    for reply in live(batch):
+        reply.attacked = reply.client_id in rnd.attacked  # chosen over the round (run_round)
         kept = keeps_update(audit.store_updates, reply.attacked)  # the storage policy
         stored = encode_update(reply.delta, audit.update_dtype) if kept else None
         rows.append((_undeclared if reply.report is None else _declared)(reply, rnd, stored))
