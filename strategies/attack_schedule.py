@@ -302,7 +302,9 @@ class AttackPlan:
         attacked round (``a = (rnd − 1) // every``) starts at client ``a mod N`` (``N`` =
         ``num_clients``) and takes the first of the round's clients at or after it in id
         order, cyclically. The choice depends on the round number and on who replied only, so
-        a resumed run makes it again."""
+        a resumed run makes it again. Ids are taken mod ``N``: a stock client bound to an id of
+        ``N`` or more shares its turn with a lower one (``"all"`` or a list attacks it
+        for certain)."""
         audit, ids = self.audit, set(client_ids)
         if not audit.attacks or (rnd - 1) % audit.every or not ids:
             return set()

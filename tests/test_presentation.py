@@ -97,10 +97,21 @@ def test_unscored_attacks_are_said_to_be_unscored_not_least_leaking():
     assert "unscored" not in attacks_section([], scored)[2]
 
 
+def test_the_summary_says_what_unscored_means_and_who_was_not_attacked():
+    from fedpriv.audit.summary import UNSCORED_NOTE, attack_lines
+
+    clients = [{"client_id": 0, "attack": {"ssim": None}}, {"client_id": 1, "attack": None}]
+    lines = attack_lines({"clients": clients, "completed_rounds": [1, 2],
+                          "attacks_skipped": [[], [1, 3]]})
+    assert lines[0] == UNSCORED_NOTE and lines[1].endswith("round 2: client(s) 1, 3")
+    assert attack_lines({"clients": clients[1:], "completed_rounds": [1],
+                         "attacks_skipped": [[]]}) == []
+
+
 def test_clients_a_spent_round_budget_left_out_are_named():
     views = [AttackView(2, 0, "iga", {"ssim": 0.4}, stored=True)]
     html = attacks_section([], views, [1, 2, 3], [[], [1, 2], []])[2]
-    assert html.count("attack budget") == 1 and "Round 2:" in html and "client(s) 1, 2" in html
+    assert html.count("attack budget") == 1 and "Round 2: client(s) 1, 2 scheduled" in html
     assert "attack budget" not in attacks_section([], views, [1, 2, 3], [[], [], []])[2]
 
 

@@ -25,8 +25,9 @@ __all__ = [
 ]
 
 #: ``audit.clients``: one client per attacked round, taken in turn (:meth:`strategies.
-#: attack_schedule.AttackPlan.scheduled`), so every client is attacked and a round's attacks
-#: cost one client-round's.
+#: attack_schedule.AttackPlan.scheduled`): each client's turn comes once every
+#: ``num_clients`` attacked rounds (one absent in its turn is not attacked that cycle), and a
+#: round's attacks cost one client-round's.
 ROTATE = "rotate"
 #: The estimators of an ε lower bound (``fedpriv.canaries.ESTIMATORS``; docs/canaries.md).
 CANARY_METHODS = ("one-run", "clopper-pearson", "gdp-thresholds", "gdp-fit")
@@ -126,10 +127,10 @@ class AuditConfig:
     round_seconds: float = rule(
         f"a number of seconds in [0, {MAX_ROUND_SECONDS:g}] (0 sets no limit)",
         lambda v: 0 <= v <= MAX_ROUND_SECONDS, default=120.0,
-        doc="The round's attack budget: the most wall-clock seconds one round's attacks may "
-            "take, their tuning included. Once it is spent no further attack of the round "
-            "starts (the first always runs); the clients left unattacked are logged and listed "
-            "in report.json (attacks_skipped). 0 sets no limit.",
+        doc="The round's attack budget: the wall-clock seconds, tuning included, after which "
+            "no further client's attack of the round starts (the first client's always run, to "
+            "the end); the clients left unattacked are logged and listed in report.json "
+            "(attacks_skipped). 0 sets no limit.",
     )
     iterations: int = rule(*bounded_count(1, MAX_ITERATIONS), default=2000,
                            doc="Optimiser iterations per restart of an attack.")

@@ -119,8 +119,10 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
     )  # fmt: skip
     left = [(r, ids) for r, ids in zip(rounds, skipped, strict=False) if ids]
     budget = "".join(
-        f'<p class="note">Round {r}: the round\'s attack budget (audit.round_seconds) was spent; '
-        f"client(s) {', '.join(map(str, ids))} not attacked that round.</p>" for r, ids in left)
+        f'<p class="note">Round {r}: client(s) {", ".join(map(str, ids))} scheduled but not '
+        "attacked (the round's attack budget, audit.round_seconds, was spent, or the declared "
+        "batch × local steps is over the attacks' bound; the run's log says which).</p>"
+        for r, ids in left)
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>" + budget
     unscored = {(v.round, v.client_id) for v in views
@@ -134,8 +136,9 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
         else ""
     )
     if unscored:
-        note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: the '
-                 "server holds no true batch to score them against (the simulation-only oracle "
-                 "audit.ground_truth is off). Their reconstructions are kept in the audit store, "
-                 "not drawn; unscored is not evidence of safety.</p>")
+        note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: no '
+                 "true batch to score them against (the simulation-only oracle "
+                 "audit.ground_truth is off, or the update is a stock client's) or too many "
+                 "images to match. Their reconstructions are kept in the audit store, not drawn; "
+                 "unscored is not evidence of safety.</p>")
     return "attacks", "Attacks", embed(ssim) + budget + note + _gallery(views) + _scores(views)

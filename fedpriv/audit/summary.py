@@ -10,8 +10,8 @@ from typing import Any
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.failures import collapse_failures, round_ranges
 
-__all__ = ["UNSCORED", "UNSCORED_NOTE", "chain_lines", "failure_lines", "ssim_cell",
-           "summary_lines"]
+__all__ = ["UNSCORED", "UNSCORED_NOTE", "attack_lines", "chain_lines", "failure_lines",
+           "ssim_cell", "summary_lines"]
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -30,9 +30,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             f"{c['client_id']:>6} {c['mechanism'] or '-':>9} {c['rounds_participated']:>6} "
             f"{_num(eps):>9} {_num(cap) + mark:>10} {ssim_cell(c):>8}"
         )
-    lines += footnote
-    if any(ssim_cell(c) == UNSCORED for c in result["clients"]):
-        lines.append(UNSCORED_NOTE)
+    lines += footnote + attack_lines(result)
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     return lines + failure_lines(result.get("failures", [])) + chain_lines(result["chain"])
@@ -41,18 +39,32 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 #: The SSIM cell of a client attacked without ground truth to score the reconstruction.
 UNSCORED = "unscored"
 #: What :data:`UNSCORED` means, printed once under a table that shows it.
-UNSCORED_NOTE = ("unscored: attacked, but the server holds no true batch to score the "
-                 "reconstruction against (the simulation-only oracle audit.ground_truth is off); "
-                 "its reconstructions are kept in the audit store")
+UNSCORED_NOTE = ("unscored: attacked, but the reconstruction was not scored (no true batch to "
+                 "score it against: the simulation-only oracle audit.ground_truth is off or the "
+                 "update is a stock client's; or too many images to match); it is kept in the "
+                 "audit store")
 
 
-def ssim_cell(client: dict[str, Any]) -> str:
-    """A client's best-SSIM cell: the SSIM, :data:`UNSCORED` where it was attacked with no
-    ground truth, ``-`` where it was not attacked."""
+def ssim_cell(client: dict[str, Any], spec: str = ".3g") -> str:
+    """A client's best-SSIM cell: the SSIM in ``spec``, :data:`UNSCORED` where it was
+    attacked but not scored, ``-`` where it was not attacked."""
     attack = client.get("attack")
     if attack is None:
         return "-"
-    return UNSCORED if attack.get("ssim") is None else f"{attack['ssim']:.3g}"
+    return UNSCORED if attack.get("ssim") is None else format(attack["ssim"], spec)
+
+
+def attack_lines(result: dict[str, Any]) -> list[str]:
+    """Under a per-client table: what :data:`UNSCORED` means, where a client shows it, and the
+    rounds whose scheduled clients were not attacked (report.json ``attacks_skipped``)."""
+    lines = [UNSCORED_NOTE] if any(ssim_cell(c) == UNSCORED for c in result["clients"]) else []
+    left = [(r, ids) for r, ids in zip(result.get("completed_rounds", []),
+                                       result.get("attacks_skipped", []), strict=False) if ids]
+    if left:
+        lines.append("scheduled but not attacked (the round's attack budget spent, or over the "
+                     "attacks' bound; report.json attacks_skipped): " + "; ".join(
+                         f"round {r}: client(s) {', '.join(map(str, ids))}" for r, ids in left))
+    return lines
 
 
 def failure_lines(failures: list[dict[str, Any]]) -> list[str]:

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import Any
 
-from fedpriv.audit.summary import UNSCORED, UNSCORED_NOTE, ssim_cell
+from fedpriv.audit.summary import attack_lines, ssim_cell
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.validate import check_positive
 
@@ -98,17 +98,13 @@ def render(result: dict[str, Any]) -> str:
     ]
     marks, footnote = terminal_marks(result["clients"], "log_bayes_capacity")
     for c, mark in zip(result["clients"], marks, strict=True):
-        ssim = c["attack"]["ssim"] if c["attack"] else None
         cap = _fmt(c["log_bayes_capacity"], ".4g") + mark
-        cell = ssim_cell(c) if ssim is None else format(ssim, "9.3f")
         lines.append(
             f"{c['client_id']:>6} {c['mechanism'] or '-':<10} {c['rounds_participated']:>6} "
             f"{_fmt(c['epsilon'], '10.4g')} {cap:>10} "
-            f"{cell:>9}  {c['guarantee'] or '-'}"
+            f"{ssim_cell(c, '9.3f'):>9}  {c['guarantee'] or '-'}"
         )
-    lines += footnote
-    if any(ssim_cell(c) == UNSCORED for c in result["clients"]):
-        lines.append(UNSCORED_NOTE)
+    lines += footnote + attack_lines(result)
     if result["epsilon_bounds"]["note"]:
         lines.append(result["epsilon_bounds"]["note"])
     for problem in result.get("integrity", {}).get("problems", []):
