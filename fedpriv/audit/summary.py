@@ -36,7 +36,7 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     return lines + failure_lines(result.get("failures", [])) + chain_lines(result["chain"])
 
 
-#: The SSIM cell of a client attacked without ground truth to score the reconstruction.
+#: The SSIM cell of a client attacked whose reconstructions were not scored.
 UNSCORED = "unscored"
 #: What :data:`UNSCORED` means, printed once under a table that shows it.
 UNSCORED_NOTE = ("unscored: attacked, but the reconstruction was not scored (no true batch to "
