@@ -2,13 +2,17 @@
 that repeats every round is logged once and summarised in one line with its rounds; the
 verification figure draws green only for verified client-rounds; the identification game's
 trials have their own column; a pooled canary bound over its threshold is marked; a legend
-wider than the figure's margin is kept whole; one final chain head."""
+wider than the figure's margin is kept whole; one final chain head; attacked clients that were
+not scored, or not attacked as scheduled, are said so, and a reconstruction with no stored true
+batch is drawn alone."""
 
 from __future__ import annotations
 
 import logging
 import re
 from types import SimpleNamespace
+
+import numpy as np
 
 from fedpriv.audit.check_figures import NOT_VERIFIED, shown_status, verification_figure
 from fedpriv.audit.gallery import AttackView, attack_views
@@ -106,6 +110,26 @@ def test_the_summary_says_what_unscored_means_and_who_was_not_attacked():
     assert lines[0] == UNSCORED_NOTE and lines[1].endswith("round 2: client(s) 1, 3")
     assert attack_lines({"clients": clients[1:], "completed_rounds": [1],
                          "attacks_skipped": [[]]}) == []
+
+
+def test_a_reconstruction_without_a_stored_true_batch_is_drawn_alone():
+    from fedpriv.audit.gallery import load_pairing, strip_png
+    from fedpriv.audit.pairing import NO_TRUTH
+
+    recon = np.random.default_rng(0).random((3, 1, 16, 16))
+
+    def no_truth(rnd, client_id):
+        raise KeyError(client_id)
+
+    store = SimpleNamespace(load_reconstruction=lambda attack_id: {"images": recon},
+                            load_ground_truth=no_truth)
+    pairing = load_pairing(store, {"attack_id": 1, "round": 1, "client_id": 0, "mse": None})
+    assert pairing.status == NO_TRUTH and not pairing.paired
+    assert pairing.originals.shape == (0, 16, 16) and pairing.reconstructions.shape == (3, 16, 16)
+    assert strip_png(pairing).startswith(b"\x89PNG")
+    view = AttackView(1, 0, "strongest", {"ssim": None}, png=b"png", pairing=NO_TRUTH,
+                      images=3, stored=True)
+    assert "top row empty" in attacks_section([], [view])[2]
 
 
 def test_clients_a_spent_round_budget_left_out_are_named():

@@ -13,7 +13,7 @@ import numpy as np
 
 from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import MAX_COLUMNS, as_images
-from fedpriv.audit.pairing import Pairing, pair_attack
+from fedpriv.audit.pairing import NO_TRUTH, Pairing, pair_attack
 from fedpriv.audit.reader import StoreReader
 from fedpriv.leakage.game import GAME_ATTACK
 
@@ -72,13 +72,18 @@ class AttackView:
 
 
 def load_pairing(store: StoreReader, attack: Row) -> Pairing | None:
-    """The stored true batch and reconstruction of ``attack``, paired; None when either is
-    not stored (or cannot be read: logged)."""
+    """The stored true batch and reconstruction of ``attack``, paired; the reconstruction
+    alone (:data:`~fedpriv.audit.pairing.NO_TRUTH`) where no true batch is stored; None
+    where no reconstruction is (or either cannot be read: logged)."""
     try:
-        truth = store.load_ground_truth(attack["round"], attack["client_id"])
         recon = store.load_reconstruction(attack["attack_id"])
-        originals = as_images(truth.get("images", next(iter(truth.values()))))
         recons = as_images(recon.get("images", next(iter(recon.values()))))
+        try:
+            truth = store.load_ground_truth(attack["round"], attack["client_id"])
+        except KeyError:
+            return Pairing(np.zeros((0, *recons.shape[1:])), recons, NO_TRUTH,
+                           "no true batch stored: the reconstructions alone")
+        originals = as_images(truth.get("images", next(iter(truth.values()))))
         return pair_attack(originals, recons, attack["mse"])
     except KeyError:
         return None

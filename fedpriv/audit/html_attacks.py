@@ -10,7 +10,7 @@ from typing import Any
 from fedpriv.audit.figures import MAX_COLUMNS
 from fedpriv.audit.gallery import SCORE_KEYS, AttackView
 from fedpriv.audit.html_page import Section, cell, data_uri, embed, esc, figure, table
-from fedpriv.audit.pairing import PAIRED_AS_STORED, REMATCHED
+from fedpriv.audit.pairing import NO_TRUTH, PAIRED_AS_STORED, REMATCHED
 from fedpriv.audit.round_figures import per_client_figure
 from fedpriv.audit.series import field_value
 from fedpriv.leakage.game import GAME_ATTACK
@@ -23,6 +23,7 @@ Row = Mapping[str, Any]
 _PAIRED = {
     PAIRED_AS_STORED: "paired as scored (stored order)",
     REMATCHED: "paired as scored (re-matched)",
+    NO_TRUTH: "reconstructions only: no true batch stored (top row empty)",
 }
 _HEADERS = [
     ("round", ""), ("client", ""), ("attack", ""), ("iterations", ""), ("restarts", ""),
@@ -52,7 +53,8 @@ _PAIRING_NOTE = (
     '<p class="note">Each column shows a true image (top) above the reconstruction scored '
     "against it (bottom). The store keeps the true batch in record-id order; the report "
     "pairs columns as the scorer did — keeping the stored order, or re-matching by minimum "
-    "MSE — and accepts a pairing only if it reproduces the stored MSE.</p>"
+    "MSE — and accepts a pairing only if it reproduces the stored MSE. Where the server holds "
+    "no true batch the top row is empty.</p>"
 )
 
 
@@ -128,7 +130,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
     unscored = {(v.round, v.client_id) for v in views
                 if v.stored and v.attack != GAME_ATTACK and v.scores.get("ssim") is None}
     stored = {(v.round, v.client_id) for v in views if v.stored} - unscored
-    drawn = sum(v.png is not None for v in views)
+    drawn = sum(v.png is not None for v in views if (v.round, v.client_id) not in unscored)
     note = (
         f'<p class="note">Images drawn for the {drawn} most leaking of {len(stored)} '
         "scored attacked client-rounds.</p>"
@@ -139,6 +141,6 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
         note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: no '
                  "true batch to score them against (the simulation-only oracle "
                  "audit.ground_truth is off, or the update is a stock client's) or too many "
-                 "images to match. Their reconstructions are kept in the audit store, not drawn; "
-                 "unscored is not evidence of safety.</p>")
+                 "images to match. Their reconstructions are drawn below, where drawn, without "
+                 "scores; unscored is not evidence of safety.</p>")
     return "attacks", "Attacks", embed(ssim) + budget + note + _gallery(views) + _scores(views)

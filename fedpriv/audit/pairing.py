@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MAX_MATCH_PAIRS", "PAIRED_AS_STORED", "REMATCHED", "UNPAIRED", "Pairing",
-           "pair_attack"]
+__all__ = ["MAX_MATCH_PAIRS", "NO_TRUTH", "PAIRED_AS_STORED", "REMATCHED", "UNPAIRED",
+           "Pairing", "pair_attack"]
 
 #: The stored order reproduces the scorer's MSE.
 PAIRED_AS_STORED = "as stored"
@@ -32,6 +32,9 @@ PAIRED_AS_STORED = "as stored"
 REMATCHED = "re-matched"
 #: Neither does (or no MSE was stored): columns are not known to correspond.
 UNPAIRED = "unpaired"
+#: No true batch is stored (the oracle off, a stock client's update): the reconstructions
+#: alone, nothing to pair them with.
+NO_TRUTH = "no ground truth"
 _RTOL = 1e-6
 #: Most (reconstruction, true image) pairs a minimum-MSE matching may cost, here and in the
 #: scorer: its cost matrix is 8 bytes a pair (512 MiB). A round's update attacked after many
@@ -43,7 +46,7 @@ MAX_MATCH_PAIRS = 2**26
 @dataclass(frozen=True)
 class Pairing:
     """True images and reconstructions, column ``j`` of one against column ``j`` of the other
-    when ``status`` is not :data:`UNPAIRED`."""
+    when :attr:`paired` (no true images at all under :data:`NO_TRUTH`)."""
 
     originals: np.ndarray
     reconstructions: np.ndarray
@@ -54,7 +57,7 @@ class Pairing:
     def paired(self) -> bool:
         """Whether column ``j`` of the originals is the image reconstruction ``j`` was scored
         against."""
-        return self.status != UNPAIRED
+        return self.status in (PAIRED_AS_STORED, REMATCHED)
 
 
 def _flat(images: np.ndarray) -> np.ndarray:

@@ -29,6 +29,7 @@ from fedpriv.audit.errors import StoreError
 from fedpriv.audit.figures import Panel, write_grid
 from fedpriv.audit.gallery import attack_views, load_pairing
 from fedpriv.audit.identity import identity_summary
+from fedpriv.audit.pairing import NO_TRUTH
 from fedpriv.audit.report_attack import FLAT_SCORE_KEYS, attack_scores_summary, flat_scores
 from fedpriv.audit.report_central import annotate_clients, central_block, round_metrics
 from fedpriv.audit.report_game import client_game, game_family
@@ -349,7 +350,8 @@ def _panel(store: AuditStore, attack: Row) -> Panel | None:
     ssim, prior = attack["ssim"], _prior_ssim(attack)
     caption = attack["attack"] + ("" if ssim is None else f", SSIM {ssim:.3f}")
     caption += "" if prior is None else f"\nlabel prior SSIM {prior:.3f}"
-    caption += "" if pairing.paired else "\n(columns not paired)"
+    caption += ("\n(no true batch stored)" if pairing.status == NO_TRUTH
+                else "" if pairing.paired else "\n(columns not paired)")
     return Panel(f"client {attack['client_id']}", caption, pairing.originals,
                  pairing.reconstructions)
 

@@ -41,8 +41,8 @@ UNSCORED = "unscored"
 #: What :data:`UNSCORED` means, printed once under a table that shows it.
 UNSCORED_NOTE = ("unscored: attacked, but the reconstruction was not scored (no true batch to "
                  "score it against: the simulation-only oracle audit.ground_truth is off or the "
-                 "update is a stock client's; or too many images to match); it is kept in the "
-                 "audit store")
+                 "update is a stock client's; or too many images to match); its reconstruction "
+                 "is kept in the audit store (report.html draws it)")
 
 
 def ssim_cell(client: dict[str, Any], spec: str = ".3g") -> str:
