@@ -13,6 +13,7 @@ from fedpriv.audit.html_page import Section, cell, data_uri, embed, esc, figure,
 from fedpriv.audit.pairing import NO_TRUTH, PAIRED_AS_STORED, REMATCHED
 from fedpriv.audit.round_figures import per_client_figure
 from fedpriv.audit.series import field_value
+from fedpriv.audit.summary import SKIPPED_WHY, UNSCORED_WHY, skipped_rounds
 from fedpriv.leakage.game import GAME_ATTACK
 
 __all__ = ["MAX_ATTACK_ROWS", "attacks_section"]
@@ -119,12 +120,10 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
         cumulative=False, log=False, unit_range=True,
         reference=("prior_ssim", "label prior (mean over clients)"),
     )  # fmt: skip
-    left = [(r, ids) for r, ids in zip(rounds, skipped, strict=False) if ids]
     budget = "".join(
         f'<p class="note">Round {r}: client(s) {", ".join(map(str, ids))} scheduled but not '
-        "attacked (the round's attack budget, audit.round_seconds, was spent, or the declared "
-        "batch × local steps is over the attacks' bound; the run's log says which).</p>"
-        for r, ids in left)
+        f"attacked ({esc(SKIPPED_WHY)}; the run's log says which).</p>"
+        for r, ids in skipped_rounds(rounds, skipped))
     if not views and ssim is None:
         return "attacks", "Attacks", "<p>No attacks were run in the completed rounds.</p>" + budget
     unscored = {(v.round, v.client_id) for v in views
@@ -138,9 +137,7 @@ def attacks_section(clients: Sequence[Row], views: Sequence[AttackView],
         else ""
     )
     if unscored:
-        note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: no '
-                 "true batch to score them against (the simulation-only oracle "
-                 "audit.ground_truth is off, or the update is a stock client's) or too many "
-                 "images to match. Their reconstructions are drawn below, where drawn, without "
-                 "scores; unscored is not evidence of safety.</p>")
+        note += (f'<p class="note">{len(unscored)} attacked client-round(s) are unscored: '
+                 f"{esc(UNSCORED_WHY)}. Their reconstructions are drawn below, where drawn, "
+                 "without scores; unscored is not evidence of safety.</p>")
     return "attacks", "Attacks", embed(ssim) + budget + note + _gallery(views) + _scores(views)

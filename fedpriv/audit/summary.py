@@ -5,13 +5,14 @@ and the final chain head."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fedpriv.audit.vacuity import terminal_marks
 from fedpriv.failures import collapse_failures, round_ranges
 
-__all__ = ["UNSCORED", "UNSCORED_NOTE", "attack_lines", "chain_lines", "failure_lines",
-           "ssim_cell", "summary_lines"]
+__all__ = ["SKIPPED_WHY", "UNSCORED", "UNSCORED_NOTE", "UNSCORED_WHY", "attack_lines",
+           "chain_lines", "failure_lines", "skipped_rounds", "ssim_cell", "summary_lines"]
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
@@ -38,11 +39,23 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
 
 #: The SSIM cell of a client attacked whose reconstructions were not scored.
 UNSCORED = "unscored"
+#: Why an attacked client-round goes :data:`UNSCORED` (here and in report.html).
+UNSCORED_WHY = ("no true batch to score it against (the simulation-only oracle "
+                "audit.ground_truth is off, or the update is a stock client's), or too many "
+                "images to match")
 #: What :data:`UNSCORED` means, printed once under a table that shows it.
-UNSCORED_NOTE = ("unscored: attacked, but the reconstruction was not scored (no true batch to "
-                 "score it against: the simulation-only oracle audit.ground_truth is off or the "
-                 "update is a stock client's; or too many images to match); its reconstruction "
-                 "is kept in the audit store (report.html draws it)")
+UNSCORED_NOTE = (f"unscored: attacked, but the reconstruction was not scored: {UNSCORED_WHY}; "
+                 "it is kept in the audit store (report.html draws it)")
+#: Why a client scheduled in a round was not attacked (report.json ``attacks_skipped``).
+SKIPPED_WHY = ("the round's attack budget, audit.round_seconds, was spent, or the declared "
+               "batch × local steps is over the attacks' bound")
+
+
+def skipped_rounds(rounds: Sequence[int], skipped: Sequence[Sequence[int]]
+                   ) -> list[tuple[int, Sequence[int]]]:
+    """``(round, clients)`` of the completed ``rounds`` whose scheduled clients were not all
+    attacked (report.json ``completed_rounds`` and ``attacks_skipped``)."""
+    return [(r, ids) for r, ids in zip(rounds, skipped, strict=False) if ids]
 
 
 def ssim_cell(client: dict[str, Any], spec: str = ".3g") -> str:
@@ -58,12 +71,11 @@ def attack_lines(result: dict[str, Any]) -> list[str]:
     """Under a per-client table: what :data:`UNSCORED` means, where a client shows it, and the
     rounds whose scheduled clients were not attacked (report.json ``attacks_skipped``)."""
     lines = [UNSCORED_NOTE] if any(ssim_cell(c) == UNSCORED for c in result["clients"]) else []
-    left = [(r, ids) for r, ids in zip(result.get("completed_rounds", []),
-                                       result.get("attacks_skipped", []), strict=False) if ids]
+    left = skipped_rounds(result.get("completed_rounds", []), result.get("attacks_skipped", []))
     if left:
-        lines.append("scheduled but not attacked (the round's attack budget spent, or over the "
-                     "attacks' bound; report.json attacks_skipped): " + "; ".join(
-                         f"round {r}: client(s) {', '.join(map(str, ids))}" for r, ids in left))
+        lines.append(f"scheduled but not attacked ({SKIPPED_WHY}; report.json attacks_skipped): "
+                     + "; ".join(f"round {r}: client(s) {', '.join(map(str, ids))}"
+                                 for r, ids in left))
     return lines
 
 
